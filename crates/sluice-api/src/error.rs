@@ -1,0 +1,78 @@
+//! The error body and the stable table of error codes. A code, once published, keeps its
+//! meaning; clients match on it, never on the message.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// `{"error": {...}}`, the body of every non-2xx answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorResponse {
+    pub error: ErrorBody,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    /// A stable code from the table in `ErrorCode`.
+    pub code: String,
+    /// What went wrong and what to do about it, for people.
+    pub message: String,
+    /// Structured context, e.g. `{"field": "priority"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub details: Option<serde_json::Value>,
+}
+
+macro_rules! codes {
+    ($($variant:ident = $code:literal, $status:literal, $doc:literal;)*) => {
+        /// Every error code the native API returns, with its HTTP status.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ErrorCode { $(#[doc = $doc] $variant,)* }
+
+        impl ErrorCode {
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant,)*];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $code,)* }
+            }
+
+            /// The HTTP status of a whole-request error with this code. Per-entry errors in
+            /// batch answers carry the code only.
+            pub fn status(self) -> u16 {
+                match self { $(ErrorCode::$variant => $status,)* }
+            }
+
+            pub fn description(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $doc,)* }
+            }
+
+            pub fn parse(code: &str) -> Option<ErrorCode> {
+                match code { $($code => Some(ErrorCode::$variant),)* _ => None }
+            }
+        }
+    };
+}
+
+codes! {
+    InvalidJson = "invalid_json", 400, "The body is not valid JSON or does not have the expected shape.";
+    InvalidArgument = "invalid_argument", 400, "A field breaks a rule; `details.field` names it.";
+    BatchTooLarge = "batch_too_large", 400, "More entries than a batch may hold (1,000).";
+    EmptyBatch = "empty_batch", 400, "A batch with no entries.";
+    InvalidReceipt = "invalid_receipt", 400, "The receipt is not one this server issued.";
+    ForeignReceipt = "foreign_receipt", 400, "The receipt belongs to another queue.";
+    StaleReceipt = "stale_receipt", 409, "The receipt's delivery is over: the message was acked, moved or received again.";
+    NotInFlight = "not_in_flight", 409, "The message's visibility timeout already passed.";
+    MessageTooLarge = "message_too_large", 413, "A message is larger than the queue's message_bytes_max.";
+    PayloadTooLarge = "payload_too_large", 413, "The request body is larger than the server accepts.";
+    QueueNotFound = "queue_not_found", 404, "No queue has this name.";
+    DeadLetterQueueNotFound = "dead_letter_queue_not_found", 400, "The dead-letter queue named in the policy does not exist.";
+    QueueExists = "queue_exists", 409, "A queue of this name exists with different attributes.";
+    RedriveNotFound = "redrive_not_found", 404, "No redrive task has this id.";
+    RedriveRunning = "redrive_running", 409, "A redrive of this queue is already running.";
+    LimitExceeded = "limit_exceeded", 400, "A server-wide limit (such as the number of queues) is reached.";
+    NotFound = "not_found", 404, "No such route.";
+    MethodNotAllowed = "method_not_allowed", 405, "The route does not take this method.";
+    UnsupportedMediaType = "unsupported_media_type", 415, "Send `Content-Type: application/json`.";
+    StorePoisoned = "store_poisoned", 503, "A disk write or sync failed; the server refuses writes until restarted.";
+    ShuttingDown = "shutting_down", 503, "The server is shutting down.";
+    Internal = "internal", 500, "An unexpected server error; the log has the details.";
+}

@@ -1,0 +1,351 @@
+//! Wire types of the native HTTP API (`/v1/...`), shared by the server and the Rust client.
+//!
+//! Field names are `snake_case` with units last (`visibility_timeout_ms`); times are RFC 3339
+//! strings with an `_ms` twin holding milliseconds since the Unix epoch. Every type derives
+//! `utoipa::ToSchema` so that `/v1/openapi.json` is generated from these definitions.
+
+pub mod error;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use utoipa::ToSchema;
+
+pub use error::{ErrorBody, ErrorCode, ErrorResponse};
+
+/// Dead-letter policy of a queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeadLetter {
+    /// Name of the dead-letter queue (must exist).
+    pub queue: String,
+    /// Receives after which a message moves to the dead-letter queue (1 to 1000).
+    pub max_receive_count: u32,
+}
+
+/// `POST /v1/queues`. Omitted attributes take their defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateQueueRequest {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visibility_timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_bytes_max: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receive_wait_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_letter: Option<DeadLetter>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fifo: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<BTreeMap<String, String>>,
+}
+
+/// `PATCH /v1/queues/{name}`. Omitted fields stay; `"dead_letter": null` removes the policy.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateQueueRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visibility_timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_bytes_max: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receive_wait_ms: Option<u64>,
+    /// Absent: unchanged. `null`: remove the policy. An object: set it.
+    #[serde(default, deserialize_with = "double_option", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<DeadLetter>)]
+    pub dead_letter: Option<Option<DeadLetter>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<BTreeMap<String, String>>,
+}
+
+fn double_option<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// Live counts of a queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct QueueCounts {
+    /// Messages a receive could get now.
+    pub visible: u64,
+    /// Messages received and not yet acked, within their visibility timeout.
+    pub in_flight: u64,
+    /// Messages waiting for a delay (from a send or a nack).
+    pub delayed: u64,
+    /// Age of the oldest message in the queue, whatever its state; absent when empty.
+    pub oldest_age_ms: Option<u64>,
+    /// Messages in this queue's dead-letter queue; absent without a policy.
+    pub dlq_depth: Option<u64>,
+}
+
+/// A queue: its attributes and live counts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Queue {
+    pub name: String,
+    pub visibility_timeout_ms: u64,
+    pub delay_ms: u64,
+    pub retention_ms: u64,
+    pub message_bytes_max: u64,
+    pub receive_wait_ms: u64,
+    pub dead_letter: Option<DeadLetter>,
+    pub fifo: bool,
+    pub tags: BTreeMap<String, String>,
+    pub created_at: String,
+    pub created_at_ms: u64,
+    pub counts: QueueCounts,
+}
+
+/// `GET /v1/queues`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct QueueList {
+    pub queues: Vec<Queue>,
+    /// Pass as `next_token` to get the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_token: Option<String>,
+}
+
+/// `POST /v1/queues/{name}/purge`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PurgeResponse {
+    pub purged: u64,
+}
+
+/// A typed message attribute: `type` is `String`, `Number` or `Binary` (optionally with a
+/// `.label`); a Binary value is base64.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Attribute {
+    #[serde(rename = "type")]
+    pub data_type: String,
+    pub value: String,
+}
+
+/// One message to send. Give `body` (UTF-8 text) or `body_base64` (bytes), not both.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendMessage {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_base64: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, Attribute>,
+    /// Hide the message this long after the send (no 15-minute cap: anything within retention).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+    /// Hide the message until this RFC 3339 time (alternative to `delay_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deliver_at: Option<String>,
+    /// 0 (default) to 9; higher first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub message_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_id: Option<String>,
+    /// Reserved for FIFO queues; refused on standard queues for now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup_id: Option<String>,
+}
+
+/// `POST /v1/queues/{name}/messages`: up to 1,000 messages.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendRequest {
+    pub messages: Vec<SendMessage>,
+}
+
+/// Per-entry outcome of a send: the new message's `id`, or `error`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SendResult {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SendResponse {
+    pub results: Vec<SendResult>,
+}
+
+/// `POST /v1/queues/{name}/receive`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiveRequest {
+    /// Most messages to return (1 to 1000, default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u32>,
+    /// Long-poll: wait up to this long (at most 20000) for a message; the queue's
+    /// `receive_wait_ms` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+    /// Visibility timeout for these deliveries; the queue's when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visibility_timeout_ms: Option<u64>,
+}
+
+/// A message as receive and peek return it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Message {
+    pub id: String,
+    /// The body, when it was sent as text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// The body, when it was sent as bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_base64: Option<String>,
+    /// Present on received messages: pass it to ack, visibility and nack.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<String>,
+    /// Present on peeked messages: `visible`, `in_flight` or `delayed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    pub receive_count: u32,
+    pub sent_at: String,
+    pub sent_at_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_received_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_received_at_ms: Option<u64>,
+    /// When an in-flight message becomes visible again, or a delayed one first does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visible_at_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, Attribute>,
+    pub priority: u8,
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub message_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_id: Option<String>,
+    /// On a dead-lettered message: the queue it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_letter_source: Option<String>,
+    /// The reason given by the last nack, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// Answer of receive and peek.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct MessageList {
+    pub messages: Vec<Message>,
+}
+
+/// `POST /v1/queues/{name}/ack`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AckRequest {
+    pub receipts: Vec<String>,
+}
+
+/// One entry of `POST /v1/queues/{name}/visibility`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VisibilityEntry {
+    pub receipt: String,
+    /// Remaining visibility from now; 0 makes the message visible at once.
+    pub timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VisibilityRequest {
+    pub entries: Vec<VisibilityEntry>,
+}
+
+/// One entry of `POST /v1/queues/{name}/nack`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NackEntry {
+    pub receipt: String,
+    /// Visible again after this long (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+    /// Why processing failed; kept on the message as `last_error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NackRequest {
+    pub entries: Vec<NackEntry>,
+}
+
+/// Per-entry outcome of ack, visibility and nack: `ok`, or `error`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct EntryResult {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct BatchResponse {
+    pub results: Vec<EntryResult>,
+}
+
+/// `POST /v1/queues/{name}/redrive`: move this (dead-letter) queue's messages back.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RedriveRequest {
+    /// Destination queue; absent sends each message back to the queue it was dead-lettered from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// Most messages moved per second (1 to 100000, default 500).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_per_second: Option<u32>,
+}
+
+/// A redrive task and its progress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RedriveTask {
+    pub id: String,
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    pub max_per_second: u32,
+    /// `running`, `completed`, `cancelled` or `failed`.
+    pub status: String,
+    pub moved: u64,
+    /// Messages left behind because their destination does not exist.
+    pub failed: u64,
+    /// Visible messages in the source when the task started.
+    pub total: u64,
+    pub started_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RedriveTaskList {
+    pub tasks: Vec<RedriveTask>,
+}

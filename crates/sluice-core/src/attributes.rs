@@ -1,0 +1,180 @@
+//! Queue attributes: defaults, partial updates and validation.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::limits::*;
+use crate::name::validate_queue_name;
+use crate::validation::ValidationError;
+
+/// Where messages go after too many receives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadLetter {
+    /// Name of the dead-letter queue; it must exist when the policy is set.
+    pub queue: String,
+    /// A message received this many times moves to `queue` instead of being delivered again.
+    pub max_receive_count: u32,
+}
+
+/// A queue's configuration. Every field has a default, so `QueueAttributes::default()` is a
+/// valid queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueAttributes {
+    pub visibility_timeout_ms: u64,
+    pub delay_ms: u64,
+    pub retention_ms: u64,
+    pub message_bytes_max: u64,
+    pub receive_wait_ms: u64,
+    pub dead_letter: Option<DeadLetter>,
+    /// FIFO queues are not built yet; `true` is refused by validation.
+    pub fifo: bool,
+    /// Free-form labels. Not compared when a create meets an existing queue (as in SQS).
+    pub tags: BTreeMap<String, String>,
+}
+
+impl Default for QueueAttributes {
+    fn default() -> Self {
+        QueueAttributes {
+            visibility_timeout_ms: VISIBILITY_TIMEOUT_MS_DEFAULT,
+            delay_ms: 0,
+            retention_ms: RETENTION_MS_DEFAULT,
+            message_bytes_max: MESSAGE_BYTES_MAX_DEFAULT,
+            receive_wait_ms: 0,
+            dead_letter: None,
+            fifo: false,
+            tags: BTreeMap::new(),
+        }
+    }
+}
+
+/// A partial update: `None` leaves a field as it is. `dead_letter: Some(None)` removes the policy.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueAttributesPatch {
+    pub visibility_timeout_ms: Option<u64>,
+    pub delay_ms: Option<u64>,
+    pub retention_ms: Option<u64>,
+    pub message_bytes_max: Option<u64>,
+    pub receive_wait_ms: Option<u64>,
+    pub dead_letter: Option<Option<DeadLetter>>,
+    pub tags: Option<BTreeMap<String, String>>,
+}
+
+impl QueueAttributes {
+    /// True when `other` configures the same queue, ignoring tags.
+    pub fn same_config(&self, other: &QueueAttributes) -> bool {
+        QueueAttributes { tags: BTreeMap::new(), ..self.clone() }
+            == QueueAttributes { tags: BTreeMap::new(), ..other.clone() }
+    }
+
+    pub fn apply(&self, patch: &QueueAttributesPatch) -> QueueAttributes {
+        let mut next = self.clone();
+        if let Some(v) = patch.visibility_timeout_ms {
+            next.visibility_timeout_ms = v;
+        }
+        if let Some(v) = patch.delay_ms {
+            next.delay_ms = v;
+        }
+        if let Some(v) = patch.retention_ms {
+            next.retention_ms = v;
+        }
+        if let Some(v) = patch.message_bytes_max {
+            next.message_bytes_max = v;
+        }
+        if let Some(v) = patch.receive_wait_ms {
+            next.receive_wait_ms = v;
+        }
+        if let Some(v) = &patch.dead_letter {
+            next.dead_letter = v.clone();
+        }
+        if let Some(v) = &patch.tags {
+            next.tags = v.clone();
+        }
+        next
+    }
+
+    /// Checks every bound. Whether the dead-letter queue exists is the broker's business.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        check_range("visibility_timeout_ms", self.visibility_timeout_ms, 0, VISIBILITY_TIMEOUT_MS_MAX)?;
+        check_range("retention_ms", self.retention_ms, RETENTION_MS_MIN, RETENTION_MS_MAX)?;
+        check_range("delay_ms", self.delay_ms, 0, self.retention_ms)?;
+        check_range("message_bytes_max", self.message_bytes_max, 1, MESSAGE_BYTES_LIMIT)?;
+        check_range("receive_wait_ms", self.receive_wait_ms, 0, RECEIVE_WAIT_MS_MAX)?;
+        if let Some(dl) = &self.dead_letter {
+            validate_queue_name(&dl.queue).map_err(|e| e.within("dead_letter").rename("dead_letter.queue"))?;
+            check_range("dead_letter.max_receive_count", u64::from(dl.max_receive_count), 1, u64::from(MAX_RECEIVE_COUNT_MAX))?;
+        }
+        if self.fifo {
+            return Err(ValidationError::new(
+                "fifo",
+                "FIFO queues are not available yet; create a standard queue (fifo: false)",
+            ));
+        }
+        if self.tags.len() > TAGS_MAX {
+            return Err(ValidationError::new("tags", format!("a queue has at most {TAGS_MAX} tags")));
+        }
+        for (k, v) in &self.tags {
+            if k.is_empty() || k.len() > TAG_KEY_LEN_MAX {
+                return Err(ValidationError::new("tags", format!("tag keys are 1 to {TAG_KEY_LEN_MAX} bytes")));
+            }
+            if v.len() > TAG_VALUE_LEN_MAX {
+                return Err(ValidationError::new(
+                    format!("tags.{k}"),
+                    format!("tag values are at most {TAG_VALUE_LEN_MAX} bytes"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ValidationError {
+    fn rename(self, field: &str) -> Self {
+        ValidationError { field: field.to_string(), message: self.message }
+    }
+}
+
+fn check_range(field: &str, value: u64, min: u64, max: u64) -> Result<(), ValidationError> {
+    if value < min || value > max {
+        return Err(ValidationError::new(field, format!("must be between {min} and {max} (got {value})")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        QueueAttributes::default().validate().unwrap();
+    }
+
+    #[test]
+    fn bounds_name_the_field() {
+        let attrs = QueueAttributes { visibility_timeout_ms: VISIBILITY_TIMEOUT_MS_MAX + 1, ..Default::default() };
+        assert_eq!(attrs.validate().unwrap_err().field, "visibility_timeout_ms");
+        let attrs = QueueAttributes {
+            dead_letter: Some(DeadLetter { queue: "dlq".into(), max_receive_count: 0 }),
+            ..Default::default()
+        };
+        assert_eq!(attrs.validate().unwrap_err().field, "dead_letter.max_receive_count");
+        let attrs = QueueAttributes {
+            dead_letter: Some(DeadLetter { queue: "bad name".into(), max_receive_count: 3 }),
+            ..Default::default()
+        };
+        assert_eq!(attrs.validate().unwrap_err().field, "dead_letter.queue");
+        let attrs = QueueAttributes { retention_ms: 120_000, delay_ms: 120_001, ..Default::default() };
+        assert_eq!(attrs.validate().unwrap_err().field, "delay_ms");
+    }
+
+    #[test]
+    fn same_config_ignores_tags() {
+        let a = QueueAttributes::default();
+        let mut b = a.clone();
+        b.tags.insert("team".into(), "x".into());
+        assert!(a.same_config(&b));
+        b.delay_ms = 5;
+        assert!(!a.same_config(&b));
+    }
+}

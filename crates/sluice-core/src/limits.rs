@@ -1,0 +1,67 @@
+//! Every limit Sluice enforces, named with its unit last.
+//!
+//! A limit is checked before anything is allocated for the request it guards. The README's
+//! "Limits" table is generated from the same numbers by hand; keep them in step.
+
+/// Longest queue name, in characters (SQS uses the same bound).
+pub const QUEUE_NAME_LEN_MAX: usize = 80;
+
+/// Default and largest visibility timeout.
+pub const VISIBILITY_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+pub const VISIBILITY_TIMEOUT_MS_MAX: u64 = 12 * 60 * 60 * 1000;
+
+/// Default retention (4 days, as SQS) and its bounds. Sluice allows up to 365 days.
+pub const RETENTION_MS_DEFAULT: u64 = 4 * 24 * 60 * 60 * 1000;
+pub const RETENTION_MS_MIN: u64 = 60_000;
+pub const RETENTION_MS_MAX: u64 = 365 * 24 * 60 * 60 * 1000;
+
+/// Largest message body (after base64 decoding) plus attributes, and the default per queue.
+pub const MESSAGE_BYTES_LIMIT: u64 = 1024 * 1024;
+pub const MESSAGE_BYTES_MAX_DEFAULT: u64 = MESSAGE_BYTES_LIMIT;
+
+/// Longest long poll a single receive may wait.
+pub const RECEIVE_WAIT_MS_MAX: u64 = 20_000;
+
+/// Most messages in one send, ack, visibility or nack request.
+pub const BATCH_ENTRIES_MAX: usize = 1_000;
+
+/// Most messages one receive returns, and the most body bytes it returns in total (a receive
+/// always returns at least one message if one is ready, even when that one is larger).
+pub const RECEIVE_MESSAGES_MAX: u32 = 1_000;
+pub const RECEIVE_BYTES_MAX: u64 = 16 * 1024 * 1024;
+
+/// Most messages one peek returns.
+pub const PEEK_MESSAGES_MAX: u32 = 1_000;
+
+/// Largest HTTP request body the native API accepts (a full batch of base64 bodies fits).
+pub const REQUEST_BYTES_MAX: usize = 32 * 1024 * 1024;
+
+/// Highest priority; priorities run from 0 (default) to this, higher first.
+pub const PRIORITY_MAX: u8 = 9;
+
+/// Bounds on max receive count for a dead-letter policy (SQS uses the same).
+pub const MAX_RECEIVE_COUNT_MAX: u32 = 1_000;
+
+/// Message attributes: how many per message, and the longest name.
+pub const MESSAGE_ATTRIBUTES_MAX: usize = 10;
+pub const ATTRIBUTE_NAME_LEN_MAX: usize = 256;
+
+/// Tags: how many per queue, the longest key and value.
+pub const TAGS_MAX: usize = 50;
+pub const TAG_KEY_LEN_MAX: usize = 128;
+pub const TAG_VALUE_LEN_MAX: usize = 256;
+
+/// Envelope fields (`type`, `source`, `correlation_id`, `group_id`, `dedup_id`) and the error
+/// reason recorded by a nack: longest value in bytes.
+pub const ENVELOPE_FIELD_LEN_MAX: usize = 256;
+pub const ERROR_REASON_LEN_MAX: usize = 4096;
+
+/// Most queues a list call returns per page.
+pub const LIST_QUEUES_LIMIT_MAX: u32 = 1_000;
+pub const LIST_QUEUES_LIMIT_DEFAULT: u32 = 100;
+
+/// Largest delay a message may carry: anything within the longest retention.
+pub const DELAY_MS_MAX: u64 = RETENTION_MS_MAX;
+
+/// Most queues one server holds.
+pub const QUEUES_MAX: usize = 100_000;
