@@ -125,4 +125,19 @@ pub trait Store: Send + Sync + 'static {
     async fn move_messages(&self, from: &str, to: Option<&str>, max: u64) -> Result<MoveOutcome, StoreError>;
     /// `Some(reason)` once the store has stopped accepting writes.
     fn poisoned(&self) -> Option<String>;
+    /// Running totals since the process started, for metrics.
+    fn counters(&self) -> StoreCounters;
+}
+
+/// Running totals of what a store did since it opened (not persisted across restarts).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreCounters {
+    pub messages_sent: u64,
+    pub messages_received: u64,
+    pub messages_acked: u64,
+    pub messages_dead_lettered: u64,
+    pub messages_expired: u64,
+    /// Write batches made durable, and the records in them (group-commit efficiency).
+    pub batches_committed: u64,
+    pub records_committed: u64,
 }
