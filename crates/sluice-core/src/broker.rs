@@ -115,6 +115,14 @@ pub struct Broker {
     next_queue_id: QueueId,
     effects: Vec<Effect>,
     woken: BTreeSet<QueueId>,
+    counters: BrokerCounters,
+}
+
+/// Totals of events the broker decided on by itself, for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BrokerCounters {
+    pub dead_lettered: u64,
+    pub expired: u64,
 }
 
 impl Broker {
@@ -167,6 +175,10 @@ impl Broker {
     /// Queues that gained visible messages since the last call (to wake long polls).
     pub fn take_woken(&mut self) -> BTreeSet<QueueId> {
         std::mem::take(&mut self.woken)
+    }
+
+    pub fn counters(&self) -> BrokerCounters {
+        self.counters
     }
 
     /// When `tick` next has work to do.
@@ -431,6 +443,7 @@ impl Broker {
         let source_queue = self.queues.get_mut(&source).expect("queue exists");
         source_queue.remove(seq, &meta);
         meta.dead_letter_source = Some(source_queue.name.clone());
+        self.counters.dead_lettered += 1;
         meta.queue = dlq;
         meta.in_flight = false;
         meta.visible_at = now_ms;
@@ -605,6 +618,7 @@ impl Broker {
             if sent_at.saturating_add(retention_ms) > now_ms {
                 break;
             }
+            self.counters.expired += 1;
             self.delete_message(id, seq);
         }
         let dead_letter = self.dead_letter_target(id);

@@ -1,16 +1,40 @@
-//! The embedded backend (being written): fjall on disk, the core broker in memory, one
-//! group-commit writer thread.
+//! Sluice's default backend: fjall on disk, the core broker's indexes in memory, and one
+//! writer thread that group-commits every change.
+//!
+//! At open the store reads every queue and message-metadata record (bodies stay on disk) and
+//! rebuilds the broker's indexes; then the writer thread (`engine`) owns both. Every `Store`
+//! call becomes a command on the writer's channel and is answered only after the batch that
+//! holds its effects is durable.
+
+mod codec;
+mod engine;
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use crossbeam_channel::Sender;
+use fjall::{Database, KeyspaceCreateOptions};
+use sluice_core::broker::{MoveOutcome, QueueView};
+use sluice_core::message::MessageContent;
+use sluice_core::receipt::Receipt;
+use sluice_core::{Broker, EntryError, MessageId, MessageMeta, NewMessage, QueueAttributes, QueueAttributesPatch, TimeMs};
+use sluice_store::{EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Store, StoreCounters, StoreError, StoredMessage};
+use tokio::sync::oneshot;
+
+use crate::codec::QueueRecord;
+use crate::engine::{Command, Engine, Keyspaces, Reply};
 
 /// When a write is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
     /// After the batch holding it is synced to disk (default).
     Fsync,
-    /// Before the sync; the journal is synced every interval, so a power loss can lose up to
-    /// that much acknowledged work.
+    /// Before the sync; the journal is synced every interval, so a power loss (not a process
+    /// crash) can lose up to that much acknowledged work.
     Interval(Duration),
 }
 
@@ -47,18 +71,342 @@ pub enum OpenError {
     Corrupt { path: PathBuf, reason: String },
 }
 
-/// The embedded store. Cheap to clone? No: share it in an `Arc`.
+#[derive(Default)]
+struct Counters {
+    sent: AtomicU64,
+    received: AtomicU64,
+    acked: AtomicU64,
+    dead_lettered: AtomicU64,
+    expired: AtomicU64,
+    batches: AtomicU64,
+    records: AtomicU64,
+}
+
+/// State the writer thread and the handles share.
+#[derive(Default)]
+struct Shared {
+    poisoned: Mutex<Option<String>>,
+    counters: Counters,
+}
+
+/// What recovery found, for the start-up log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recovery {
+    pub queues: usize,
+    pub messages: usize,
+    pub elapsed: Duration,
+}
+
+/// The embedded store. Share it in an `Arc`; `close` before dropping to sync the last batch.
 pub struct EmbeddedStore {
-    _private: (),
+    tx: Sender<Command>,
+    shared: Arc<Shared>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    recovery: Recovery,
 }
 
 impl EmbeddedStore {
     /// Opens (or creates) the data directory, replays it into memory and starts the writer.
-    pub fn open(_config: EmbeddedConfig) -> Result<EmbeddedStore, OpenError> {
-        unimplemented!("being written")
+    pub fn open(config: EmbeddedConfig) -> Result<EmbeddedStore, OpenError> {
+        let started = Instant::now();
+        let path = config.data_dir.clone();
+        let storage = |e: fjall::Error| OpenError::Storage { path: path.clone(), reason: e.to_string() };
+        let corrupt = |reason: String| OpenError::Corrupt { path: path.clone(), reason };
+        std::fs::create_dir_all(&path).map_err(|e| OpenError::Storage { path: path.clone(), reason: e.to_string() })?;
+        let db = Database::builder(&path).manual_journal_persist(true).open().map_err(storage)?;
+        let meta = db.keyspace("meta", KeyspaceCreateOptions::default).map_err(storage)?;
+        let ks = Keyspaces {
+            queues: db.keyspace("queues", KeyspaceCreateOptions::default).map_err(storage)?,
+            messages: db.keyspace("messages", KeyspaceCreateOptions::default).map_err(storage)?,
+            bodies: db.keyspace("bodies", KeyspaceCreateOptions::default).map_err(storage)?,
+        };
+        match meta.get(codec::FORMAT_KEY).map_err(storage)? {
+            Some(v) if &*v == codec::FORMAT_VALUE => {}
+            Some(v) => return Err(corrupt(format!("format marker {:?}", String::from_utf8_lossy(&v)))),
+            None => {
+                meta.insert(codec::FORMAT_KEY, codec::FORMAT_VALUE).map_err(storage)?;
+                db.persist(fjall::PersistMode::SyncAll).map_err(storage)?;
+            }
+        }
+
+        let now = engine::now_ms();
+        let mut broker = Broker::new();
+        let mut queues = 0;
+        for item in ks.queues.iter() {
+            let (k, v) = item.into_inner().map_err(storage)?;
+            let id = codec::decode_key(&k).map_err(|e| corrupt(format!("queues: {e}")))?;
+            let record: QueueRecord = codec::decode(&v).map_err(|e| corrupt(format!("queues/{id}: {e}")))?;
+            broker.restore_queue(id, record.name, record.attributes, record.created_at);
+            queues += 1;
+        }
+        let mut messages = 0;
+        let mut orphans = Vec::new();
+        for item in ks.messages.iter() {
+            let (k, v) = item.into_inner().map_err(storage)?;
+            let seq = codec::decode_key(&k).map_err(|e| corrupt(format!("messages: {e}")))?;
+            let meta: MessageMeta = codec::decode(&v).map_err(|e| corrupt(format!("messages/{seq}: {e}")))?;
+            if broker.restore_message(seq, meta, now) {
+                messages += 1;
+            } else {
+                orphans.push(seq);
+            }
+        }
+        broker.finish_restore();
+        if !orphans.is_empty() {
+            // Only possible if a queue record vanished; never keep messages no queue owns.
+            tracing::warn!("removing {} messages whose queue no longer exists", orphans.len());
+            let mut batch = db.batch();
+            for seq in orphans {
+                batch.remove(&ks.messages, codec::key(seq));
+                batch.remove(&ks.bodies, codec::key(seq));
+            }
+            batch.durability(Some(fjall::PersistMode::SyncData)).commit().map_err(storage)?;
+        }
+
+        let shared = Arc::new(Shared::default());
+        let engine = Engine::new(broker, db, ks, config.durability, shared.clone());
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let writer = std::thread::Builder::new()
+            .name("sluice-writer".into())
+            .spawn(move || engine::run(engine, rx))
+            .map_err(|e| OpenError::Storage { path: path.clone(), reason: format!("starting the writer thread: {e}") })?;
+        Ok(EmbeddedStore {
+            tx,
+            shared,
+            writer: Mutex::new(Some(writer)),
+            recovery: Recovery { queues, messages, elapsed: started.elapsed() },
+        })
     }
 
-    /// Stops the writer after the work already queued; later calls get `ShuttingDown`.
-    /// Blocks until the last batch is synced.
-    pub fn close(&self) {}
+    /// What the last open recovered.
+    pub fn recovery(&self) -> Recovery {
+        self.recovery
+    }
+
+    /// Stops the writer after the work already queued and syncs; later calls get
+    /// `ShuttingDown`. Blocks the calling thread (briefly: one batch and one sync) until the
+    /// writer has exited, so from async code call it at shutdown or in `spawn_blocking`.
+    /// Safe to call twice.
+    pub fn close(&self) {
+        let (ack, done) = std::sync::mpsc::channel();
+        if self.tx.send(Command::Close(ack)).is_ok() {
+            let _ = done.recv();
+        }
+        if let Some(handle) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = handle.join();
+        }
+    }
+
+    fn closed_error(&self) -> StoreError {
+        match self.poisoned() {
+            Some(reason) => StoreError::Poisoned(reason),
+            None => StoreError::ShuttingDown,
+        }
+    }
+
+    /// Runs `f` on the writer thread and answers once its batch is durable.
+    async fn call<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Engine, TimeMs) -> Result<T, StoreError> + Send + 'static,
+    {
+        if let Some(reason) = self.poisoned() {
+            return Err(StoreError::Poisoned(reason));
+        }
+        let (tx, rx) = oneshot::channel();
+        let job = Box::new(move |engine: &mut Engine, now: TimeMs| -> Reply {
+            let result = f(engine, now);
+            Box::new(move |commit: Result<(), StoreError>| {
+                let _ = tx.send(commit.and(result));
+            })
+        });
+        self.tx.send(Command::Run(job)).map_err(|_| self.closed_error())?;
+        rx.await.map_err(|_| self.closed_error())?
+    }
+}
+
+impl Drop for EmbeddedStore {
+    fn drop(&mut self) {
+        if self.writer.get_mut().map(|w| w.is_some()).unwrap_or(false) {
+            let (ack, _done) = std::sync::mpsc::channel();
+            let _ = self.tx.send(Command::Close(ack));
+            if let Some(handle) = self.writer.get_mut().ok().and_then(Option::take) {
+                let _ = handle.join();
+            }
+        }
+    }
+}
+
+fn message_id() -> MessageId {
+    MessageId(uuid::Uuid::now_v7().as_u128())
+}
+
+fn parse_receipt(text: &str) -> Result<Receipt, EntryError> {
+    Receipt::decode(text).map_err(|e| EntryError::InvalidReceipt(e.0.to_string()))
+}
+
+#[async_trait]
+impl Store for EmbeddedStore {
+    async fn create_queue(&self, name: &str, attributes: QueueAttributes) -> Result<(QueueView, bool), StoreError> {
+        let name = name.to_string();
+        self.call(move |e, now| {
+            let (id, created) = e.broker.create_queue(&name, attributes, now)?;
+            Ok((e.broker.queue_view(id, now).expect("queue exists"), created))
+        })
+        .await
+    }
+
+    async fn get_queue(&self, name: &str) -> Result<QueueView, StoreError> {
+        let name = name.to_string();
+        self.call(move |e, now| {
+            let id = e.broker.queue_id(&name)?;
+            Ok(e.broker.queue_view(id, now).expect("queue exists"))
+        })
+        .await
+    }
+
+    async fn list_queues(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Vec<QueueView>, StoreError> {
+        let prefix = prefix.to_string();
+        let after = after.map(str::to_string);
+        self.call(move |e, now| Ok(e.broker.list_queues(&prefix, after.as_deref(), limit, now))).await
+    }
+
+    async fn update_queue(&self, name: &str, patch: QueueAttributesPatch) -> Result<QueueView, StoreError> {
+        let name = name.to_string();
+        self.call(move |e, now| {
+            let id = e.broker.update_queue(&name, &patch)?;
+            Ok(e.broker.queue_view(id, now).expect("queue exists"))
+        })
+        .await
+    }
+
+    async fn delete_queue(&self, name: &str) -> Result<(), StoreError> {
+        let name = name.to_string();
+        self.call(move |e, _now| {
+            let id = e.broker.queue_id(&name)?;
+            e.broker.delete_queue(&name)?;
+            e.drop_waiters(id);
+            Ok(())
+        })
+        .await
+    }
+
+    async fn purge_queue(&self, name: &str) -> Result<u64, StoreError> {
+        let name = name.to_string();
+        self.call(move |e, _now| Ok(e.broker.purge_queue(&name)?)).await
+    }
+
+    async fn send(&self, queue: &str, messages: Vec<NewMessage>) -> Result<EntryResults<MessageId>, StoreError> {
+        let queue = queue.to_string();
+        let shared = self.shared.clone();
+        self.call(move |e, now| {
+            let id = e.broker.queue_id(&queue)?;
+            let mut results = Vec::with_capacity(messages.len());
+            for message in messages {
+                let message_id = message_id();
+                match e.broker.send(id, &message, message_id, now) {
+                    Ok(seq) => {
+                        let NewMessage { body, body_binary, attributes, envelope, .. } = message;
+                        e.stage_body(seq, MessageContent { body, body_binary, attributes, envelope });
+                        results.push(Ok(message_id));
+                    }
+                    Err(err) => results.push(Err(err)),
+                }
+            }
+            let sent = results.iter().filter(|r| r.is_ok()).count() as u64;
+            shared.counters.sent.fetch_add(sent, Ordering::Relaxed);
+            Ok(results)
+        })
+        .await
+    }
+
+    async fn receive(&self, queue: &str, request: ReceiveRequest) -> Result<Vec<ReceivedMessage>, StoreError> {
+        if let Some(reason) = self.poisoned() {
+            return Err(StoreError::Poisoned(reason));
+        }
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Command::Receive { queue: queue.to_string(), request, reply })
+            .map_err(|_| self.closed_error())?;
+        rx.await.map_err(|_| self.closed_error())?
+    }
+
+    async fn ack(&self, queue: &str, receipts: Vec<String>) -> Result<EntryResults<()>, StoreError> {
+        let queue = queue.to_string();
+        let shared = self.shared.clone();
+        self.call(move |e, _now| {
+            let id = e.broker.queue_id(&queue)?;
+            let results: EntryResults<()> =
+                receipts.iter().map(|r| parse_receipt(r).and_then(|r| e.broker.ack(id, &r))).collect();
+            let acked = results.iter().filter(|r| r.is_ok()).count() as u64;
+            shared.counters.acked.fetch_add(acked, Ordering::Relaxed);
+            Ok(results)
+        })
+        .await
+    }
+
+    async fn change_visibility(&self, queue: &str, entries: Vec<(String, u64)>) -> Result<EntryResults<()>, StoreError> {
+        let queue = queue.to_string();
+        self.call(move |e, now| {
+            let id = e.broker.queue_id(&queue)?;
+            Ok(entries
+                .iter()
+                .map(|(r, timeout_ms)| parse_receipt(r).and_then(|r| e.broker.change_visibility(id, &r, *timeout_ms, now)))
+                .collect())
+        })
+        .await
+    }
+
+    async fn nack(&self, queue: &str, entries: Vec<NackEntry>) -> Result<EntryResults<()>, StoreError> {
+        let queue = queue.to_string();
+        self.call(move |e, now| {
+            let id = e.broker.queue_id(&queue)?;
+            Ok(entries
+                .into_iter()
+                .map(|entry| {
+                    parse_receipt(&entry.receipt).and_then(|r| e.broker.nack(id, &r, entry.delay_ms, entry.error, now))
+                })
+                .collect())
+        })
+        .await
+    }
+
+    async fn peek(&self, queue: &str, limit: usize) -> Result<Vec<PeekedMessage>, StoreError> {
+        let queue = queue.to_string();
+        self.call(move |e, now| {
+            let id = e.broker.queue_id(&queue)?;
+            let mut out = Vec::new();
+            for (seq, meta, state) in e.broker.peek(id, limit, now) {
+                match e.body(seq) {
+                    Ok(content) => out.push(PeekedMessage { state, message: StoredMessage { meta, content: (*content).clone() } }),
+                    Err(err) => tracing::error!("peek skips message {}: {err}", meta.id),
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn move_messages(&self, from: &str, to: Option<&str>, max: u64) -> Result<MoveOutcome, StoreError> {
+        let from = from.to_string();
+        let to = to.map(str::to_string);
+        self.call(move |e, now| Ok(e.broker.move_messages(&from, to.as_deref(), max, now)?)).await
+    }
+
+    fn poisoned(&self) -> Option<String> {
+        self.shared.poisoned.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn counters(&self) -> StoreCounters {
+        let c = &self.shared.counters;
+        StoreCounters {
+            messages_sent: c.sent.load(Ordering::Relaxed),
+            messages_received: c.received.load(Ordering::Relaxed),
+            messages_acked: c.acked.load(Ordering::Relaxed),
+            messages_dead_lettered: c.dead_lettered.load(Ordering::Relaxed),
+            messages_expired: c.expired.load(Ordering::Relaxed),
+            batches_committed: c.batches.load(Ordering::Relaxed),
+            records_committed: c.records.load(Ordering::Relaxed),
+        }
+    }
 }

@@ -1,0 +1,435 @@
+//! The writer thread: it owns the broker state and the database, and is the only code that
+//! writes.
+//!
+//! Callers send commands over a channel. Each turn of the loop takes everything waiting (up to
+//! a bound), applies it to the in-memory broker, collects the resulting effects into one fjall
+//! batch, commits and (in `fsync` mode) syncs it once, and only then answers every caller of
+//! that turn. Latency is one sync; throughput grows with the number of concurrent callers.
+//! Reads go through the same loop so that nobody ever observes state that is not yet durable.
+//!
+//! The loop sleeps until the next command, the broker's next timer (delay or visibility
+//! expiry, retention), the next long-poll deadline, or the next interval sync, whichever is
+//! first: long polls are answered the moment a message becomes visible, never by rescanning.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use fjall::{Database, Keyspace, PersistMode};
+use sluice_core::broker::{Delivery, QueueId};
+use sluice_core::message::MessageContent;
+use sluice_core::{Broker, Effect, TimeMs};
+use sluice_store::{ReceiveRequest, ReceivedMessage, StoreError, StoredMessage};
+use tokio::sync::oneshot;
+
+use crate::codec::{self, QueueRecord};
+use crate::{Durability, Shared};
+
+/// Most commands taken into one batch, and the body bytes after which a batch is cut.
+const BATCH_COMMANDS_MAX: usize = 4_096;
+const BATCH_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// Sent back once the batch a command belongs to is durable (or failed).
+pub type Reply = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+/// A unit of work run on the writer thread with the engine and the current time.
+pub type Job = Box<dyn FnOnce(&mut Engine, TimeMs) -> Reply + Send>;
+
+pub enum Command {
+    Run(Job),
+    Receive { queue: String, request: ReceiveRequest, reply: oneshot::Sender<Result<Vec<ReceivedMessage>, StoreError>> },
+    Close(std::sync::mpsc::Sender<()>),
+}
+
+pub struct Keyspaces {
+    pub queues: Keyspace,
+    pub messages: Keyspace,
+    pub bodies: Keyspace,
+}
+
+struct Waiter {
+    id: u64,
+    request: ReceiveRequest,
+    deadline: TimeMs,
+    reply: oneshot::Sender<Result<Vec<ReceivedMessage>, StoreError>>,
+}
+
+pub struct Engine {
+    pub broker: Broker,
+    db: Database,
+    ks: Keyspaces,
+    durability: Durability,
+    shared: Arc<Shared>,
+    /// Bodies of messages sent in the batch being built, readable before the commit.
+    pending_bodies: HashMap<u64, Arc<MessageContent>>,
+    /// Encoded bodies to write with this batch (`None`: delete).
+    pending_body_writes: HashMap<u64, Option<Vec<u8>>>,
+    pending_bytes: usize,
+    waiters: HashMap<QueueId, VecDeque<Waiter>>,
+    waiter_deadlines: BTreeSet<(TimeMs, u64)>,
+    next_waiter_id: u64,
+    unsynced_since: Option<Instant>,
+}
+
+pub fn now_ms() -> TimeMs {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as TimeMs).unwrap_or(0)
+}
+
+impl Engine {
+    pub fn new(broker: Broker, db: Database, ks: Keyspaces, durability: Durability, shared: Arc<Shared>) -> Engine {
+        Engine {
+            broker,
+            db,
+            ks,
+            durability,
+            shared,
+            pending_bodies: HashMap::new(),
+            pending_body_writes: HashMap::new(),
+            pending_bytes: 0,
+            waiters: HashMap::new(),
+            waiter_deadlines: BTreeSet::new(),
+            next_waiter_id: 0,
+            unsynced_since: None,
+        }
+    }
+
+    /// Stages the body of a newly sent message for this batch.
+    pub fn stage_body(&mut self, seq: u64, content: MessageContent) {
+        let encoded = codec::encode(&content);
+        self.pending_bytes += encoded.len();
+        self.pending_body_writes.insert(seq, Some(encoded));
+        self.pending_bodies.insert(seq, Arc::new(content));
+    }
+
+    /// The body of message `seq`, from this batch or from disk.
+    pub fn body(&self, seq: u64) -> Result<Arc<MessageContent>, String> {
+        if let Some(content) = self.pending_bodies.get(&seq) {
+            return Ok(content.clone());
+        }
+        let value = self
+            .ks
+            .bodies
+            .get(codec::key(seq))
+            .map_err(|e| format!("reading the body of message {seq}: {e}"))?
+            .ok_or_else(|| format!("the body of message {seq} is missing"))?;
+        codec::decode(&value).map(Arc::new).map_err(|e| format!("the body of message {seq}: {e}"))
+    }
+
+    /// Attaches bodies to deliveries. A delivery whose body cannot be read is left out and
+    /// logged: it stays in flight and comes back after its timeout, never with a wrong body.
+    pub fn load(&self, deliveries: Vec<Delivery>) -> Vec<ReceivedMessage> {
+        let mut out = Vec::with_capacity(deliveries.len());
+        for d in deliveries {
+            match self.body(d.seq) {
+                Ok(content) => out.push(ReceivedMessage {
+                    receipt: d.receipt.encode(),
+                    message: StoredMessage { meta: d.meta, content: (*content).clone() },
+                }),
+                Err(e) => tracing::error!("not delivering message {}: {e}", d.meta.id),
+            }
+        }
+        out
+    }
+
+    fn receive(&mut self, queue: &str, request: ReceiveRequest, now: TimeMs, reply: oneshot::Sender<Result<Vec<ReceivedMessage>, StoreError>>) -> Option<Reply> {
+        let outcome = (|| {
+            request.validate()?;
+            let id = self.broker.queue_id(queue)?;
+            Ok::<_, StoreError>(id)
+        })();
+        let id = match outcome {
+            Ok(id) => id,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return None;
+            }
+        };
+        let deliveries = self.broker.receive(id, request.max, request.visibility_timeout_ms, now);
+        let wait_ms = request.wait_ms.unwrap_or_else(|| {
+            self.broker.queue_view(id, now).map(|v| v.attributes.receive_wait_ms).unwrap_or(0)
+        });
+        if deliveries.is_empty() && wait_ms > 0 {
+            let waiter_id = self.next_waiter_id;
+            self.next_waiter_id += 1;
+            let deadline = now + wait_ms;
+            self.waiter_deadlines.insert((deadline, waiter_id));
+            self.waiters.entry(id).or_default().push_back(Waiter { id: waiter_id, request, deadline, reply });
+            return None;
+        }
+        self.shared.counters.received.fetch_add(deliveries.len() as u64, Ordering::Relaxed);
+        let messages = self.load(deliveries);
+        Some(Box::new(move |commit| {
+            let _ = reply.send(commit.map(|()| messages));
+        }))
+    }
+
+    /// Hands newly visible messages to parked long polls, oldest waiter first.
+    fn serve_waiters(&mut self, now: TimeMs, replies: &mut Vec<Reply>) {
+        for id in self.broker.take_woken() {
+            while let Some(queue) = self.waiters.get_mut(&id) {
+                let Some(waiter) = queue.pop_front() else {
+                    self.waiters.remove(&id);
+                    break;
+                };
+                self.waiter_deadlines.remove(&(waiter.deadline, waiter.id));
+                if waiter.reply.is_closed() {
+                    continue;
+                }
+                if self.broker.queue_name(id).is_none() {
+                    let _ = waiter.reply.send(Ok(Vec::new()));
+                    continue;
+                }
+                let deliveries = self.broker.receive(id, waiter.request.max, waiter.request.visibility_timeout_ms, now);
+                if deliveries.is_empty() {
+                    // Someone else took what was visible; keep waiting.
+                    self.waiter_deadlines.insert((waiter.deadline, waiter.id));
+                    self.waiters.get_mut(&id).expect("queue of waiters").push_front(waiter);
+                    break;
+                }
+                self.shared.counters.received.fetch_add(deliveries.len() as u64, Ordering::Relaxed);
+                let messages = self.load(deliveries);
+                let reply = waiter.reply;
+                replies.push(Box::new(move |commit| {
+                    let _ = reply.send(commit.map(|()| messages));
+                }));
+            }
+        }
+    }
+
+    /// Answers long polls whose wait is over with an empty list.
+    fn expire_waiters(&mut self, now: TimeMs) {
+        while let Some(&(deadline, waiter_id)) = self.waiter_deadlines.first() {
+            if deadline > now {
+                break;
+            }
+            self.waiter_deadlines.pop_first();
+            for queue in self.waiters.values_mut() {
+                if let Some(pos) = queue.iter().position(|w| w.id == waiter_id) {
+                    let waiter = queue.remove(pos).expect("position is valid");
+                    let _ = waiter.reply.send(Ok(Vec::new()));
+                    break;
+                }
+            }
+        }
+        self.waiters.retain(|_, q| !q.is_empty());
+    }
+
+    /// Ends every long poll on queue `id` (it was deleted) with an empty answer.
+    pub fn drop_waiters(&mut self, id: QueueId) {
+        for waiter in self.waiters.remove(&id).unwrap_or_default() {
+            self.waiter_deadlines.remove(&(waiter.deadline, waiter.id));
+            let _ = waiter.reply.send(Ok(Vec::new()));
+        }
+    }
+
+    /// Writes the broker's effects and the staged bodies as one atomic batch, synced in
+    /// `fsync` mode.
+    fn commit(&mut self) -> Result<usize, String> {
+        let effects = self.broker.take_effects();
+        let mut batch = self.db.batch();
+        // The same key written twice in one batch would share a sequence number; keep the last.
+        let mut metas: HashMap<u64, Option<Vec<u8>>> = HashMap::new();
+        let mut queues: HashMap<QueueId, Option<Vec<u8>>> = HashMap::new();
+        for effect in effects {
+            match effect {
+                Effect::PutQueue { id, name, attributes, created_at } => {
+                    queues.insert(id, Some(codec::encode(&QueueRecord { name, attributes, created_at })));
+                }
+                Effect::DeleteQueue { id } => {
+                    queues.insert(id, None);
+                }
+                Effect::PutMessage { seq, meta } => {
+                    metas.insert(seq, Some(codec::encode(&meta)));
+                }
+                Effect::DeleteMessage { seq } => {
+                    metas.insert(seq, None);
+                    self.pending_body_writes.insert(seq, None);
+                }
+            }
+        }
+        let records = metas.len() + queues.len() + self.pending_body_writes.len();
+        for (id, value) in queues {
+            match value {
+                Some(v) => batch.insert(&self.ks.queues, codec::key(id), v),
+                None => batch.remove(&self.ks.queues, codec::key(id)),
+            }
+        }
+        for (seq, value) in metas {
+            match value {
+                Some(v) => batch.insert(&self.ks.messages, codec::key(seq), v),
+                None => batch.remove(&self.ks.messages, codec::key(seq)),
+            }
+        }
+        for (seq, value) in self.pending_body_writes.drain() {
+            match value {
+                Some(v) => batch.insert(&self.ks.bodies, codec::key(seq), v),
+                None => batch.remove(&self.ks.bodies, codec::key(seq)),
+            }
+        }
+        self.pending_bodies.clear();
+        self.pending_bytes = 0;
+        if records == 0 {
+            return Ok(0);
+        }
+        let mode = match self.durability {
+            Durability::Fsync => PersistMode::SyncData,
+            Durability::Interval(_) => PersistMode::Buffer,
+        };
+        batch.durability(Some(mode)).commit().map_err(|e| format!("committing a batch: {e}"))?;
+        if matches!(self.durability, Durability::Interval(_)) && self.unsynced_since.is_none() {
+            self.unsynced_since = Some(Instant::now());
+        }
+        Ok(records)
+    }
+
+    fn sync_if_due(&mut self, force: bool) -> Result<(), String> {
+        let Durability::Interval(interval) = self.durability else { return Ok(()) };
+        match self.unsynced_since {
+            Some(since) if force || since.elapsed() >= interval => {
+                self.unsynced_since = None;
+                self.db.persist(PersistMode::SyncData).map_err(|e| format!("syncing the journal: {e}"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// When the loop must wake by itself at the latest.
+    fn next_wake(&self, now: TimeMs) -> Option<Duration> {
+        let timer = self.broker.next_due().into_iter().chain(self.waiter_deadlines.first().map(|(t, _)| *t)).min();
+        let timer = timer.map(|t| Duration::from_millis(t.saturating_sub(now)));
+        let sync = match (self.durability, self.unsynced_since) {
+            (Durability::Interval(interval), Some(since)) => Some(interval.saturating_sub(since.elapsed())),
+            _ => None,
+        };
+        timer.into_iter().chain(sync).min()
+    }
+
+    fn poison(&self, reason: &str) {
+        tracing::error!("storage poisoned, refusing all further writes until restart: {reason}");
+        let mut poisoned = self.shared.poisoned.lock().unwrap_or_else(|e| e.into_inner());
+        poisoned.get_or_insert_with(|| reason.to_string());
+    }
+
+    fn poisoned(&self) -> Option<String> {
+        self.shared.poisoned.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn publish_counters(&self) {
+        let c = self.broker.counters();
+        self.shared.counters.dead_lettered.store(c.dead_lettered, Ordering::Relaxed);
+        self.shared.counters.expired.store(c.expired, Ordering::Relaxed);
+    }
+}
+
+/// The writer loop. Returns when a `Close` arrives or every sender is gone.
+pub fn run(mut engine: Engine, rx: Receiver<Command>) {
+    let mut close_ack: Option<std::sync::mpsc::Sender<()>> = None;
+    let mut first: Option<Command> = None;
+    loop {
+        if first.is_none() {
+            let now = now_ms();
+            let received = match engine.next_wake(now) {
+                Some(wait) => rx.recv_timeout(wait),
+                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            };
+            match received {
+                Ok(cmd) => first = Some(cmd),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        let now = now_ms();
+        engine.broker.tick(now);
+        let mut replies: Vec<Reply> = Vec::new();
+        let mut taken = 0;
+        let mut next = first.take();
+        while let Some(cmd) = next {
+            taken += 1;
+            if let Some(reason) = engine.poisoned() {
+                refuse(cmd, &reason, &mut close_ack);
+            } else {
+                match cmd {
+                    Command::Run(job) => replies.push(job(&mut engine, now)),
+                    Command::Receive { queue, request, reply } => {
+                        if let Some(r) = engine.receive(&queue, request, now, reply) {
+                            replies.push(r);
+                        }
+                    }
+                    Command::Close(ack) => {
+                        close_ack = Some(ack);
+                        break;
+                    }
+                }
+            }
+            if taken >= BATCH_COMMANDS_MAX || engine.pending_bytes >= BATCH_BYTES_MAX {
+                break;
+            }
+            next = rx.try_recv().ok();
+        }
+        engine.serve_waiters(now, &mut replies);
+        engine.expire_waiters(now);
+        let commit = engine.commit().and_then(|records| {
+            if records > 0 {
+                engine.shared.counters.batches.fetch_add(1, Ordering::Relaxed);
+                engine.shared.counters.records.fetch_add(records as u64, Ordering::Relaxed);
+            }
+            engine.sync_if_due(close_ack.is_some())
+        });
+        let commit = commit.map_err(|reason| {
+            engine.poison(&reason);
+            StoreError::Poisoned(reason)
+        });
+        engine.publish_counters();
+        for reply in replies {
+            reply(commit.clone());
+        }
+        if close_ack.is_some() {
+            break;
+        }
+    }
+    // Answer parked long polls and anything still queued, then report the close.
+    let ids: Vec<QueueId> = engine.waiters.keys().copied().collect();
+    for id in ids {
+        engine.drop_waiters(id);
+    }
+    if let Err(e) = engine.db.persist(PersistMode::SyncAll) {
+        engine.poison(&format!("final sync: {e}"));
+    }
+    while let Ok(cmd) = rx.try_recv() {
+        refuse_closed(cmd);
+    }
+    if let Some(ack) = close_ack {
+        let _ = ack.send(());
+    }
+}
+
+fn refuse(cmd: Command, reason: &str, close_ack: &mut Option<std::sync::mpsc::Sender<()>>) {
+    match cmd {
+        Command::Run(job) => {
+            // The job must not run against a store whose disk state is unknown; its reply is
+            // built by running it on nothing, so answer through a dummy engine is impossible.
+            // Instead the Store methods check the poison flag before queueing; a job that
+            // raced past that check is dropped here and its caller sees the channel close.
+            drop(job);
+            tracing::debug!("dropped a command after poisoning: {reason}");
+        }
+        Command::Receive { reply, .. } => {
+            let _ = reply.send(Err(StoreError::Poisoned(reason.to_string())));
+        }
+        Command::Close(ack) => *close_ack = Some(ack),
+    }
+}
+
+fn refuse_closed(cmd: Command) {
+    match cmd {
+        Command::Run(job) => drop(job),
+        Command::Receive { reply, .. } => {
+            let _ = reply.send(Err(StoreError::ShuttingDown));
+        }
+        Command::Close(ack) => {
+            let _ = ack.send(());
+        }
+    }
+}
+
