@@ -102,7 +102,12 @@ impl QueueAttributes {
         check_range("receive_wait_ms", self.receive_wait_ms, 0, RECEIVE_WAIT_MS_MAX)?;
         if let Some(dl) = &self.dead_letter {
             validate_queue_name(&dl.queue).map_err(|e| e.within("dead_letter").rename("dead_letter.queue"))?;
-            check_range("dead_letter.max_receive_count", u64::from(dl.max_receive_count), 1, u64::from(MAX_RECEIVE_COUNT_MAX))?;
+            check_range(
+                "dead_letter.max_receive_count",
+                u64::from(dl.max_receive_count),
+                1,
+                u64::from(MAX_RECEIVE_COUNT_MAX),
+            )?;
         }
         if self.fifo {
             return Err(ValidationError::new(

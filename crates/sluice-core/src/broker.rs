@@ -23,13 +23,25 @@ pub type QueueId = u64;
 /// A record a store must persist (or remove) for the broker's new state to be durable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
-    PutQueue { id: QueueId, name: String, attributes: QueueAttributes, created_at: TimeMs },
-    DeleteQueue { id: QueueId },
+    PutQueue {
+        id: QueueId,
+        name: String,
+        attributes: QueueAttributes,
+        created_at: TimeMs,
+    },
+    DeleteQueue {
+        id: QueueId,
+    },
     /// Write the metadata of message `seq` (new, or changed). A new message's body is written
     /// by the store alongside, from the send that created it.
-    PutMessage { seq: u64, meta: MessageMeta },
+    PutMessage {
+        seq: u64,
+        meta: MessageMeta,
+    },
     /// Remove message `seq`: its metadata and its body.
-    DeleteMessage { seq: u64 },
+    DeleteMessage {
+        seq: u64,
+    },
 }
 
 /// Errors that refuse a whole request.
@@ -232,7 +244,9 @@ impl Broker {
     fn check_dead_letter(&self, name: &str, attributes: &QueueAttributes) -> Result<(), BrokerError> {
         if let Some(dl) = &attributes.dead_letter {
             if dl.queue == name {
-                return Err(ValidationError::new("dead_letter.queue", "a queue cannot be its own dead-letter queue").into());
+                return Err(
+                    ValidationError::new("dead_letter.queue", "a queue cannot be its own dead-letter queue").into()
+                );
             }
             if !self.names.contains_key(&dl.queue) {
                 return Err(BrokerError::DeadLetterQueueNotFound(dl.queue.clone()));
@@ -247,7 +261,12 @@ impl Broker {
         let next = queue.attributes.apply(patch);
         next.validate()?;
         self.check_dead_letter(name, &next)?;
-        self.effects.push(Effect::PutQueue { id, name: name.to_string(), attributes: next.clone(), created_at: queue.created_at });
+        self.effects.push(Effect::PutQueue {
+            id,
+            name: name.to_string(),
+            attributes: next.clone(),
+            created_at: queue.created_at,
+        });
         self.queues.get_mut(&id).expect("queue exists").attributes = next;
         self.reschedule(id);
         Ok(id)
@@ -321,7 +340,13 @@ impl Broker {
 
     /// Accepts one message into queue `id`. The caller writes the body under the returned
     /// sequence number in the same batch as the effects.
-    pub fn send(&mut self, id: QueueId, message: &NewMessage, message_id: MessageId, now_ms: TimeMs) -> Result<u64, EntryError> {
+    pub fn send(
+        &mut self,
+        id: QueueId,
+        message: &NewMessage,
+        message_id: MessageId,
+        now_ms: TimeMs,
+    ) -> Result<u64, EntryError> {
         message.validate()?;
         let queue = self.queues.get(&id).expect("caller resolved the queue");
         let size_bytes = message.size_bytes();
@@ -384,13 +409,7 @@ impl Broker {
     /// Delivers up to `max` visible messages, highest priority first, then in send order, and
     /// hides each for `visibility_ms` (the queue's default when `None`). Messages that already
     /// reached the dead-letter policy's receive count move to the dead-letter queue instead.
-    pub fn receive(
-        &mut self,
-        id: QueueId,
-        max: u32,
-        visibility_ms: Option<u64>,
-        now_ms: TimeMs,
-    ) -> Vec<Delivery> {
+    pub fn receive(&mut self, id: QueueId, max: u32, visibility_ms: Option<u64>, now_ms: TimeMs) -> Vec<Delivery> {
         let queue = &self.queues[&id];
         let visibility_ms = visibility_ms.unwrap_or(queue.attributes.visibility_timeout_ms);
         let dead_letter = self.dead_letter_target(id);
@@ -481,9 +500,17 @@ impl Broker {
 
     /// Sets the remaining visibility timeout of an in-flight message, counted from now.
     /// Zero releases it at once.
-    pub fn change_visibility(&mut self, id: QueueId, receipt: &Receipt, timeout_ms: u64, now_ms: TimeMs) -> Result<(), EntryError> {
+    pub fn change_visibility(
+        &mut self,
+        id: QueueId,
+        receipt: &Receipt,
+        timeout_ms: u64,
+        now_ms: TimeMs,
+    ) -> Result<(), EntryError> {
         if timeout_ms > VISIBILITY_TIMEOUT_MS_MAX {
-            return Err(ValidationError::new("timeout_ms", format!("must be at most {VISIBILITY_TIMEOUT_MS_MAX}")).into());
+            return Err(
+                ValidationError::new("timeout_ms", format!("must be at most {VISIBILITY_TIMEOUT_MS_MAX}")).into()
+            );
         }
         self.check_in_flight(id, receipt, now_ms)?;
         if timeout_ms == 0 {
@@ -504,7 +531,14 @@ impl Broker {
     /// Gives an in-flight message back: visible again after `delay_ms`, with `error` recorded
     /// as its last error. A message that reached its receive limit moves to the dead-letter
     /// queue at once.
-    pub fn nack(&mut self, id: QueueId, receipt: &Receipt, delay_ms: u64, error: Option<String>, now_ms: TimeMs) -> Result<(), EntryError> {
+    pub fn nack(
+        &mut self,
+        id: QueueId,
+        receipt: &Receipt,
+        delay_ms: u64,
+        error: Option<String>,
+        now_ms: TimeMs,
+    ) -> Result<(), EntryError> {
         if delay_ms > DELAY_MS_MAX {
             return Err(ValidationError::new("delay_ms", format!("must be at most {DELAY_MS_MAX}")).into());
         }
@@ -564,7 +598,13 @@ impl Broker {
     /// Moves up to `max` visible messages of queue `from` (normally a dead-letter queue) to
     /// queue `to`, or each to the queue it was dead-lettered from. Moved messages start again
     /// with a receive count of zero; their id, body, attributes and last error stay.
-    pub fn move_messages(&mut self, from: &str, to: Option<&str>, max: u64, now_ms: TimeMs) -> Result<MoveOutcome, BrokerError> {
+    pub fn move_messages(
+        &mut self,
+        from: &str,
+        to: Option<&str>,
+        max: u64,
+        now_ms: TimeMs,
+    ) -> Result<MoveOutcome, BrokerError> {
         let from_id = self.queue_id(from)?;
         let to_id = to.map(|t| self.queue_id(t)).transpose()?;
         let mut outcome = MoveOutcome::default();

@@ -283,13 +283,18 @@ mod tests {
     #[test]
     fn attribute_rules() {
         let mut m = NewMessage::default();
-        m.attributes.insert("n".into(), AttributeValue { data_type: "Number".into(), value: AttributeData::Text("x".into()) });
+        m.attributes
+            .insert("n".into(), AttributeValue { data_type: "Number".into(), value: AttributeData::Text("x".into()) });
         assert_eq!(m.validate().unwrap_err().field, "attributes.n.value");
         m.attributes.clear();
-        m.attributes.insert("bad name".into(), AttributeValue { data_type: "String".into(), value: AttributeData::Text("x".into()) });
+        m.attributes.insert(
+            "bad name".into(),
+            AttributeValue { data_type: "String".into(), value: AttributeData::Text("x".into()) },
+        );
         assert_eq!(m.validate().unwrap_err().field, "attributes.bad name");
         m.attributes.clear();
-        m.attributes.insert("k".into(), AttributeValue { data_type: "Blob".into(), value: AttributeData::Text("x".into()) });
+        m.attributes
+            .insert("k".into(), AttributeValue { data_type: "Blob".into(), value: AttributeData::Text("x".into()) });
         assert_eq!(m.validate().unwrap_err().field, "attributes.k.type");
         m.attributes.clear();
         m.priority = 10;

@@ -5,10 +5,7 @@ use crate::validation::ValidationError;
 
 pub fn validate_queue_name(name: &str) -> Result<(), ValidationError> {
     if name.is_empty() || name.len() > QUEUE_NAME_LEN_MAX {
-        return Err(ValidationError::new(
-            "name",
-            format!("queue names are 1 to {QUEUE_NAME_LEN_MAX} characters long"),
-        ));
+        return Err(ValidationError::new("name", format!("queue names are 1 to {QUEUE_NAME_LEN_MAX} characters long")));
     }
     if let Some(bad) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_')) {
         return Err(ValidationError::new(

@@ -9,8 +9,8 @@
 //! encoding of the record. A reader that meets another format byte refuses to start rather
 //! than guess. The journal beneath (fjall) checksums every batch.
 
-use serde::{Deserialize, Serialize};
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use sluice_core::{QueueAttributes, TimeMs};
 
 pub const RECORD_VERSION: u8 = 1;
@@ -85,7 +85,8 @@ mod tests {
     /// The format is a contract: this fixture was written by format 1 and must always decode.
     #[test]
     fn format_1_fixture() {
-        let record = QueueRecord { name: "q".into(), attributes: QueueAttributes::default(), created_at: 1_700_000_000_000 };
+        let record =
+            QueueRecord { name: "q".into(), attributes: QueueAttributes::default(), created_at: 1_700_000_000_000 };
         let bytes = encode(&record);
         expect_test::expect![[r#"
             [

@@ -12,8 +12,8 @@
 //! first: long polls are answered the moment a message becomes visible, never by rescanning.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -132,7 +132,13 @@ impl Engine {
         out
     }
 
-    fn receive(&mut self, queue: &str, request: ReceiveRequest, now: TimeMs, reply: oneshot::Sender<Result<Vec<ReceivedMessage>, StoreError>>) -> Option<Reply> {
+    fn receive(
+        &mut self,
+        queue: &str,
+        request: ReceiveRequest,
+        now: TimeMs,
+        reply: oneshot::Sender<Result<Vec<ReceivedMessage>, StoreError>>,
+    ) -> Option<Reply> {
         let outcome = (|| {
             request.validate()?;
             let id = self.broker.queue_id(queue)?;
@@ -146,9 +152,9 @@ impl Engine {
             }
         };
         let deliveries = self.broker.receive(id, request.max, request.visibility_timeout_ms, now);
-        let wait_ms = request.wait_ms.unwrap_or_else(|| {
-            self.broker.queue_view(id, now).map(|v| v.attributes.receive_wait_ms).unwrap_or(0)
-        });
+        let wait_ms = request
+            .wait_ms
+            .unwrap_or_else(|| self.broker.queue_view(id, now).map(|v| v.attributes.receive_wait_ms).unwrap_or(0));
         if deliveries.is_empty() && wait_ms > 0 {
             let waiter_id = self.next_waiter_id;
             self.next_waiter_id += 1;
@@ -432,4 +438,3 @@ fn refuse_closed(cmd: Command) {
         }
     }
 }
-

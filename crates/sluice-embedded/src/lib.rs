@@ -21,8 +21,13 @@ use fjall::{Database, KeyspaceCreateOptions};
 use sluice_core::broker::{MoveOutcome, QueueView};
 use sluice_core::message::MessageContent;
 use sluice_core::receipt::Receipt;
-use sluice_core::{Broker, EntryError, MessageId, MessageMeta, NewMessage, QueueAttributes, QueueAttributesPatch, TimeMs};
-use sluice_store::{EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Store, StoreCounters, StoreError, StoredMessage};
+use sluice_core::{
+    Broker, EntryError, MessageId, MessageMeta, NewMessage, QueueAttributes, QueueAttributesPatch, TimeMs,
+};
+use sluice_store::{
+    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Store, StoreCounters, StoreError,
+    StoredMessage,
+};
 use tokio::sync::oneshot;
 
 use crate::codec::QueueRecord;
@@ -67,7 +72,9 @@ pub struct EmbeddedConfig {
 pub enum OpenError {
     #[error("cannot open the data directory {path}: {reason}")]
     Storage { path: PathBuf, reason: String },
-    #[error("the data directory {path} holds a record this version cannot read ({reason}); it was written by another version or is damaged")]
+    #[error(
+        "the data directory {path} holds a record this version cannot read ({reason}); it was written by another version or is damaged"
+    )]
     Corrupt { path: PathBuf, reason: String },
 }
 
@@ -166,10 +173,10 @@ impl EmbeddedStore {
         let shared = Arc::new(Shared::default());
         let engine = Engine::new(broker, db, ks, config.durability, shared.clone());
         let (tx, rx) = crossbeam_channel::unbounded();
-        let writer = std::thread::Builder::new()
-            .name("sluice-writer".into())
-            .spawn(move || engine::run(engine, rx))
-            .map_err(|e| OpenError::Storage { path: path.clone(), reason: format!("starting the writer thread: {e}") })?;
+        let writer =
+            std::thread::Builder::new().name("sluice-writer".into()).spawn(move || engine::run(engine, rx)).map_err(
+                |e| OpenError::Storage { path: path.clone(), reason: format!("starting the writer thread: {e}") },
+            )?;
         Ok(EmbeddedStore {
             tx,
             shared,
@@ -325,9 +332,7 @@ impl Store for EmbeddedStore {
             return Err(StoreError::Poisoned(reason));
         }
         let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(Command::Receive { queue: queue.to_string(), request, reply })
-            .map_err(|_| self.closed_error())?;
+        self.tx.send(Command::Receive { queue: queue.to_string(), request, reply }).map_err(|_| self.closed_error())?;
         rx.await.map_err(|_| self.closed_error())?
     }
 
@@ -345,13 +350,19 @@ impl Store for EmbeddedStore {
         .await
     }
 
-    async fn change_visibility(&self, queue: &str, entries: Vec<(String, u64)>) -> Result<EntryResults<()>, StoreError> {
+    async fn change_visibility(
+        &self,
+        queue: &str,
+        entries: Vec<(String, u64)>,
+    ) -> Result<EntryResults<()>, StoreError> {
         let queue = queue.to_string();
         self.call(move |e, now| {
             let id = e.broker.queue_id(&queue)?;
             Ok(entries
                 .iter()
-                .map(|(r, timeout_ms)| parse_receipt(r).and_then(|r| e.broker.change_visibility(id, &r, *timeout_ms, now)))
+                .map(|(r, timeout_ms)| {
+                    parse_receipt(r).and_then(|r| e.broker.change_visibility(id, &r, *timeout_ms, now))
+                })
                 .collect())
         })
         .await
@@ -378,7 +389,9 @@ impl Store for EmbeddedStore {
             let mut out = Vec::new();
             for (seq, meta, state) in e.broker.peek(id, limit, now) {
                 match e.body(seq) {
-                    Ok(content) => out.push(PeekedMessage { state, message: StoredMessage { meta, content: (*content).clone() } }),
+                    Ok(content) => {
+                        out.push(PeekedMessage { state, message: StoredMessage { meta, content: (*content).clone() } })
+                    }
                     Err(err) => tracing::error!("peek skips message {}: {err}", meta.id),
                 }
             }

@@ -1,1 +1,134 @@
-//! placeholder
+//! Sluice's HTTP surface: the native JSON API (`/v1/...`), Prometheus metrics, health probes,
+//! the OpenAPI document, and the background redrive tasks.
+//!
+//! Handlers translate between the wire types of `sluice_api` and the [`Store`] trait; every
+//! rule of Sluice lives in `sluice_core` and is applied by the store, never here.
+//!
+//! [`app`] builds the router without a socket (tests drive it with `tower::ServiceExt::oneshot`);
+//! [`run`] serves it on a listener until a shutdown future completes.
+
+mod convert;
+mod error;
+mod extract;
+mod health;
+mod messages;
+mod metrics;
+mod observe;
+mod openapi;
+mod queues;
+mod redrive;
+mod redrive_tasks;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use sluice_core::limits::REQUEST_BYTES_MAX;
+use sluice_store::Store;
+
+pub use error::ApiError;
+pub use openapi::ApiDoc;
+pub use redrive_tasks::{REDRIVE_RATE_DEFAULT, REDRIVE_RATE_MAX, REDRIVE_STEP_MS};
+
+/// What every handler shares.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    store: Arc<dyn Store>,
+    redrives: Arc<redrive_tasks::Redrives>,
+}
+
+/// Every route, with its middleware, over `store`. No socket: serve it with [`run`], or call it
+/// directly in tests.
+pub fn app(store: Arc<dyn Store>) -> Router {
+    build(store).0
+}
+
+fn build(store: Arc<dyn Store>) -> (Router, AppState) {
+    // Installed before the first request so that the first request is measured too.
+    metrics::handle();
+    let state = AppState {
+        redrives: redrive_tasks::Redrives::new(store.clone()),
+        store,
+    };
+    let router = Router::new()
+        .route(
+            "/v1/queues",
+            get(queues::list_queues).post(queues::create_queue),
+        )
+        .route(
+            "/v1/queues/{name}",
+            get(queues::get_queue)
+                .patch(queues::update_queue)
+                .delete(queues::delete_queue),
+        )
+        .route("/v1/queues/{name}/purge", post(queues::purge_queue))
+        .route(
+            "/v1/queues/{name}/messages",
+            post(messages::send).get(messages::peek),
+        )
+        .route("/v1/queues/{name}/receive", post(messages::receive))
+        .route("/v1/queues/{name}/ack", post(messages::ack))
+        .route(
+            "/v1/queues/{name}/visibility",
+            post(messages::change_visibility),
+        )
+        .route("/v1/queues/{name}/nack", post(messages::nack))
+        .route(
+            "/v1/queues/{name}/redrive",
+            post(redrive::start).get(redrive::list_for_queue),
+        )
+        .route("/v1/redrives", get(redrive::list))
+        .route(
+            "/v1/redrives/{id}",
+            get(redrive::get).delete(redrive::cancel),
+        )
+        .route("/v1/openapi.json", get(openapi::openapi_json))
+        .route("/metrics", get(metrics::scrape))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        // Applies to the routes added above, so it must come after them.
+        .method_not_allowed_fallback(health::method_not_allowed)
+        .fallback(health::not_found)
+        .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
+        .layer(axum::middleware::from_fn(observe::limit_body))
+        .layer(axum::middleware::from_fn(observe::observe))
+        .with_state(state.clone());
+    (router, state)
+}
+
+/// How often the latency histogram is folded, so that its memory stays bounded between scrapes.
+const METRICS_UPKEEP_MS: u64 = 5_000;
+
+/// Serves the API on `listener` until `shutdown` completes, then stops accepting connections,
+/// finishes the requests in progress, and stops the redrive tasks (each after its current step).
+pub async fn run(
+    listener: tokio::net::TcpListener,
+    store: Arc<dyn Store>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let (router, state) = build(store);
+    let upkeep = tokio::spawn(async {
+        let mut every = tokio::time::interval(Duration::from_millis(METRICS_UPKEEP_MS));
+        loop {
+            every.tick().await;
+            metrics::upkeep();
+        }
+    });
+    let redrives = state.redrives.clone();
+    let signal = async move {
+        shutdown.await;
+        tracing::info!("shutting down: finishing requests in progress");
+        // Stopped at the signal rather than after draining, so that a long redrive does not
+        // keep moving messages while the server winds down.
+        redrives.stop_all();
+    };
+    let served = axum::serve(listener, router)
+        .with_graceful_shutdown(signal)
+        .await;
+    state.redrives.join_all().await;
+    upkeep.abort();
+    served
+}

@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use sluice_core::message::{AttributeData, MessageEnvelope};
-use sluice_core::{AttributeValue, BrokerError, DeadLetter, EntryError, MessageState, NewMessage, QueueAttributes, QueueAttributesPatch};
+use sluice_core::{
+    AttributeValue, BrokerError, DeadLetter, EntryError, MessageState, NewMessage, QueueAttributes,
+    QueueAttributesPatch,
+};
 
 use crate::{NackEntry, ReceiveRequest, ReceivedMessage, Store, StoreError};
 
@@ -116,13 +119,23 @@ pub async fn send_receive_ack_round_trip(b: &dyn Backend) {
     let s = b.open().await;
     queue(&*s, "q", QueueAttributes::default()).await;
     let mut attributes = BTreeMap::new();
-    attributes.insert("n".to_string(), AttributeValue { data_type: "Number".into(), value: AttributeData::Text("42".into()) });
-    attributes.insert("b".to_string(), AttributeValue { data_type: "Binary".into(), value: AttributeData::Bytes(vec![0, 255]) });
+    attributes.insert(
+        "n".to_string(),
+        AttributeValue { data_type: "Number".into(), value: AttributeData::Text("42".into()) },
+    );
+    attributes.insert(
+        "b".to_string(),
+        AttributeValue { data_type: "Binary".into(), value: AttributeData::Bytes(vec![0, 255]) },
+    );
     let binary = NewMessage {
         body: vec![0, 159, 146, 150, 255],
         body_binary: true,
         attributes,
-        envelope: MessageEnvelope { r#type: Some("order.created".into()), correlation_id: Some("c-1".into()), ..Default::default() },
+        envelope: MessageEnvelope {
+            r#type: Some("order.created".into()),
+            correlation_id: Some("c-1".into()),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let ids = s.send("q", vec![binary.clone()]).await.unwrap();
@@ -247,7 +260,10 @@ pub async fn nack_records_error_and_delays(b: &dyn Backend) {
 pub async fn dead_letter_and_redrive(b: &dyn Backend) {
     let s = b.open().await;
     queue(&*s, "dlq", QueueAttributes::default()).await;
-    let attrs = QueueAttributes { dead_letter: Some(DeadLetter { queue: "dlq".into(), max_receive_count: 2 }), ..Default::default() };
+    let attrs = QueueAttributes {
+        dead_letter: Some(DeadLetter { queue: "dlq".into(), max_receive_count: 2 }),
+        ..Default::default()
+    };
     queue(&*s, "q", attrs).await;
     send_all(&*s, "q", vec![text("poison")]).await;
     let mut id = None;
@@ -255,7 +271,8 @@ pub async fn dead_letter_and_redrive(b: &dyn Backend) {
         let got = s.receive("q", recv(1, 0, None)).await.unwrap();
         assert_eq!(got.len(), 1, "attempt {attempt}");
         id = Some(got[0].message.meta.id);
-        let entry = NackEntry { receipt: got[0].receipt.clone(), delay_ms: 0, error: Some(format!("failed {attempt}")) };
+        let entry =
+            NackEntry { receipt: got[0].receipt.clone(), delay_ms: 0, error: Some(format!("failed {attempt}")) };
         s.nack("q", vec![entry]).await.unwrap()[0].clone().unwrap();
     }
     assert!(s.receive("q", recv(1, 0, None)).await.unwrap().is_empty(), "the message left the source");
@@ -333,13 +350,15 @@ pub async fn purge_and_peek(b: &dyn Backend) {
     let got = s.receive("q", recv(1, 0, None)).await.unwrap();
     assert_eq!(bodies(&got), ["a"]);
     let peeked = s.peek("q", 10).await.unwrap();
-    let states: Vec<(String, MessageState)> = peeked
-        .iter()
-        .map(|p| (String::from_utf8_lossy(&p.message.content.body).into_owned(), p.state))
-        .collect();
+    let states: Vec<(String, MessageState)> =
+        peeked.iter().map(|p| (String::from_utf8_lossy(&p.message.content.body).into_owned(), p.state)).collect();
     assert_eq!(
         states,
-        [("a".into(), MessageState::InFlight), ("b".into(), MessageState::Visible), ("c".into(), MessageState::Delayed)]
+        [
+            ("a".into(), MessageState::InFlight),
+            ("b".into(), MessageState::Visible),
+            ("c".into(), MessageState::Delayed)
+        ]
     );
     assert_eq!(s.get_queue("q").await.unwrap().stats.visible, 1, "peek receives nothing");
     assert_eq!(s.purge_queue("q").await.unwrap(), 3);
@@ -357,7 +376,8 @@ pub async fn restart_keeps_everything(b: &dyn Backend) {
         ..Default::default()
     };
     queue(&*s, "q", attrs.clone()).await;
-    send_all(&*s, "q", vec![text("held"), text("ready"), NewMessage { delay_ms: Some(60_000), ..text("delayed") }]).await;
+    send_all(&*s, "q", vec![text("held"), text("ready"), NewMessage { delay_ms: Some(60_000), ..text("delayed") }])
+        .await;
     let held = s.receive("q", recv(1, 0, None)).await.unwrap();
     assert_eq!(bodies(&held), ["held"]);
     b.close(s).await;
@@ -382,7 +402,10 @@ pub async fn batch_entries_fail_alone(b: &dyn Backend) {
     let attrs = QueueAttributes { message_bytes_max: 10, ..Default::default() };
     queue(&*s, "q", attrs).await;
     let results = s
-        .send("q", vec![text("ok"), text("this body is too long"), NewMessage { priority: 10, ..text("bad") }, text("ok2")])
+        .send(
+            "q",
+            vec![text("ok"), text("this body is too long"), NewMessage { priority: 10, ..text("bad") }, text("ok2")],
+        )
         .await
         .unwrap();
     assert!(results[0].is_ok());
@@ -409,7 +432,8 @@ pub async fn retention_removes_expired(b: &dyn Backend) {
     let s = b.open().await;
     queue(&*s, "q", QueueAttributes::default()).await;
     send_all(&*s, "q", vec![text("old")]).await;
-    let patch = QueueAttributesPatch { retention_ms: Some(sluice_core::limits::RETENTION_MS_MIN), ..Default::default() };
+    let patch =
+        QueueAttributesPatch { retention_ms: Some(sluice_core::limits::RETENTION_MS_MIN), ..Default::default() };
     s.update_queue("q", patch).await.unwrap();
     // The shortest retention is a minute; prove the rule by checking the oldest age is
     // tracked and the queue keeps the message until then. The expiry itself is covered with

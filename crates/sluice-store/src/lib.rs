@@ -11,7 +11,10 @@ use async_trait::async_trait;
 use sluice_core::broker::{MoveOutcome, QueueView};
 use sluice_core::limits::{RECEIVE_MESSAGES_MAX, RECEIVE_WAIT_MS_MAX, VISIBILITY_TIMEOUT_MS_MAX};
 use sluice_core::message::MessageContent;
-use sluice_core::{BrokerError, EntryError, MessageId, MessageMeta, MessageState, NewMessage, QueueAttributes, QueueAttributesPatch, ValidationError};
+use sluice_core::{
+    BrokerError, EntryError, MessageId, MessageMeta, MessageState, NewMessage, QueueAttributes, QueueAttributesPatch,
+    ValidationError,
+};
 
 /// Errors that fail a whole store call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -58,7 +61,10 @@ impl ReceiveRequest {
         if let Some(v) = self.visibility_timeout_ms
             && v > VISIBILITY_TIMEOUT_MS_MAX
         {
-            return Err(ValidationError::new("visibility_timeout_ms", format!("must be at most {VISIBILITY_TIMEOUT_MS_MAX}")));
+            return Err(ValidationError::new(
+                "visibility_timeout_ms",
+                format!("must be at most {VISIBILITY_TIMEOUT_MS_MAX}"),
+            ));
         }
         Ok(())
     }
@@ -116,7 +122,8 @@ pub trait Store: Send + Sync + 'static {
     async fn receive(&self, queue: &str, request: ReceiveRequest) -> Result<Vec<ReceivedMessage>, StoreError>;
     async fn ack(&self, queue: &str, receipts: Vec<String>) -> Result<EntryResults<()>, StoreError>;
     /// Sets each in-flight message's remaining visibility (`0` releases it).
-    async fn change_visibility(&self, queue: &str, entries: Vec<(String, u64)>) -> Result<EntryResults<()>, StoreError>;
+    async fn change_visibility(&self, queue: &str, entries: Vec<(String, u64)>)
+    -> Result<EntryResults<()>, StoreError>;
     async fn nack(&self, queue: &str, entries: Vec<NackEntry>) -> Result<EntryResults<()>, StoreError>;
     /// Up to `limit` messages in send order, without receiving them.
     async fn peek(&self, queue: &str, limit: usize) -> Result<Vec<PeekedMessage>, StoreError>;

@@ -1,1 +1,34 @@
-fn main() {}
+//! `sluice`: the broker's one binary. `sluice serve` runs the server; every other command is a
+//! client of a running server's native API. Each command lives in its own file under `cmd/`.
+
+mod cmd;
+mod output;
+mod report;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "sluice",
+    version,
+    about = "Sluice message broker: durable queues behind one port",
+    after_help = "Examples:\n  sluice serve --data-dir ./sluice-data\n  sluice queue create jobs\n  sluice send jobs 'hello'\n  sluice receive jobs --wait 20s --ack"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: cmd::Command,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command.run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            report::print(&error);
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! The one error type every handler returns, and how each lower-layer error maps to a stable
+//! code from `sluice_api::ErrorCode`.
+//!
+//! The mapping lives here, and only here, so that a code keeps its meaning whichever handler
+//! produced it. Answers with a 5xx status never carry the underlying error text (it can name
+//! files, disks or internal state); it goes to the log instead.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use sluice_api::{ErrorBody, ErrorCode, ErrorResponse};
+use sluice_core::{BrokerError, EntryError, ValidationError};
+use sluice_store::StoreError;
+
+/// A whole-request failure: a code, a message for people, and optional structured details.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}: {message}", code.as_str())]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub details: Option<serde_json::Value>,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            code,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    pub fn with_details(mut self, details: serde_json::Value) -> ApiError {
+        self.details = Some(details);
+        self
+    }
+
+    /// A bad request field: `invalid_argument` with `details.field`.
+    pub fn invalid(field: &str, message: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorCode::InvalidArgument, message).with_details(json!({ "field": field }))
+    }
+
+    pub fn status(&self) -> StatusCode {
+        StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
+    /// The body a client sees. On 5xx the message is the code's fixed description.
+    pub fn body(&self) -> ErrorBody {
+        if self.status().is_server_error() {
+            return ErrorBody {
+                code: self.code.as_str().to_string(),
+                message: self.code.description().to_string(),
+                details: None,
+            };
+        }
+        ErrorBody {
+            code: self.code.as_str().to_string(),
+            message: self.message.clone(),
+            details: self.details.clone(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            // The client gets the generic description; the operator gets the cause.
+            tracing::warn!(code = self.code.as_str(), cause = %self.message, "request failed");
+        }
+        (status, Json(ErrorResponse { error: self.body() })).into_response()
+    }
+}
+
+impl From<ValidationError> for ApiError {
+    fn from(e: ValidationError) -> ApiError {
+        ApiError::invalid(&e.field, e.to_string())
+    }
+}
+
+impl From<BrokerError> for ApiError {
+    fn from(e: BrokerError) -> ApiError {
+        let message = e.to_string();
+        match e {
+            BrokerError::QueueNotFound(queue) => ApiError::new(ErrorCode::QueueNotFound, message)
+                .with_details(json!({ "queue": queue })),
+            BrokerError::QueueExists(queue) => ApiError::new(ErrorCode::QueueExists, message)
+                .with_details(json!({ "queue": queue })),
+            BrokerError::DeadLetterQueueNotFound(queue) => {
+                ApiError::new(ErrorCode::DeadLetterQueueNotFound, message)
+                    .with_details(json!({ "field": "dead_letter.queue", "queue": queue }))
+            }
+            BrokerError::TooManyQueues => ApiError::new(ErrorCode::LimitExceeded, message),
+            BrokerError::Invalid(v) => v.into(),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> ApiError {
+        match e {
+            StoreError::Broker(b) => b.into(),
+            StoreError::Poisoned(reason) => ApiError::new(ErrorCode::StorePoisoned, reason),
+            StoreError::ShuttingDown => {
+                ApiError::new(ErrorCode::ShuttingDown, "storage is shutting down")
+            }
+        }
+    }
+}
+
+/// The per-entry error of a batch answer. Entries carry a code, never a status.
+pub fn entry_error(e: &EntryError) -> ErrorBody {
+    let (code, details) = match e {
+        EntryError::Invalid(v) => (
+            ErrorCode::InvalidArgument,
+            Some(json!({ "field": v.field })),
+        ),
+        EntryError::MessageTooLarge {
+            size_bytes,
+            max_bytes,
+        } => (
+            ErrorCode::MessageTooLarge,
+            Some(json!({ "size_bytes": size_bytes, "max_bytes": max_bytes })),
+        ),
+        EntryError::InvalidReceipt(_) => (ErrorCode::InvalidReceipt, None),
+        EntryError::ForeignReceipt => (ErrorCode::ForeignReceipt, None),
+        EntryError::StaleReceipt => (ErrorCode::StaleReceipt, None),
+        EntryError::NotInFlight => (ErrorCode::NotInFlight, None),
+    };
+    ErrorBody {
+        code: code.as_str().to_string(),
+        message: e.to_string(),
+        details,
+    }
+}
+
+/// A per-entry error found by the server before the store saw the entry.
+pub fn entry_validation_error(e: &ValidationError) -> ErrorBody {
+    ErrorBody {
+        code: ErrorCode::InvalidArgument.as_str().to_string(),
+        message: e.to_string(),
+        details: Some(json!({ "field": e.field })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_errors_hide_their_cause() {
+        let e: ApiError = StoreError::Poisoned("fsync of /secret/path failed: EIO".into()).into();
+        assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body = e.body();
+        assert_eq!(body.code, "store_poisoned");
+        assert!(!body.message.contains("/secret/path"), "{}", body.message);
+    }
+
+    #[test]
+    fn validation_errors_name_the_field() {
+        let e: ApiError =
+            StoreError::from(ValidationError::new("priority", "must be 0 to 9")).into();
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(e.body().details, Some(json!({ "field": "priority" })));
+    }
+
+    #[test]
+    fn entry_errors_have_their_codes() {
+        let table = [
+            (EntryError::StaleReceipt, "stale_receipt"),
+            (EntryError::ForeignReceipt, "foreign_receipt"),
+            (EntryError::NotInFlight, "not_in_flight"),
+            (EntryError::InvalidReceipt("x".into()), "invalid_receipt"),
+            (
+                EntryError::MessageTooLarge {
+                    size_bytes: 2,
+                    max_bytes: 1,
+                },
+                "message_too_large",
+            ),
+            (
+                EntryError::Invalid(ValidationError::new("delay_ms", "x")),
+                "invalid_argument",
+            ),
+        ];
+        for (e, code) in table {
+            assert_eq!(entry_error(&e).code, code, "{e:?}");
+        }
+    }
+}

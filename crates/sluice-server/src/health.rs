@@ -1,0 +1,44 @@
+//! Liveness and readiness probes (`/healthz`, `/readyz`) and the JSON answers for unknown
+//! routes and methods.
+
+use axum::extract::State;
+use axum::http::{Method, Uri};
+use serde_json::{Value, json};
+use sluice_api::{ErrorCode, ErrorResponse};
+
+use crate::AppState;
+use crate::error::ApiError;
+
+#[utoipa::path(
+    get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "The server is up and answering", body = Object))
+)]
+pub async fn healthz() -> axum::Json<Value> {
+    axum::Json(json!({ "status": "ok" }))
+}
+
+#[utoipa::path(
+    get, path = "/readyz", tag = "operations",
+    responses(
+        (status = 200, description = "The store accepts writes", body = Object),
+        (status = 503, description = "`store_poisoned`: a write or sync failed; restart the server", body = ErrorResponse),
+    )
+)]
+pub async fn readyz(State(state): State<AppState>) -> Result<axum::Json<Value>, ApiError> {
+    match state.store.poisoned() {
+        Some(reason) => Err(ApiError::new(ErrorCode::StorePoisoned, reason)),
+        None => Ok(axum::Json(json!({ "status": "ready" }))),
+    }
+}
+
+pub async fn not_found(uri: Uri) -> ApiError {
+    ApiError::new(ErrorCode::NotFound, format!("no route {}", uri.path()))
+}
+
+/// axum adds the `Allow` header itself.
+pub async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        format!("{} does not take {method}", uri.path()),
+    )
+}

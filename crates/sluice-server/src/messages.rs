@@ -1,0 +1,291 @@
+//! Message handlers of a queue: send, receive, ack, visibility, nack and peek
+//! (`/v1/queues/{name}/...`). Batch calls answer per entry, in the order given.
+
+use axum::extract::State;
+use serde::Deserialize;
+use sluice_api::{
+    AckRequest, BatchResponse, EntryResult, ErrorBody, ErrorCode, ErrorResponse, MessageList,
+    NackRequest, ReceiveRequest, SendRequest, SendResponse, SendResult, VisibilityRequest,
+};
+use sluice_core::EntryError;
+use sluice_core::limits::{BATCH_ENTRIES_MAX, PEEK_MESSAGES_MAX};
+use sluice_store::EntryResults;
+use utoipa::IntoParams;
+
+use crate::AppState;
+use crate::convert;
+use crate::error::{ApiError, entry_error, entry_validation_error};
+use crate::extract::{Json, JsonOrEmpty, Path, Query};
+
+type JsonResult<T> = Result<axum::Json<T>, ApiError>;
+
+/// Most messages a peek returns when the client does not say.
+const PEEK_MESSAGES_DEFAULT: u32 = 100;
+
+/// Refuses an empty or oversized batch before any entry is looked at.
+fn check_batch(field: &str, len: usize) -> Result<(), ApiError> {
+    if len == 0 {
+        return Err(ApiError::new(
+            ErrorCode::EmptyBatch,
+            format!("{field} is empty; send 1 to {BATCH_ENTRIES_MAX} entries"),
+        )
+        .with_details(serde_json::json!({ "field": field })));
+    }
+    if len > BATCH_ENTRIES_MAX {
+        return Err(ApiError::new(
+            ErrorCode::BatchTooLarge,
+            format!("{field} has {len} entries; a batch holds at most {BATCH_ENTRIES_MAX}"),
+        )
+        .with_details(
+            serde_json::json!({ "field": field, "count": len, "max": BATCH_ENTRIES_MAX }),
+        ));
+    }
+    Ok(())
+}
+
+/// An entry's error, its field (if any) placed under the entry's position, e.g. `messages[3].priority`.
+fn entry_error_at(e: &EntryError, prefix: &str) -> ErrorBody {
+    match e {
+        EntryError::Invalid(v) => entry_validation_error(&v.clone().within(prefix)),
+        other => entry_error(other),
+    }
+}
+
+fn batch_response(
+    field: &str,
+    results: EntryResults<()>,
+    expected: usize,
+) -> JsonResult<BatchResponse> {
+    if results.len() != expected {
+        return Err(ApiError::new(
+            ErrorCode::Internal,
+            format!(
+                "store answered {} of {expected} {field} entries",
+                results.len()
+            ),
+        ));
+    }
+    let results = results
+        .iter()
+        .enumerate()
+        .map(|(i, r)| match r {
+            Ok(()) => EntryResult {
+                ok: true,
+                error: None,
+            },
+            Err(e) => EntryResult {
+                ok: false,
+                error: Some(entry_error_at(e, &format!("{field}[{i}]"))),
+            },
+        })
+        .collect();
+    Ok(axum::Json(BatchResponse { results }))
+}
+
+#[utoipa::path(
+    post, path = "/v1/queues/{name}/messages", tag = "messages",
+    params(("name" = String, Path, description = "Queue name")),
+    request_body = SendRequest,
+    responses(
+        (status = 200, description = "One result per message, in order: `id` or `error`", body = SendResponse),
+        (status = 400, description = "`empty_batch`, `batch_too_large` or `invalid_json`", body = ErrorResponse),
+        (status = 404, description = "`queue_not_found`", body = ErrorResponse),
+        (status = 413, description = "`payload_too_large`", body = ErrorResponse),
+    )
+)]
+pub async fn send(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(request): Json<SendRequest>,
+) -> JsonResult<SendResponse> {
+    check_batch("messages", request.messages.len())?;
+    let count = request.messages.len();
+    // Entries the wire format already rules out get their error here; the others go to the
+    // store, and their answers are put back in place by position.
+    let mut results: Vec<Option<SendResult>> = vec![None; count];
+    let mut accepted = Vec::with_capacity(count);
+    let mut positions = Vec::with_capacity(count);
+    for (i, m) in request.messages.into_iter().enumerate() {
+        match convert::new_message(m) {
+            Ok(message) => {
+                accepted.push(message);
+                positions.push(i);
+            }
+            Err(e) => {
+                let error = entry_validation_error(&e.within(&format!("messages[{i}]")));
+                results[i] = Some(SendResult {
+                    id: None,
+                    error: Some(error),
+                });
+            }
+        }
+    }
+    if accepted.is_empty() {
+        // Nothing to send, but an unknown queue must still be a 404, not a list of errors.
+        state.store.get_queue(&name).await?;
+    } else {
+        let sent = state.store.send(&name, accepted).await?;
+        if sent.len() != positions.len() {
+            return Err(ApiError::new(
+                ErrorCode::Internal,
+                format!("store answered {} of {} sends", sent.len(), positions.len()),
+            ));
+        }
+        for (i, outcome) in positions.into_iter().zip(sent) {
+            results[i] = Some(match outcome {
+                Ok(id) => SendResult {
+                    id: Some(id.to_string()),
+                    error: None,
+                },
+                Err(e) => SendResult {
+                    id: None,
+                    error: Some(entry_error_at(&e, &format!("messages[{i}]"))),
+                },
+            });
+        }
+    }
+    let results = results.into_iter().flatten().collect();
+    Ok(axum::Json(SendResponse { results }))
+}
+
+#[utoipa::path(
+    post, path = "/v1/queues/{name}/receive", tag = "messages",
+    params(("name" = String, Path, description = "Queue name")),
+    request_body(content = ReceiveRequest, description = "May be empty: one message, the queue's wait and visibility timeout"),
+    responses(
+        (status = 200, description = "The messages received (possibly none)", body = MessageList),
+        (status = 400, description = "`invalid_argument`", body = ErrorResponse),
+        (status = 404, description = "`queue_not_found`", body = ErrorResponse),
+    )
+)]
+pub async fn receive(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    JsonOrEmpty(request): JsonOrEmpty<ReceiveRequest>,
+) -> JsonResult<MessageList> {
+    let request = sluice_store::ReceiveRequest {
+        max: request.max.unwrap_or(1),
+        wait_ms: request.wait_ms,
+        visibility_timeout_ms: request.visibility_timeout_ms,
+    };
+    request.validate()?;
+    let received = state.store.receive(&name, request).await?;
+    let messages = received
+        .into_iter()
+        .map(|r| convert::message(&r.message, Some(r.receipt), None))
+        .collect();
+    Ok(axum::Json(MessageList { messages }))
+}
+
+#[utoipa::path(
+    post, path = "/v1/queues/{name}/ack", tag = "messages",
+    params(("name" = String, Path, description = "Queue name")),
+    request_body = AckRequest,
+    responses(
+        (status = 200, description = "One result per receipt, in order", body = BatchResponse),
+        (status = 400, description = "`empty_batch`, `batch_too_large` or `invalid_json`", body = ErrorResponse),
+        (status = 404, description = "`queue_not_found`", body = ErrorResponse),
+    )
+)]
+pub async fn ack(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(request): Json<AckRequest>,
+) -> JsonResult<BatchResponse> {
+    check_batch("receipts", request.receipts.len())?;
+    let count = request.receipts.len();
+    let results = state.store.ack(&name, request.receipts).await?;
+    batch_response("receipts", results, count)
+}
+
+#[utoipa::path(
+    post, path = "/v1/queues/{name}/visibility", tag = "messages",
+    params(("name" = String, Path, description = "Queue name")),
+    request_body = VisibilityRequest,
+    responses(
+        (status = 200, description = "One result per entry, in order", body = BatchResponse),
+        (status = 400, description = "`empty_batch`, `batch_too_large` or `invalid_json`", body = ErrorResponse),
+        (status = 404, description = "`queue_not_found`", body = ErrorResponse),
+    )
+)]
+pub async fn change_visibility(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(request): Json<VisibilityRequest>,
+) -> JsonResult<BatchResponse> {
+    check_batch("entries", request.entries.len())?;
+    let count = request.entries.len();
+    let entries = request
+        .entries
+        .into_iter()
+        .map(|e| (e.receipt, e.timeout_ms))
+        .collect();
+    let results = state.store.change_visibility(&name, entries).await?;
+    batch_response("entries", results, count)
+}
+
+#[utoipa::path(
+    post, path = "/v1/queues/{name}/nack", tag = "messages",
+    params(("name" = String, Path, description = "Queue name")),
+    request_body = NackRequest,
+    responses(
+        (status = 200, description = "One result per entry, in order", body = BatchResponse),
+        (status = 400, description = "`empty_batch`, `batch_too_large` or `invalid_json`", body = ErrorResponse),
+        (status = 404, description = "`queue_not_found`", body = ErrorResponse),
+    )
+)]
+pub async fn nack(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(request): Json<NackRequest>,
+) -> JsonResult<BatchResponse> {
+    check_batch("entries", request.entries.len())?;
+    let count = request.entries.len();
+    let entries = request
+        .entries
+        .into_iter()
+        .map(|e| sluice_store::NackEntry {
+            receipt: e.receipt,
+            delay_ms: e.delay_ms.unwrap_or(0),
+            error: e.error,
+        })
+        .collect();
+    let results = state.store.nack(&name, entries).await?;
+    batch_response("entries", results, count)
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PeekParams {
+    /// Most messages to return (1 to 1000, default 100).
+    limit: Option<u32>,
+}
+
+#[utoipa::path(
+    get, path = "/v1/queues/{name}/messages", tag = "messages",
+    params(("name" = String, Path, description = "Queue name"), PeekParams),
+    responses(
+        (status = 200, description = "Messages in send order, each with its `state`; nothing is received", body = MessageList),
+        (status = 400, description = "`invalid_argument`", body = ErrorResponse),
+        (status = 404, description = "`queue_not_found`", body = ErrorResponse),
+    )
+)]
+pub async fn peek(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(params): Query<PeekParams>,
+) -> JsonResult<MessageList> {
+    let limit = params.limit.unwrap_or(PEEK_MESSAGES_DEFAULT);
+    if limit == 0 || limit > PEEK_MESSAGES_MAX {
+        return Err(ApiError::invalid(
+            "limit",
+            format!("limit must be 1 to {PEEK_MESSAGES_MAX}"),
+        ));
+    }
+    let peeked = state.store.peek(&name, limit as usize).await?;
+    let messages = peeked
+        .into_iter()
+        .map(|p| convert::message(&p.message, None, Some(p.state)))
+        .collect();
+    Ok(axum::Json(MessageList { messages }))
+}

@@ -1,0 +1,56 @@
+//! `GET /v1/openapi.json`: the OpenAPI document, generated from the handlers' `#[utoipa::path]`
+//! annotations and the `sluice_api` types, so it cannot drift from the code.
+
+use std::sync::OnceLock;
+
+use utoipa::OpenApi;
+
+use crate::{health, messages, metrics, queues, redrive};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Sluice native API",
+        description = "Durable queues over HTTP. Errors are `{\"error\": {\"code\", \"message\", \"details\"}}` with a stable `code`.",
+    ),
+    paths(
+        queues::create_queue,
+        queues::list_queues,
+        queues::get_queue,
+        queues::update_queue,
+        queues::delete_queue,
+        queues::purge_queue,
+        messages::send,
+        messages::receive,
+        messages::ack,
+        messages::change_visibility,
+        messages::nack,
+        messages::peek,
+        redrive::start,
+        redrive::list_for_queue,
+        redrive::list,
+        redrive::get,
+        redrive::cancel,
+        health::healthz,
+        health::readyz,
+        metrics::scrape,
+        openapi_json,
+    ),
+    components(schemas(sluice_api::ErrorResponse, sluice_api::ErrorBody)),
+    tags(
+        (name = "queues", description = "Create, inspect and configure queues"),
+        (name = "messages", description = "Send, receive, acknowledge and inspect messages"),
+        (name = "redrive", description = "Move dead-lettered messages back"),
+        (name = "operations", description = "Health, readiness, metrics and this document"),
+    )
+)]
+pub struct ApiDoc;
+
+#[utoipa::path(
+    get, path = "/v1/openapi.json", tag = "operations",
+    responses((status = 200, description = "This OpenAPI document", body = Object))
+)]
+pub async fn openapi_json() -> axum::Json<&'static utoipa::openapi::OpenApi> {
+    static DOC: OnceLock<utoipa::openapi::OpenApi> = OnceLock::new();
+    axum::Json(DOC.get_or_init(ApiDoc::openapi))
+}

@@ -1,0 +1,177 @@
+//! Queue resource handlers: create, list, get, update, delete, purge (`/v1/queues...`).
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::Deserialize;
+use sluice_api::{
+    CreateQueueRequest, ErrorResponse, PurgeResponse, Queue, QueueList, UpdateQueueRequest,
+};
+use sluice_core::limits::{LIST_QUEUES_LIMIT_DEFAULT, LIST_QUEUES_LIMIT_MAX};
+use utoipa::IntoParams;
+
+use crate::AppState;
+use crate::convert;
+use crate::error::ApiError;
+use crate::extract::{Json, Path, Query};
+
+type JsonResult<T> = Result<axum::Json<T>, ApiError>;
+
+#[utoipa::path(
+    post, path = "/v1/queues", tag = "queues",
+    request_body = CreateQueueRequest,
+    responses(
+        (status = 201, description = "The queue was created", body = Queue),
+        (status = 200, description = "A queue with these attributes already exists", body = Queue),
+        (status = 400, description = "An attribute breaks a rule", body = ErrorResponse),
+        (status = 409, description = "The queue exists with different attributes (`queue_exists`)", body = ErrorResponse),
+    )
+)]
+pub async fn create_queue(
+    State(state): State<AppState>,
+    Json(request): Json<CreateQueueRequest>,
+) -> Result<(StatusCode, axum::Json<Queue>), ApiError> {
+    let (name, attributes) = convert::create_attributes(request);
+    let (view, created) = state.store.create_queue(&name, attributes).await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, axum::Json(convert::queue(&view))))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQueuesParams {
+    /// Only queues whose names start with this.
+    prefix: Option<String>,
+    /// Most queues per page (1 to 1000, default 100).
+    limit: Option<u32>,
+    /// The `next_token` of the previous page.
+    next_token: Option<String>,
+}
+
+#[utoipa::path(
+    get, path = "/v1/queues", tag = "queues",
+    params(ListQueuesParams),
+    responses(
+        (status = 200, description = "A page of queues in name order", body = QueueList),
+        (status = 400, description = "Bad limit or next_token", body = ErrorResponse),
+    )
+)]
+pub async fn list_queues(
+    State(state): State<AppState>,
+    Query(params): Query<ListQueuesParams>,
+) -> JsonResult<QueueList> {
+    let limit = params.limit.unwrap_or(LIST_QUEUES_LIMIT_DEFAULT);
+    if limit == 0 || limit > LIST_QUEUES_LIMIT_MAX {
+        return Err(ApiError::invalid(
+            "limit",
+            format!("limit must be 1 to {LIST_QUEUES_LIMIT_MAX}"),
+        ));
+    }
+    let after = params.next_token.as_deref().map(decode_token).transpose()?;
+    let prefix = params.prefix.unwrap_or_default();
+    let limit = limit as usize;
+    // One extra row tells whether another page exists without a second call.
+    let mut views = state
+        .store
+        .list_queues(&prefix, after.as_deref(), limit + 1)
+        .await?;
+    let next_token = if views.len() > limit {
+        views.truncate(limit);
+        views
+            .last()
+            .map(|v| URL_SAFE_NO_PAD.encode(v.name.as_bytes()))
+    } else {
+        None
+    };
+    Ok(axum::Json(QueueList {
+        queues: views.iter().map(convert::queue).collect(),
+        next_token,
+    }))
+}
+
+/// A page token is the base64url of the last name returned: opaque to clients, stateless here,
+/// and still valid when that queue is deleted between pages.
+fn decode_token(token: &str) -> Result<String, ApiError> {
+    URL_SAFE_NO_PAD
+        .decode(token.as_bytes())
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .ok_or_else(|| {
+            ApiError::invalid("next_token", "next_token is not one this server returned")
+        })
+}
+
+#[utoipa::path(
+    get, path = "/v1/queues/{name}", tag = "queues",
+    params(("name" = String, Path, description = "Queue name")),
+    responses(
+        (status = 200, description = "Attributes and live counts", body = Queue),
+        (status = 404, description = "`queue_not_found`", body = ErrorResponse),
+    )
+)]
+pub async fn get_queue(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> JsonResult<Queue> {
+    let view = state.store.get_queue(&name).await?;
+    Ok(axum::Json(convert::queue(&view)))
+}
+
+#[utoipa::path(
+    patch, path = "/v1/queues/{name}", tag = "queues",
+    params(("name" = String, Path, description = "Queue name")),
+    request_body = UpdateQueueRequest,
+    responses(
+        (status = 200, description = "The queue after the update", body = Queue),
+        (status = 400, description = "An attribute breaks a rule", body = ErrorResponse),
+        (status = 404, description = "`queue_not_found`", body = ErrorResponse),
+    )
+)]
+pub async fn update_queue(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(request): Json<UpdateQueueRequest>,
+) -> JsonResult<Queue> {
+    let view = state
+        .store
+        .update_queue(&name, convert::patch(request))
+        .await?;
+    Ok(axum::Json(convert::queue(&view)))
+}
+
+#[utoipa::path(
+    delete, path = "/v1/queues/{name}", tag = "queues",
+    params(("name" = String, Path, description = "Queue name")),
+    responses(
+        (status = 204, description = "The queue and its messages are gone"),
+        (status = 404, description = "`queue_not_found`", body = ErrorResponse),
+    )
+)]
+pub async fn delete_queue(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    state.store.delete_queue(&name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(
+    post, path = "/v1/queues/{name}/purge", tag = "queues",
+    params(("name" = String, Path, description = "Queue name")),
+    responses(
+        (status = 200, description = "How many messages were deleted", body = PurgeResponse),
+        (status = 404, description = "`queue_not_found`", body = ErrorResponse),
+    )
+)]
+pub async fn purge_queue(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> JsonResult<PurgeResponse> {
+    let purged = state.store.purge_queue(&name).await?;
+    Ok(axum::Json(PurgeResponse { purged }))
+}

@@ -1,0 +1,11 @@
+//! End-to-end tests of the HTTP surface over the real embedded store, without a socket:
+//! every request goes through `app(store)` with `tower::ServiceExt::oneshot`.
+
+mod support;
+
+mod messages;
+mod operations;
+mod poisoned;
+mod queues;
+mod redrive;
+mod serve;

@@ -1,0 +1,111 @@
+//! The commands of `sluice`, one file each, and what they share: how to reach the server and
+//! how to parse durations, tags and attributes from flags.
+
+mod ack;
+mod dlq;
+mod peek;
+mod queue;
+mod receive;
+mod send;
+mod serve;
+
+use anyhow::Result;
+use clap::Subcommand;
+use sluice_client::Client;
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Serve(serve::Args),
+    Queue(queue::Args),
+    Send(send::Args),
+    Receive(receive::Args),
+    Ack(ack::Args),
+    Peek(peek::Args),
+    Dlq(dlq::Args),
+}
+
+impl Command {
+    pub async fn run(self) -> Result<()> {
+        match self {
+            Command::Serve(args) => serve::run(args).await,
+            Command::Queue(args) => queue::run(args).await,
+            Command::Send(args) => send::run(args).await,
+            Command::Receive(args) => receive::run(args).await,
+            Command::Ack(args) => ack::run(args).await,
+            Command::Peek(args) => peek::run(args).await,
+            Command::Dlq(args) => dlq::run(args).await,
+        }
+    }
+}
+
+/// Flags every client command takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClientArgs {
+    /// URL of the Sluice server.
+    #[arg(long, env = "SLUICE_SERVER", default_value = "http://127.0.0.1:9324", value_name = "URL")]
+    pub server: String,
+    /// Print the API's JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl ClientArgs {
+    pub fn client(&self) -> Result<Client> {
+        Ok(Client::new(&self.server)?)
+    }
+}
+
+/// A duration such as `30s`, `1m 30s`, `4d` or `0`, in milliseconds.
+pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
+    let duration =
+        humantime::parse_duration(s).map_err(|e| format!("{e}; write durations like 30s, 5m, 1h30m or 4d"))?;
+    u64::try_from(duration.as_millis()).map_err(|_| "too long".to_owned())
+}
+
+/// `key=value`.
+pub fn parse_tag(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
+}
+
+/// `name=Type:value`, where Type is String, Number or Binary (optionally `.label`) and a Binary
+/// value is base64.
+pub fn parse_attribute(s: &str) -> Result<(String, sluice_api::Attribute), String> {
+    let usage = || format!("{s:?} is not NAME=TYPE:VALUE (e.g. kind=String:invoice, n=Number:3)");
+    let (name, typed) = s.split_once('=').ok_or_else(usage)?;
+    let (data_type, value) = typed.split_once(':').ok_or_else(usage)?;
+    if name.is_empty() || data_type.is_empty() {
+        return Err(usage());
+    }
+    let base = data_type.split('.').next().unwrap_or(data_type);
+    if !matches!(base, "String" | "Number" | "Binary") {
+        return Err(format!("attribute type {data_type:?} is not String, Number or Binary"));
+    }
+    Ok((name.to_owned(), sluice_api::Attribute { data_type: data_type.to_owned(), value: value.to_owned() }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_parse_or_say_how_to_write_them() {
+        assert_eq!(parse_duration_ms("30s"), Ok(30_000));
+        assert_eq!(parse_duration_ms("1m 30s"), Ok(90_000));
+        assert_eq!(parse_duration_ms("0"), Ok(0));
+        assert!(parse_duration_ms("30").unwrap_err().contains("30s"));
+        assert_eq!(parse_tag("team=core"), Ok(("team".into(), "core".into())));
+        assert_eq!(parse_tag("a=b=c"), Ok(("a".into(), "b=c".into())));
+        assert!(parse_tag("team").is_err());
+        let (name, attribute) = parse_attribute("url=String:http://x").unwrap();
+        assert_eq!(
+            (name.as_str(), attribute.data_type.as_str(), attribute.value.as_str()),
+            ("url", "String", "http://x")
+        );
+        assert_eq!(parse_attribute("n=Number.int:3").unwrap().1.data_type, "Number.int");
+        assert!(parse_attribute("n=Float:3").is_err());
+        assert!(parse_attribute("n:3").is_err());
+    }
+}

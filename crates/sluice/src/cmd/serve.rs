@@ -1,0 +1,165 @@
+//! `sluice serve`: opens the embedded store, binds the port and serves the API until SIGINT or
+//! SIGTERM, then finishes the requests in flight and syncs the store before exiting.
+
+use std::io::{IsTerminal, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use sluice_embedded::{Durability, EmbeddedConfig, EmbeddedStore};
+use sluice_store::Store;
+use tokio::net::TcpListener;
+use tracing_subscriber::EnvFilter;
+
+use crate::report::hinted;
+
+/// Run the Sluice server.
+///
+/// Prints one line, `sluice listening on http://ADDR`, on stdout once it accepts connections
+/// (with the real port when --addr ends in :0), and logs on stderr. SIGINT or SIGTERM stops it
+/// gracefully: no new connections, requests in flight finish, the store is synced, exit 0.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  sluice serve\n  sluice serve --addr 0.0.0.0:9324 --data-dir /var/lib/sluice --durability interval:10\n  SLUICE_LOG=debug sluice serve --addr 127.0.0.1:0"
+)]
+pub struct Args {
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, env = "SLUICE_ADDR", default_value = "127.0.0.1:9324", value_name = "HOST:PORT")]
+    addr: String,
+    /// Directory of the embedded store; created if missing.
+    #[arg(long, env = "SLUICE_DATA_DIR", default_value = "./sluice-data", value_name = "DIR")]
+    data_dir: PathBuf,
+    /// `fsync`: acknowledge a write after it is on disk. `interval:MS`: sync every MS
+    /// milliseconds and acknowledge before (a power loss can lose up to MS of writes).
+    #[arg(long, env = "SLUICE_DURABILITY", default_value = "fsync", value_name = "MODE", value_parser = parse_durability)]
+    durability: Durability,
+    /// Log filter: a level (error, warn, info, debug, trace) or directives such as
+    /// `info,sluice_server=debug`.
+    #[arg(long, env = "SLUICE_LOG", default_value = "info", value_name = "LEVEL")]
+    log_level: String,
+}
+
+fn parse_durability(s: &str) -> Result<Durability, String> {
+    s.parse()
+}
+
+pub async fn run(args: Args) -> Result<()> {
+    init_logging(&args.log_level)?;
+    let listener = bind(&args.addr).await?;
+    let addr = listener.local_addr().context("reading the listening address")?;
+
+    let config = EmbeddedConfig { data_dir: args.data_dir.clone(), durability: args.durability };
+    // Opening replays the data directory, which is blocking disk work.
+    let store = tokio::task::spawn_blocking(move || EmbeddedStore::open(config))
+        .await
+        .context("opening the store failed unexpectedly")?
+        .map_err(|e| {
+            hinted(
+                e.to_string(),
+                format!(
+                    "check that {} is a directory this user can write and that no other `sluice serve` uses it, or choose another with --data-dir",
+                    args.data_dir.display()
+                ),
+            )
+        })?;
+    let store = Arc::new(store);
+    tracing::info!(%addr, data_dir = %args.data_dir.display(), durability = ?args.durability, "store open");
+
+    // Install the signal handlers before announcing, so a signal sent right after the
+    // announcement is a graceful stop and not the default (immediate) death.
+    let signals = Signals::install()?;
+    announce(addr)?;
+
+    let served = sluice_server::run(listener, Arc::clone(&store) as Arc<dyn Store>, signals.first()).await;
+    tracing::info!("stopped accepting; syncing the store");
+    // Close even when serving failed: the last batch of acknowledged writes must reach disk.
+    let closing = Arc::clone(&store);
+    tokio::task::spawn_blocking(move || closing.close()).await.context("closing the store failed unexpectedly")?;
+    served.context("serving failed")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn init_logging(filter: &str) -> Result<()> {
+    let filter = EnvFilter::try_new(filter)
+        .map_err(|e| hinted(format!("invalid --log-level {filter:?}: {e}"), "use a level such as info or debug"))?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    Ok(())
+}
+
+async fn bind(addr: &str) -> Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|e| match e.kind() {
+        std::io::ErrorKind::AddrInUse => hinted(
+            format!("address {addr} is already in use"),
+            "another server (maybe another `sluice serve`) listens there; stop it or choose another address with --addr",
+        ),
+        std::io::ErrorKind::PermissionDenied => hinted(
+            format!("not allowed to listen on {addr}"),
+            "ports below 1024 need privileges; choose another with --addr",
+        ),
+        _ => hinted(format!("cannot listen on {addr}: {e}"), "pass --addr as HOST:PORT, e.g. --addr 127.0.0.1:9324"),
+    })
+}
+
+/// The one line scripts and tests wait for.
+fn announce(addr: SocketAddr) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "sluice listening on http://{addr}").context("writing to stdout")?;
+    out.flush().context("writing to stdout")?;
+    Ok(())
+}
+
+/// SIGINT and SIGTERM, registered up front. The first one starts a graceful shutdown; a second
+/// one exits at once for an operator who does not want to wait for long polls to finish.
+struct Signals {
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    #[cfg(unix)]
+    fn install() -> Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+            terminate: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn install() -> Result<Signals> {
+        Ok(Signals {})
+    }
+
+    #[cfg(unix)]
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.interrupt.recv() => "SIGINT",
+            _ = self.terminate.recv() => "SIGTERM",
+        }
+    }
+
+    #[cfg(not(unix))]
+    async fn next(&mut self) -> &'static str {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
+
+    /// Resolves on the first signal and arms the second.
+    async fn first(mut self) {
+        let name = self.next().await;
+        tracing::info!("{name} received: finishing requests in flight (send it again to exit at once)");
+        tokio::spawn(async move {
+            let name = self.next().await;
+            tracing::warn!("{name} received again: exiting without waiting");
+            std::process::exit(1);
+        });
+    }
+}

@@ -1,0 +1,114 @@
+//! How a failed command tells its user what went wrong and what to do next:
+//! `error: <message> (<code>)` and a `hint:` line, on stderr.
+
+use std::fmt;
+
+use sluice_api::ErrorCode;
+use sluice_client::ClientError;
+
+/// An error that knows what the user should do about it.
+#[derive(Debug)]
+pub struct Hinted {
+    pub message: String,
+    pub hint: String,
+}
+
+impl fmt::Display for Hinted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Hinted {}
+
+/// Wraps `message` with a hint for the user.
+pub fn hinted(message: impl Into<String>, hint: impl Into<String>) -> anyhow::Error {
+    Hinted { message: message.into(), hint: hint.into() }.into()
+}
+
+/// Prints `error` and, when one is known, a hint.
+pub fn print(error: &anyhow::Error) {
+    eprintln!("error: {error:#}");
+    if let Some(hint) = hint(error) {
+        eprintln!("hint: {hint}");
+    }
+}
+
+fn hint(error: &anyhow::Error) -> Option<String> {
+    for cause in error.chain() {
+        if let Some(hinted) = cause.downcast_ref::<Hinted>() {
+            return Some(hinted.hint.clone());
+        }
+        if let Some(client) = cause.downcast_ref::<ClientError>() {
+            return client_hint(client).map(str::to_owned);
+        }
+    }
+    None
+}
+
+fn client_hint(error: &ClientError) -> Option<&'static str> {
+    match error {
+        ClientError::Connect { .. } => {
+            Some("is the server running? start it with `sluice serve`, or point --server (SLUICE_SERVER) at it")
+        }
+        ClientError::Transport { timed_out: true, .. } => {
+            Some("the server did not answer in time; its log may say why")
+        }
+        ClientError::Transport { .. } => Some("the connection broke; check that the server is still running"),
+        ClientError::InvalidUrl { .. } => Some("pass --server as a URL, e.g. --server http://127.0.0.1:9324"),
+        ClientError::UnexpectedStatus { .. } | ClientError::Decode { .. } => {
+            Some("check that --server points at a Sluice server of the same version")
+        }
+        ClientError::Api { .. } | ClientError::Rejected { .. } => error.code().and_then(code_hint),
+    }
+}
+
+fn code_hint(code: ErrorCode) -> Option<&'static str> {
+    use ErrorCode::*;
+    Some(match code {
+        QueueNotFound => "list queues with `sluice queue list`, or create one with `sluice queue create NAME`",
+        DeadLetterQueueNotFound => "create the dead-letter queue first with `sluice queue create NAME`",
+        QueueExists => "see its attributes with `sluice queue get NAME`, or change them with `sluice queue update`",
+        RedriveNotFound => "list redrive tasks with `sluice dlq status`",
+        RedriveRunning => "watch it with `sluice dlq status`, or stop it with `sluice dlq cancel ID`",
+        StaleReceipt | NotInFlight => "receive the message again to get a fresh receipt",
+        InvalidReceipt | ForeignReceipt => "pass a receipt that `sluice receive` printed for this queue",
+        MessageTooLarge => {
+            "send a smaller body, or raise the limit with `sluice queue update NAME --message-bytes-max N`"
+        }
+        PayloadTooLarge | BatchTooLarge => "send fewer or smaller messages per request",
+        LimitExceeded => "delete queues you no longer need with `sluice queue delete NAME`",
+        StorePoisoned => "the server's disk failed; read its log, fix the disk and restart `sluice serve`",
+        ShuttingDown => "the server is stopping; try again once it is back",
+        Internal => "the server's log has the details",
+        InvalidJson | InvalidArgument | EmptyBatch | NotFound | MethodNotAllowed | UnsupportedMediaType => {
+            return None;
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_errors_get_the_hint_of_their_code() {
+        let error = anyhow::Error::from(ClientError::Api {
+            status: 404,
+            code: "queue_not_found".into(),
+            message: "no queue named x".into(),
+            details: None,
+        })
+        .context("sending to x");
+        assert_eq!(format!("{error:#}"), "sending to x: no queue named x (queue_not_found)");
+        assert!(hint(&error).unwrap().contains("sluice queue list"));
+    }
+
+    #[test]
+    fn refused_connections_point_at_serve() {
+        let error =
+            anyhow::Error::from(ClientError::Connect { url: "http://127.0.0.1:1/".into(), reason: "refused".into() });
+        assert!(hint(&error).unwrap().contains("sluice serve"));
+        assert_eq!(hint(&hinted("no", "do this")).as_deref(), Some("do this"));
+    }
+}

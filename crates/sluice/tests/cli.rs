@@ -1,0 +1,263 @@
+//! The CLI commands run as a user would run them, against a real server: their output, their
+//! JSON and their exit codes.
+
+mod common;
+
+use common::{Server, run_cli};
+use serde_json::Value;
+use sluice_api::{NackEntry, NackRequest};
+
+fn names(list: &Value) -> Vec<&str> {
+    list["queues"].as_array().unwrap().iter().map(|q| q["name"].as_str().unwrap()).collect()
+}
+
+#[test]
+fn queue_commands_manage_queues() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+
+    assert_eq!(server.cli(&["queue", "create", "jobs-dlq"]).ok(), "created queue jobs-dlq\n");
+    let create = [
+        "queue",
+        "create",
+        "jobs",
+        "--visibility-timeout",
+        "1m",
+        "--retention",
+        "2d",
+        "--receive-wait",
+        "5s",
+        "--message-bytes-max",
+        "2048",
+        "--dlq",
+        "jobs-dlq",
+        "--max-receive-count",
+        "3",
+        "--tag",
+        "team=core",
+    ];
+    assert_eq!(server.cli(&create).ok(), "created queue jobs\n");
+    assert!(server.cli(&create).ok().contains("already exists"), "identical create succeeds");
+    let conflict = server.cli(&["queue", "create", "jobs"]).failed().to_owned();
+    assert!(conflict.contains("(queue_exists)") && conflict.contains("sluice queue get"), "{conflict}");
+    let half_policy = server.cli(&["queue", "create", "x", "--dlq", "jobs-dlq"]).failed().to_owned();
+    assert!(half_policy.contains("--max-receive-count"), "{half_policy}");
+
+    let got = server.cli(&["queue", "get", "jobs", "--json"]).json();
+    assert_eq!(got["visibility_timeout_ms"], 60_000);
+    assert_eq!(got["retention_ms"], 2 * 24 * 3600 * 1000);
+    assert_eq!(got["receive_wait_ms"], 5_000);
+    assert_eq!(got["message_bytes_max"], 2048);
+    assert_eq!(got["dead_letter"]["queue"], "jobs-dlq");
+    assert_eq!(got["dead_letter"]["max_receive_count"], 3);
+    assert_eq!(got["tags"]["team"], "core");
+    let table = server.cli(&["queue", "get", "jobs"]).ok().to_owned();
+    assert!(table.contains("visibility timeout  1m"), "{table}");
+    assert!(table.contains("jobs-dlq after 3 receives"), "{table}");
+
+    assert_eq!(names(&server.cli(&["queue", "list", "--json"]).json()), ["jobs", "jobs-dlq"]);
+    assert_eq!(names(&server.cli(&["queue", "list", "--prefix", "jobs-", "--json"]).json()), ["jobs-dlq"]);
+    let listed = server.cli(&["queue", "list"]).ok().to_owned();
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 3, "{listed}");
+    for column in ["NAME", "VISIBLE", "IN FLIGHT", "DELAYED", "OLDEST AGE", "DLQ DEPTH"] {
+        assert!(lines[0].contains(column), "{listed}");
+    }
+    assert_eq!(lines[1].split_whitespace().collect::<Vec<_>>(), ["jobs", "0", "0", "0", "-", "0"]);
+    assert_eq!(lines[2].split_whitespace().collect::<Vec<_>>(), ["jobs-dlq", "0", "0", "0", "-", "-"]);
+
+    // Changing only the count keeps the dead-letter queue.
+    let updated = server.cli(&["queue", "update", "jobs", "--max-receive-count", "7", "--json"]).json();
+    assert_eq!(updated["dead_letter"]["queue"], "jobs-dlq");
+    assert_eq!(updated["dead_letter"]["max_receive_count"], 7);
+    let updated = server.cli(&["queue", "update", "jobs", "--visibility-timeout", "5m", "--no-dlq", "--json"]).json();
+    assert_eq!(updated["visibility_timeout_ms"], 300_000);
+    assert_eq!(updated["dead_letter"], Value::Null);
+    assert!(server.cli(&["queue", "update", "jobs"]).failed().contains("nothing to change"));
+
+    server.cli(&["send", "jobs", "a"]).ok();
+    server.cli(&["send", "jobs", "b"]).ok();
+    assert_eq!(server.cli(&["queue", "purge", "jobs"]).ok(), "purged 2 messages from jobs\n");
+    assert_eq!(server.cli(&["queue", "get", "jobs", "--json"]).json()["counts"]["visible"], 0);
+
+    assert_eq!(server.cli(&["queue", "delete", "jobs"]).ok(), "deleted queue jobs\n");
+    let gone = server.cli(&["queue", "get", "jobs"]).failed().to_owned();
+    assert!(gone.starts_with("error: ") && gone.contains("(queue_not_found)"), "{gone}");
+    assert!(gone.contains("hint: list queues with `sluice queue list`"), "{gone}");
+}
+
+#[test]
+fn send_receive_ack_and_peek() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    server.cli(&["queue", "create", "inbox"]).ok();
+
+    let one =
+        server.cli(&["send", "inbox", "hello", "--priority", "5", "--attr", "kind=String:greeting", "--type", "greet"]);
+    let ids: Vec<&str> = one.ok().lines().collect();
+    assert_eq!(ids.len(), 1, "one id per message: {one:?}");
+    assert!(ids[0].len() >= 16 && !ids[0].contains(' '), "{ids:?}");
+    let lines = server.cli_with_stdin(&["send", "inbox", "--stdin", "--lines"], b"a\n\nb\r\nc\n");
+    assert_eq!(lines.ok().lines().count(), 3, "blank lines are skipped: {lines:?}");
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), [0u8, 159, 146, 150, 255]).unwrap();
+    server.cli(&["send", "inbox", "--file", file.path().to_str().unwrap()]).ok();
+    assert!(server.cli(&["send", "inbox"]).failed().contains("--stdin"), "no body is explained");
+
+    let peeked = server.cli(&["peek", "inbox", "--json"]).json();
+    assert_eq!(peeked["messages"].as_array().unwrap().len(), 5);
+    let table = server.cli(&["peek", "inbox"]).ok().to_owned();
+    assert!(table.contains("STATE") && table.contains("hello") && table.contains("<5 bytes binary>"), "{table}");
+
+    let received = server.cli(&["receive", "inbox", "--max", "10", "--ack", "--json"]).json();
+    let messages = received["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 5);
+    assert_eq!(messages[0]["body"], "hello", "priority 5 first");
+    assert_eq!(messages[0]["id"], ids[0]);
+    assert_eq!(messages[0]["attributes"]["kind"]["value"], "greeting");
+    assert_eq!(messages[0]["type"], "greet");
+    let bodies: Vec<&str> = messages[1..].iter().filter_map(|m| m["body"].as_str()).collect();
+    assert_eq!(bodies, ["a", "b", "c"]);
+    assert_eq!(messages[4]["body_base64"], "AJ+Slv8=", "a non-UTF-8 file is sent as bytes");
+    let counts = server.cli(&["queue", "get", "inbox", "--json"]).json()["counts"].clone();
+    assert_eq!((counts["visible"].as_u64(), counts["in_flight"].as_u64()), (Some(0), Some(0)), "--ack acked: {counts}");
+
+    // Receive without acking, then ack by receipt.
+    server.cli(&["send", "inbox", "later"]).ok();
+    let table = server.cli(&["receive", "inbox"]).ok().to_owned();
+    assert!(table.contains("RECEIPT") && table.contains("later"), "{table}");
+    let receipt = table.lines().nth(1).unwrap().split_whitespace().last().unwrap().to_owned();
+    assert_eq!(server.cli(&["ack", "inbox", &receipt]).ok(), "acked 1 messages\n");
+    let stale = server.cli(&["ack", "inbox", &receipt]).failed().to_owned();
+    assert!(stale.contains("(stale_receipt)") && stale.contains("1 of 1 receipts were not acked"), "{stale}");
+    assert!(server.cli(&["receive", "inbox", "--wait", "100ms"]).stderr.contains("no messages"));
+}
+
+#[test]
+fn per_entry_errors_are_reported_and_fail_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    server.cli(&["queue", "create", "small", "--message-bytes-max", "1024"]).ok();
+    let long = "x".repeat(2000);
+    let input = format!("fits\n{long}\nfits too\n");
+    let out = server.cli_with_stdin(&["send", "small", "--stdin", "--lines"], input.as_bytes());
+    let stderr = out.failed();
+    assert!(stderr.contains("error: line 2: ") && stderr.contains("(message_too_large)"), "{stderr}");
+    assert!(stderr.contains("1 of 3 messages were not sent"), "{stderr}");
+    assert_eq!(out.stdout.lines().count(), 2, "the others were sent and their ids printed: {out:?}");
+    assert_eq!(server.cli(&["queue", "get", "small", "--json"]).json()["counts"]["visible"], 2);
+}
+
+#[test]
+fn errors_name_the_code_and_what_to_do_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let missing = server.cli(&["send", "nowhere", "hi"]);
+    let stderr = missing.failed();
+    assert!(stderr.starts_with("error: ") && stderr.contains("(queue_not_found)"), "{stderr}");
+    assert!(stderr.contains("sluice queue list"), "{stderr}");
+    assert!(server.cli(&["receive", "nowhere"]).failed().contains("(queue_not_found)"));
+    assert!(server.cli(&["dlq", "status", "nope"]).failed().contains("(redrive_not_found)"));
+
+    let refused = run_cli(&["queue", "list"], Some("http://127.0.0.1:1"), None);
+    let stderr = refused.failed();
+    assert!(stderr.contains("cannot connect") && stderr.contains("start it with `sluice serve`"), "{stderr}");
+    let bad_url = run_cli(&["queue", "list"], Some("localhost:9324"), None);
+    assert!(bad_url.failed().contains("http://127.0.0.1:9324"), "{bad_url:?}");
+}
+
+#[tokio::test]
+async fn dlq_redrive_status_and_cancel() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    server.cli(&["queue", "create", "work-dlq"]).ok();
+    server.cli(&["queue", "create", "work", "--dlq", "work-dlq", "--max-receive-count", "1"]).ok();
+    server.cli(&["send", "work", "poison"]).ok();
+    // The CLI has no nack: fail the message through the client.
+    let client = server.client();
+    let got = client.receive("work", 1, 0).await.unwrap();
+    let nack = NackRequest {
+        entries: vec![NackEntry {
+            receipt: got[0].receipt.clone().unwrap(),
+            delay_ms: None,
+            error: Some("boom".into()),
+        }],
+    };
+    assert!(client.nack("work", &nack).await.unwrap().results[0].ok);
+    let dead = server.cli(&["peek", "work-dlq"]).ok().to_owned();
+    assert!(dead.contains("FROM") && dead.contains("boom"), "dead-letter columns appear: {dead}");
+
+    let task = server.cli(&["dlq", "redrive", "work-dlq", "--rate", "100", "--json"]).json();
+    assert_eq!(task["status"], "completed");
+    assert_eq!((task["moved"].as_u64(), task["total"].as_u64()), (Some(1), Some(1)));
+    let id = task["id"].as_str().unwrap();
+    assert_eq!(server.cli(&["peek", "work", "--json"]).json()["messages"][0]["body"], "poison");
+
+    let all = server.cli(&["dlq", "status", "--json"]).json();
+    assert_eq!(all["tasks"].as_array().unwrap().len(), 1);
+    assert_eq!(server.cli(&["dlq", "status", "--queue", "work-dlq", "--json"]).json()["tasks"][0]["id"], id);
+    let one = server.cli(&["dlq", "status", id]).ok().to_owned();
+    assert!(one.contains("completed") && one.contains("1 of 1"), "{one}");
+    assert_eq!(server.cli(&["dlq", "cancel", id, "--json"]).json()["id"], id);
+    let plain = server.cli(&["dlq", "redrive", "work-dlq"]).ok().to_owned();
+    assert_eq!(plain, "moved 0 messages from work-dlq to their source queues\n");
+
+    // --no-wait returns the started task at once.
+    let started = server.cli(&["dlq", "redrive", "work-dlq", "--no-wait", "--json"]).json();
+    assert_eq!(started["source"], "work-dlq");
+}
+
+#[test]
+fn every_command_explains_itself_with_an_example() {
+    let commands: &[&[&str]] = &[
+        &[],
+        &["serve"],
+        &["queue"],
+        &["queue", "create"],
+        &["queue", "list"],
+        &["queue", "get"],
+        &["queue", "update"],
+        &["queue", "delete"],
+        &["queue", "purge"],
+        &["send"],
+        &["receive"],
+        &["ack"],
+        &["peek"],
+        &["dlq"],
+        &["dlq", "redrive"],
+        &["dlq", "status"],
+        &["dlq", "cancel"],
+    ];
+    for command in commands {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let help = run_cli(&args, None, None);
+        let stdout = help.ok();
+        assert!(stdout.contains("Example"), "`sluice {}` has an example:\n{stdout}", args.join(" "));
+        assert!(stdout.lines().next().is_some_and(|l| !l.trim().is_empty()), "a summary line: {stdout}");
+    }
+}
+
+#[tokio::test]
+async fn queue_list_follows_next_token_across_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let client = server.client();
+    // More than the server's default page of 100.
+    let mut expected: Vec<String> = (0..105).map(|i| format!("q{i:03}")).collect();
+    for name in &expected {
+        client
+            .create_queue(&sluice_api::CreateQueueRequest { name: name.clone(), ..Default::default() })
+            .await
+            .unwrap();
+    }
+    expected.sort();
+    let first_page = client.list_queues(None, None, None).await.unwrap();
+    assert!(first_page.next_token.is_some() && first_page.queues.len() < 105, "the server pages");
+    assert_eq!(client.list_all_queues(None).await.unwrap().len(), 105);
+
+    let listed = server.cli(&["queue", "list", "--json"]).json();
+    assert_eq!(names(&listed), expected);
+    assert!(listed.get("next_token").is_none(), "all pages were followed: {listed}");
+    assert_eq!(server.cli(&["queue", "list"]).ok().lines().count(), 106, "a header and one row per queue");
+}

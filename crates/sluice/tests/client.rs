@@ -1,0 +1,327 @@
+//! The real server driven through `sluice-client`: every route of the queue API, long polling,
+//! dead-lettering and redrive, and messages surviving a restart.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::Server;
+use sluice_api::{
+    Attribute, CreateQueueRequest, DeadLetter, ErrorCode, NackEntry, NackRequest, ReceiveRequest, RedriveRequest,
+    SendMessage, SendRequest, UpdateQueueRequest, VisibilityEntry, VisibilityRequest,
+};
+use sluice_client::{Client, ClientError};
+
+fn queue(name: &str) -> CreateQueueRequest {
+    CreateQueueRequest { name: name.into(), ..Default::default() }
+}
+
+fn with_dlq(name: &str, dlq: &str, max_receive_count: u32) -> CreateQueueRequest {
+    CreateQueueRequest { dead_letter: Some(DeadLetter { queue: dlq.into(), max_receive_count }), ..queue(name) }
+}
+
+fn attribute(data_type: &str, value: &str) -> Attribute {
+    Attribute { data_type: data_type.into(), value: value.into() }
+}
+
+#[track_caller]
+fn assert_code<T: std::fmt::Debug>(result: Result<T, ClientError>, code: ErrorCode) {
+    match result {
+        Err(e) => assert_eq!(e.code(), Some(code), "{e}"),
+        Ok(v) => panic!("expected {code:?}, got {v:?}"),
+    }
+}
+
+#[tokio::test]
+async fn queues_are_created_listed_updated_purged_and_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let client = server.client();
+
+    assert!(client.create_queue(&queue("orders-dlq")).await.unwrap().created);
+    let tags = BTreeMap::from([("team".to_owned(), "billing".to_owned())]);
+    let orders = CreateQueueRequest {
+        visibility_timeout_ms: Some(60_000),
+        tags: Some(tags.clone()),
+        ..with_dlq("orders", "orders-dlq", 3)
+    };
+    let created = client.create_queue(&orders).await.unwrap();
+    assert!(created.created, "a new queue answers 201");
+    assert_eq!(created.queue.visibility_timeout_ms, 60_000);
+    assert!(!client.create_queue(&orders).await.unwrap().created, "the same attributes again answer 200");
+    let different = CreateQueueRequest { visibility_timeout_ms: Some(1_000), ..orders.clone() };
+    let err = client.create_queue(&different).await.unwrap_err();
+    assert_eq!((err.status(), err.code()), (Some(409), Some(ErrorCode::QueueExists)), "{err}");
+    client.create_queue(&queue("other")).await.unwrap();
+
+    let names = |queues: &[sluice_api::Queue]| queues.iter().map(|q| q.name.clone()).collect::<Vec<_>>();
+    let page = client.list_queues(Some("orders"), None, None).await.unwrap();
+    assert_eq!(names(&page.queues), ["orders", "orders-dlq"]);
+    let first = client.list_queues(None, Some(1), None).await.unwrap();
+    assert_eq!(first.queues.len(), 1);
+    assert!(first.next_token.is_some(), "a full page has a next token");
+    assert_eq!(names(&client.list_all_queues(None).await.unwrap()), ["orders", "orders-dlq", "other"]);
+
+    let got = client.get_queue("orders").await.unwrap();
+    assert_eq!(got.dead_letter, Some(DeadLetter { queue: "orders-dlq".into(), max_receive_count: 3 }));
+    assert_eq!(got.tags, tags);
+    assert_eq!(got.counts.dlq_depth, Some(0));
+
+    let patch =
+        UpdateQueueRequest { visibility_timeout_ms: Some(5_000), dead_letter: Some(None), ..Default::default() };
+    let updated = client.update_queue("orders", &patch).await.unwrap();
+    assert_eq!((updated.visibility_timeout_ms, updated.dead_letter), (5_000, None));
+    assert_eq!(client.get_queue("orders").await.unwrap().visibility_timeout_ms, 5_000);
+
+    for i in 0..3 {
+        client.send_text("orders", format!("m{i}")).await.unwrap();
+    }
+    assert_eq!(client.get_queue("orders").await.unwrap().counts.visible, 3);
+    assert_eq!(client.purge_queue("orders").await.unwrap().purged, 3);
+    assert_eq!(client.get_queue("orders").await.unwrap().counts.visible, 0);
+
+    client.delete_queue("orders").await.unwrap();
+    let err = client.get_queue("orders").await.unwrap_err();
+    assert_eq!((err.status(), err.code()), (Some(404), Some(ErrorCode::QueueNotFound)), "{err}");
+    assert_code(client.delete_queue("orders").await, ErrorCode::QueueNotFound);
+}
+
+#[tokio::test]
+async fn text_binary_attributes_and_priority_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let client = server.client();
+    client.create_queue(&queue("mixed")).await.unwrap();
+
+    let binary: Vec<u8> = (0..=255).collect();
+    let binary_b64 = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0+P0BBQkNERUZHSElKS0xNTk9QUVJTVFVWV1hZWltcXV5fYGFiY2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6e3x9fn+AgYKDhIWGh4iJiouMjY6PkJGSk5SVlpeYmZqbnJ2en6ChoqOkpaanqKmqq6ytrq+wsbKztLW2t7i5uru8vb6/wMHCw8TFxsfIycrLzM3Oz9DR0tPU1dbX2Nna29zd3t/g4eLj5OXm5+jp6uvs7e7v8PHy8/T19vf4+fr7/P3+/w==";
+    assert_eq!(binary.len(), 256);
+    let attributes = BTreeMap::from([
+        ("kind".to_owned(), attribute("String", "greeting")),
+        ("n".to_owned(), attribute("Number", "42")),
+        ("blob".to_owned(), attribute("Binary", "AAE=")),
+    ]);
+    let request = SendRequest {
+        messages: vec![
+            SendMessage {
+                body: Some("low ünïcödé\n".into()), attributes: attributes.clone(), ..Default::default()
+            },
+            SendMessage { body_base64: Some(binary_b64.into()), ..Default::default() },
+            SendMessage {
+                body: Some("urgent".into()),
+                priority: Some(9),
+                message_type: Some("alert".into()),
+                source: Some("tests".into()),
+                correlation_id: Some("c-1".into()),
+                ..Default::default()
+            },
+            SendMessage { body: Some("bad".into()), priority: Some(10), ..Default::default() },
+        ],
+    };
+    let sent = client.send_messages("mixed", &request).await.unwrap();
+    assert_eq!(sent.results.len(), 4);
+    assert!(sent.results[..3].iter().all(|r| r.id.is_some() && r.error.is_none()), "{sent:?}");
+    let refused = sent.results[3].error.as_ref().expect("priority 10 is refused per entry");
+    assert_eq!(refused.code, "invalid_argument");
+
+    let first = client.receive("mixed", 1, 0).await.unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].body.as_deref(), Some("urgent"), "priority 9 comes first");
+    assert_eq!(first[0].priority, 9);
+    assert_eq!(
+        (first[0].message_type.as_deref(), first[0].source.as_deref(), first[0].correlation_id.as_deref()),
+        (Some("alert"), Some("tests"), Some("c-1"))
+    );
+    assert_eq!(first[0].id, sent.results[2].id.clone().unwrap());
+
+    let rest = client.receive("mixed", 10, 0).await.unwrap();
+    assert_eq!(rest.len(), 2);
+    let text = rest.iter().find(|m| m.body.is_some()).expect("the text message");
+    assert_eq!(text.body.as_deref(), Some("low ünïcödé\n"), "text comes back byte-exact");
+    assert_eq!(text.attributes, attributes);
+    let bytes = rest.iter().find(|m| m.body_base64.is_some()).expect("the binary message");
+    assert_eq!(bytes.body_base64.as_deref(), Some(binary_b64), "bytes come back byte-exact");
+    assert_eq!(bytes.body, None);
+}
+
+#[tokio::test]
+async fn a_long_poll_is_woken_by_a_send() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let client = server.client();
+    client.create_queue(&queue("waiting")).await.unwrap();
+
+    let poller = tokio::spawn({
+        let client = client.clone();
+        async move {
+            let started = Instant::now();
+            let messages = client.receive("waiting", 1, 15_000).await;
+            (messages, started.elapsed())
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!poller.is_finished(), "the receive waits while the queue is empty");
+    client.send_text("waiting", "wake up").await.unwrap();
+    let (messages, waited) = poller.await.unwrap();
+    let messages = messages.unwrap();
+    assert_eq!(messages.len(), 1);
+    assert_eq!(messages[0].body.as_deref(), Some("wake up"));
+    assert!(waited < Duration::from_secs(5), "woken by the send, not by the 15 s timeout: {waited:?}");
+
+    let started = Instant::now();
+    assert!(client.receive("waiting", 1, 200).await.unwrap().is_empty());
+    assert!(started.elapsed() >= Duration::from_millis(150), "an empty long poll waits its wait_ms");
+}
+
+#[tokio::test]
+async fn ack_visibility_release_and_peek() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let client = server.client();
+    client.create_queue(&queue("work")).await.unwrap();
+    client.send_text("work", "one").await.unwrap();
+    client.send_text("work", "two").await.unwrap();
+
+    let peeked = client.peek("work", Some(10)).await.unwrap().messages;
+    assert_eq!(peeked.len(), 2);
+    assert!(peeked.iter().all(|m| m.state.as_deref() == Some("visible") && m.receipt.is_none()), "{peeked:?}");
+    assert_eq!(client.get_queue("work").await.unwrap().counts.visible, 2, "peek changes nothing");
+
+    let request = ReceiveRequest { max: Some(1), wait_ms: Some(0), visibility_timeout_ms: Some(30_000) };
+    let got = client.receive_messages("work", &request).await.unwrap().messages;
+    assert_eq!(got.len(), 1);
+    let receipt = got[0].receipt.clone().expect("a received message has a receipt");
+    let counts = client.get_queue("work").await.unwrap().counts;
+    assert_eq!((counts.visible, counts.in_flight), (1, 1));
+    let in_flight: Vec<_> =
+        client.peek("work", None).await.unwrap().messages.into_iter().filter(|m| m.id == got[0].id).collect();
+    assert_eq!(in_flight[0].state.as_deref(), Some("in_flight"));
+
+    // Releasing (timeout 0) makes it receivable again at once, with a new receipt.
+    let release = VisibilityRequest { entries: vec![VisibilityEntry { receipt: receipt.clone(), timeout_ms: 0 }] };
+    let released = client.change_visibility("work", &release).await.unwrap();
+    assert!(released.results[0].ok, "{released:?}");
+    let again = client.receive("work", 2, 0).await.unwrap();
+    let same = again.iter().find(|m| m.id == got[0].id).expect("the released message comes back");
+    assert_eq!(same.receive_count, 2);
+    let new_receipt = same.receipt.clone().unwrap();
+    assert_ne!(new_receipt, receipt);
+
+    // The old receipt no longer touches the new delivery.
+    let stale = client.ack("work", [receipt]).await.unwrap();
+    assert!(!stale.results[0].ok);
+    assert_eq!(stale.results[0].error.as_ref().map(|e| e.code.as_str()), Some("stale_receipt"));
+
+    let receipts: Vec<String> = again.iter().filter_map(|m| m.receipt.clone()).collect();
+    let acked = client.ack("work", receipts).await.unwrap();
+    assert!(acked.results.iter().all(|r| r.ok), "{acked:?}");
+    assert!(client.peek("work", None).await.unwrap().messages.is_empty(), "acked messages are gone");
+    let counts = client.get_queue("work").await.unwrap().counts;
+    assert_eq!((counts.visible, counts.in_flight, counts.delayed), (0, 0, 0));
+}
+
+#[tokio::test]
+async fn a_nacked_message_is_dead_lettered_then_redriven_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let client = server.client();
+    client.create_queue(&queue("work-dlq")).await.unwrap();
+    client.create_queue(&with_dlq("work", "work-dlq", 1)).await.unwrap();
+    let id = client.send_text("work", "fails").await.unwrap();
+
+    let got = client.receive("work", 1, 0).await.unwrap();
+    assert_eq!(got[0].id, id);
+    let nack = NackRequest {
+        entries: vec![NackEntry {
+            receipt: got[0].receipt.clone().unwrap(),
+            delay_ms: None,
+            error: Some("boom".into()),
+        }],
+    };
+    assert!(client.nack("work", &nack).await.unwrap().results[0].ok);
+
+    assert!(client.receive("work", 1, 0).await.unwrap().is_empty(), "the message left the source queue");
+    assert_eq!(client.get_queue("work").await.unwrap().counts.dlq_depth, Some(1));
+    let dead = client.peek("work-dlq", None).await.unwrap().messages;
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].id, id, "a dead-lettered message keeps its id");
+    assert_eq!(dead[0].body.as_deref(), Some("fails"));
+    assert_eq!(dead[0].dead_letter_source.as_deref(), Some("work"));
+    assert_eq!(dead[0].last_error.as_deref(), Some("boom"));
+
+    let task = client.start_redrive("work-dlq", &RedriveRequest::default()).await.unwrap();
+    assert_eq!((task.source.as_str(), task.total), ("work-dlq", 1));
+    let finished = wait_for_redrive(&client, &task.id).await;
+    assert_eq!((finished.status.as_str(), finished.moved, finished.failed), ("completed", 1, 0), "{finished:?}");
+    let listed = client.list_redrives("work-dlq").await.unwrap().tasks;
+    assert!(listed.iter().any(|t| t.id == task.id), "{listed:?}");
+    assert!(client.list_all_redrives().await.unwrap().tasks.iter().any(|t| t.id == task.id));
+    assert_eq!(
+        client.cancel_redrive(&task.id).await.unwrap().status,
+        "completed",
+        "cancelling a finished task changes nothing"
+    );
+    assert_code(client.get_redrive("no-such-task").await, ErrorCode::RedriveNotFound);
+
+    let back = client.receive("work", 1, 0).await.unwrap();
+    assert_eq!(back.len(), 1, "the message is back in its source");
+    assert_eq!((back[0].id.as_str(), back[0].body.as_deref()), (id.as_str(), Some("fails")));
+    assert!(client.peek("work-dlq", None).await.unwrap().messages.is_empty());
+}
+
+async fn wait_for_redrive(client: &Client, id: &str) -> sluice_api::RedriveTask {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let task = client.get_redrive(id).await.unwrap();
+        if task.status != "running" {
+            return task;
+        }
+        assert!(Instant::now() < deadline, "redrive still running: {task:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn messages_survive_a_restart_and_sigterm_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let client = server.client();
+    client.create_queue(&queue("durable")).await.unwrap();
+    let mut sent = Vec::new();
+    for i in 0..5 {
+        let body = format!("persisted {i}");
+        client.send_text("durable", body.clone()).await.unwrap();
+        sent.push(body);
+    }
+    // One in flight at shutdown: it must come back after the restart too (at-least-once).
+    let in_flight = client.receive("durable", 1, 0).await.unwrap();
+    assert_eq!(in_flight.len(), 1);
+
+    let status = server.terminate();
+    assert!(status.success(), "SIGTERM exits 0: {status:?}");
+
+    let server = Server::start(dir.path());
+    let client = server.client();
+    let got = client.get_queue("durable").await.unwrap();
+    assert_eq!(got.counts.visible + got.counts.in_flight, 5, "{:?}", got.counts);
+    // Peek shows visible and in-flight messages alike.
+    let mut bodies: Vec<String> =
+        client.peek("durable", Some(10)).await.unwrap().messages.into_iter().map(|m| m.body.unwrap()).collect();
+    bodies.sort();
+    assert_eq!(bodies, sent, "every acknowledged send survives");
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_a_connect_error_after_retries() {
+    // Port 1 on loopback has no listener, so every attempt is refused before sending.
+    let client = Client::builder("http://127.0.0.1:1")
+        .attempts(3)
+        .backoff(sluice_core::backoff::Backoff { base_ms: 10, cap_ms: 20 })
+        .build()
+        .unwrap();
+    let err = client.send_text("q", "x").await.unwrap_err();
+    assert!(err.is_connect(), "{err}");
+    assert_eq!(err.code(), None);
+    assert!(err.to_string().contains("127.0.0.1:1"), "{err}");
+}
