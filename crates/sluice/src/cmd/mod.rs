@@ -2,6 +2,7 @@
 //! how to parse durations, tags and attributes from flags.
 
 mod ack;
+mod bench;
 mod dlq;
 mod peek;
 mod queue;
@@ -22,6 +23,7 @@ pub enum Command {
     Ack(ack::Args),
     Peek(peek::Args),
     Dlq(dlq::Args),
+    Bench(bench::Args),
 }
 
 impl Command {
@@ -34,6 +36,7 @@ impl Command {
             Command::Ack(args) => ack::run(args).await,
             Command::Peek(args) => peek::run(args).await,
             Command::Dlq(args) => dlq::run(args).await,
+            Command::Bench(args) => bench::run(args).await,
         }
     }
 }

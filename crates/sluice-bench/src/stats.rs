@@ -1,0 +1,113 @@
+//! What each benchmark task counts: operations, errors and a latency histogram, merged at the end.
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+/// Longest latency told apart from "longer"; anything slower is recorded as this.
+const LATENCY_US_MAX: u64 = 60_000_000;
+
+/// Latencies in microseconds, three significant digits.
+#[derive(Debug, Clone)]
+pub(crate) struct Latency(Histogram<u64>);
+
+impl Latency {
+    pub fn new() -> Latency {
+        Latency(Histogram::new_with_bounds(1, LATENCY_US_MAX, 3).expect("constant bounds are valid"))
+    }
+
+    pub fn record(&mut self, latency: Duration) {
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX).max(1);
+        self.0.saturating_record(us);
+    }
+
+    pub fn merge(&mut self, other: &Latency) {
+        // Both sides have the same bounds, so adding cannot run out of range.
+        self.0.add(&other.0).expect("histograms share bounds");
+    }
+
+    /// The latency at quantile `q` (0.5 for the median) in milliseconds; `None` without samples.
+    pub fn quantile_ms(&self, q: f64) -> Option<f64> {
+        (!self.0.is_empty()).then(|| self.0.value_at_quantile(q) as f64 / 1_000.0)
+    }
+
+    /// "p50 / p99" in milliseconds, or a dash without samples.
+    pub fn p50_p99(&self) -> String {
+        match (self.quantile_ms(0.5), self.quantile_ms(0.99)) {
+            (Some(p50), Some(p99)) => format!("{} / {}", ms(p50), ms(p99)),
+            _ => "-".into(),
+        }
+    }
+}
+
+/// A millisecond figure with the precision that matters at its size.
+pub(crate) fn ms(value: f64) -> String {
+    if value < 1.0 {
+        format!("{value:.3}")
+    } else if value < 100.0 {
+        format!("{value:.1}")
+    } else {
+        format!("{value:.0}")
+    }
+}
+
+/// One task's (or, merged, one phase's) counts.
+#[derive(Debug, Clone)]
+pub(crate) struct Tally {
+    /// Messages (or requests) that completed inside the measured window.
+    pub count: u64,
+    /// Failed calls and refused entries, warm-up included.
+    pub errors: u64,
+    /// The first error seen, to tell the reader what went wrong.
+    pub first_error: Option<String>,
+    pub latency: Latency,
+}
+
+impl Tally {
+    pub fn new() -> Tally {
+        Tally { count: 0, errors: 0, first_error: None, latency: Latency::new() }
+    }
+
+    pub fn error(&mut self, n: u64, what: impl FnOnce() -> String) {
+        self.errors += n;
+        if self.first_error.is_none() {
+            self.first_error = Some(what());
+        }
+    }
+
+    pub fn merge(&mut self, other: &Tally) {
+        self.count += other.count;
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error.clone_from(&other.first_error);
+        }
+        self.latency.merge(&other.latency);
+    }
+
+    /// `count` per second of `window`.
+    pub fn rate(&self, window: Duration) -> f64 {
+        self.count as f64 / window.as_secs_f64()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merged_tallies_add_counts_and_keep_the_first_error() {
+        let mut a = Tally::new();
+        a.count = 3;
+        a.latency.record(Duration::from_millis(2));
+        let mut b = Tally::new();
+        b.count = 1;
+        b.error(2, || "first".into());
+        b.error(1, || "second".into());
+        b.latency.record(Duration::from_millis(10));
+        a.merge(&b);
+        assert_eq!((a.count, a.errors, a.first_error.as_deref()), (4, 3, Some("first")));
+        assert_eq!(a.rate(Duration::from_millis(500)), 8.0);
+        assert_eq!(a.latency.p50_p99(), "2.0 / 10.0");
+        assert_eq!(Latency::new().p50_p99(), "-");
+    }
+}

@@ -1,0 +1,90 @@
+//! The server under test: started in-process on an embedded store in a fresh temporary
+//! directory, or an external one named by `--server`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use sluice_embedded::{EmbeddedConfig, EmbeddedStore};
+use sluice_store::Store;
+use tempfile::TempDir;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::Plan;
+
+/// How long the in-process server may take to stop after the workload's clients are gone.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+
+pub(crate) enum Target {
+    InProcess(InProcess),
+    External { url: String },
+}
+
+pub(crate) struct InProcess {
+    url: String,
+    store: Arc<EmbeddedStore>,
+    stop: oneshot::Sender<()>,
+    server: JoinHandle<std::io::Result<()>>,
+    /// Removed on drop, after the store is closed.
+    dir: TempDir,
+}
+
+impl Target {
+    pub async fn start(plan: &Plan) -> anyhow::Result<Target> {
+        if let Some(url) = &plan.server {
+            return Ok(Target::External { url: url.trim_end_matches('/').to_owned() });
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("sluice-bench-data-")
+            .tempdir_in(&plan.tmp_dir)
+            .with_context(|| format!("creating a temporary directory in {}", plan.tmp_dir.display()))?;
+        let config = EmbeddedConfig { data_dir: dir.path().to_owned(), durability: plan.durability };
+        // Opening replays the directory from disk: blocking work, kept off the async threads.
+        let store = tokio::task::spawn_blocking(move || EmbeddedStore::open(config))
+            .await
+            .context("opening the store panicked")?
+            .context("opening the embedded store")?;
+        let store = Arc::new(store);
+        let listener = TcpListener::bind("127.0.0.1:0").await.context("binding 127.0.0.1:0")?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let shared: Arc<dyn Store> = store.clone();
+        let server = tokio::spawn(sluice_server::run(listener, shared, async {
+            let _ = stopped.await;
+        }));
+        Ok(Target::InProcess(InProcess { url, store, stop, server, dir }))
+    }
+
+    pub fn url(&self) -> &str {
+        match self {
+            Target::InProcess(p) => &p.url,
+            Target::External { url } => url,
+        }
+    }
+
+    /// "in-process, data in DIR" or the external URL, for the report.
+    pub fn describe(&self) -> String {
+        match self {
+            Target::InProcess(p) => format!("in-process on {}, embedded store in {}", p.url, p.dir.path().display()),
+            Target::External { url } => format!("external server at {url}"),
+        }
+    }
+
+    /// Stops the in-process server, then closes (syncs) the store and removes its directory.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        let Target::InProcess(p) = self else {
+            return Ok(());
+        };
+        let _ = p.stop.send(());
+        let served = tokio::time::timeout(SHUTDOWN_WAIT, p.server).await;
+        let store = p.store;
+        tokio::task::spawn_blocking(move || store.close()).await.context("closing the store panicked")?;
+        p.dir.close().context("removing the temporary data directory")?;
+        match served {
+            Ok(joined) => joined.context("the server task panicked")?.context("the server failed"),
+            Err(_) => bail!("the in-process server did not stop within {SHUTDOWN_WAIT:?}"),
+        }
+    }
+}
