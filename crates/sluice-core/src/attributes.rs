@@ -31,6 +31,10 @@ pub struct QueueAttributes {
     pub fifo: bool,
     /// Free-form labels. Not compared when a create meets an existing queue (as in SQS).
     pub tags: BTreeMap<String, String>,
+    /// SQS attributes Sluice keeps and returns verbatim but does not act on (`Policy`,
+    /// `RedriveAllowPolicy`, `KmsMasterKeyId`, `KmsDataKeyReusePeriodSeconds`,
+    /// `SqsManagedSseEnabled`), so that SQS clients read back what they set.
+    pub sqs_attributes: BTreeMap<String, String>,
 }
 
 impl Default for QueueAttributes {
@@ -44,6 +48,7 @@ impl Default for QueueAttributes {
             dead_letter: None,
             fifo: false,
             tags: BTreeMap::new(),
+            sqs_attributes: BTreeMap::new(),
         }
     }
 }
@@ -58,6 +63,8 @@ pub struct QueueAttributesPatch {
     pub receive_wait_ms: Option<u64>,
     pub dead_letter: Option<Option<DeadLetter>>,
     pub tags: Option<BTreeMap<String, String>>,
+    /// Entries to set (`Some`) or remove (`None`) in `sqs_attributes`.
+    pub sqs_attributes: BTreeMap<String, Option<String>>,
 }
 
 impl QueueAttributes {
@@ -89,6 +96,12 @@ impl QueueAttributes {
         }
         if let Some(v) = &patch.tags {
             next.tags = v.clone();
+        }
+        for (name, value) in &patch.sqs_attributes {
+            match value {
+                Some(v) => next.sqs_attributes.insert(name.clone(), v.clone()),
+                None => next.sqs_attributes.remove(name),
+            };
         }
         next
     }
@@ -126,6 +139,17 @@ impl QueueAttributes {
                 return Err(ValidationError::new(
                     format!("tags.{k}"),
                     format!("tag values are at most {TAG_VALUE_LEN_MAX} bytes"),
+                ));
+            }
+        }
+        if self.sqs_attributes.len() > SQS_ATTRIBUTES_MAX {
+            return Err(ValidationError::new("sqs_attributes", format!("at most {SQS_ATTRIBUTES_MAX} entries")));
+        }
+        for (k, v) in &self.sqs_attributes {
+            if v.len() > SQS_ATTRIBUTE_BYTES_MAX {
+                return Err(ValidationError::new(
+                    format!("sqs_attributes.{k}"),
+                    format!("values are at most {SQS_ATTRIBUTE_BYTES_MAX} bytes"),
                 ));
             }
         }

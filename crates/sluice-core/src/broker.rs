@@ -28,6 +28,7 @@ pub enum Effect {
         name: String,
         attributes: QueueAttributes,
         created_at: TimeMs,
+        modified_at: TimeMs,
     },
     DeleteQueue {
         id: QueueId,
@@ -94,6 +95,7 @@ pub struct QueueView {
     pub name: String,
     pub attributes: QueueAttributes,
     pub created_at: TimeMs,
+    pub modified_at: TimeMs,
     pub stats: QueueStats,
 }
 
@@ -145,10 +147,17 @@ impl Broker {
     // ----- restore -------------------------------------------------------------------------
 
     /// Loads a queue record read from disk. Call for every queue before any message.
-    pub fn restore_queue(&mut self, id: QueueId, name: String, attributes: QueueAttributes, created_at: TimeMs) {
+    pub fn restore_queue(
+        &mut self,
+        id: QueueId,
+        name: String,
+        attributes: QueueAttributes,
+        created_at: TimeMs,
+        modified_at: TimeMs,
+    ) {
         self.next_queue_id = self.next_queue_id.max(id + 1);
         self.names.insert(name.clone(), id);
-        self.queues.insert(id, Queue::new(id, name, attributes, created_at));
+        self.queues.insert(id, Queue::new(id, name, attributes, created_at, modified_at));
     }
 
     /// Loads a message record read from disk. Returns false (and keeps nothing) when its queue
@@ -236,8 +245,9 @@ impl Broker {
             name: name.to_string(),
             attributes: attributes.clone(),
             created_at: now_ms,
+            modified_at: now_ms,
         });
-        self.restore_queue(id, name.to_string(), attributes, now_ms);
+        self.restore_queue(id, name.to_string(), attributes, now_ms, now_ms);
         Ok((id, true))
     }
 
@@ -255,7 +265,12 @@ impl Broker {
         Ok(())
     }
 
-    pub fn update_queue(&mut self, name: &str, patch: &QueueAttributesPatch) -> Result<QueueId, BrokerError> {
+    pub fn update_queue(
+        &mut self,
+        name: &str,
+        patch: &QueueAttributesPatch,
+        now_ms: TimeMs,
+    ) -> Result<QueueId, BrokerError> {
         let id = self.queue_id(name)?;
         let queue = &self.queues[&id];
         let next = queue.attributes.apply(patch);
@@ -266,8 +281,11 @@ impl Broker {
             name: name.to_string(),
             attributes: next.clone(),
             created_at: queue.created_at,
+            modified_at: now_ms,
         });
-        self.queues.get_mut(&id).expect("queue exists").attributes = next;
+        let queue = self.queues.get_mut(&id).expect("queue exists");
+        queue.attributes = next;
+        queue.modified_at = now_ms;
         self.reschedule(id);
         Ok(id)
     }
@@ -308,6 +326,7 @@ impl Broker {
             name: q.name.clone(),
             attributes: q.attributes.clone(),
             created_at: q.created_at,
+            modified_at: q.modified_at,
             stats: QueueStats {
                 visible: q.visible_count() as u64,
                 in_flight: q.in_flight_count() as u64,
@@ -524,6 +543,40 @@ impl Broker {
             queue.index(seq, meta, now_ms);
             self.effects.push(Effect::PutMessage { seq, meta: meta.clone() });
         }
+        self.reschedule(id);
+        Ok(())
+    }
+
+    /// As [`Broker::change_visibility`], but a message whose visibility timeout passed and that
+    /// nobody received since is hidden again instead of refused: SQS answers success there.
+    /// The receipt's delivery is still the newest, so no other consumer can hold the message.
+    pub fn change_visibility_lenient(
+        &mut self,
+        id: QueueId,
+        receipt: &Receipt,
+        timeout_ms: u64,
+        now_ms: TimeMs,
+    ) -> Result<(), EntryError> {
+        let meta = self.check_receipt(id, receipt)?;
+        if meta.in_flight && meta.visible_at > now_ms {
+            return self.change_visibility(id, receipt, timeout_ms, now_ms);
+        }
+        if timeout_ms > VISIBILITY_TIMEOUT_MS_MAX {
+            return Err(
+                ValidationError::new("timeout_ms", format!("must be at most {VISIBILITY_TIMEOUT_MS_MAX}")).into()
+            );
+        }
+        if timeout_ms == 0 {
+            return Ok(());
+        }
+        let seq = receipt.seq;
+        let meta = self.messages.get_mut(&seq).expect("message exists");
+        let queue = self.queues.get_mut(&id).expect("queue exists");
+        queue.unindex(seq, meta);
+        meta.in_flight = true;
+        meta.visible_at = now_ms.saturating_add(timeout_ms);
+        queue.index(seq, meta, now_ms);
+        self.effects.push(Effect::PutMessage { seq, meta: meta.clone() });
         self.reschedule(id);
         Ok(())
     }

@@ -65,3 +65,12 @@ pub const DELAY_MS_MAX: u64 = RETENTION_MS_MAX;
 
 /// Most queues one server holds.
 pub const QUEUES_MAX: usize = 100_000;
+
+/// Opaque SQS attributes kept per queue (Policy and friends): how many, and the largest value
+/// (an SQS policy is at most 20 KiB).
+pub const SQS_ATTRIBUTES_MAX: usize = 16;
+pub const SQS_ATTRIBUTE_BYTES_MAX: usize = 20 * 1024;
+
+/// System attributes (such as SQS's `AWSTraceHeader`) per message, and the largest value.
+pub const SYSTEM_ATTRIBUTES_MAX: usize = 4;
+pub const SYSTEM_ATTRIBUTE_BYTES_MAX: usize = 16 * 1024;

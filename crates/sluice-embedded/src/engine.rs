@@ -239,8 +239,8 @@ impl Engine {
         let mut queues: HashMap<QueueId, Option<Vec<u8>>> = HashMap::new();
         for effect in effects {
             match effect {
-                Effect::PutQueue { id, name, attributes, created_at } => {
-                    queues.insert(id, Some(codec::encode(&QueueRecord { name, attributes, created_at })));
+                Effect::PutQueue { id, name, attributes, created_at, modified_at } => {
+                    queues.insert(id, Some(codec::encode(&QueueRecord { name, attributes, created_at, modified_at })));
                 }
                 Effect::DeleteQueue { id } => {
                     queues.insert(id, None);

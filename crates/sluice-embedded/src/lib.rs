@@ -143,7 +143,7 @@ impl EmbeddedStore {
             let (k, v) = item.into_inner().map_err(storage)?;
             let id = codec::decode_key(&k).map_err(|e| corrupt(format!("queues: {e}")))?;
             let record: QueueRecord = codec::decode(&v).map_err(|e| corrupt(format!("queues/{id}: {e}")))?;
-            broker.restore_queue(id, record.name, record.attributes, record.created_at);
+            broker.restore_queue(id, record.name, record.attributes, record.created_at, record.modified_at);
             queues += 1;
         }
         let mut messages = 0;
@@ -281,7 +281,7 @@ impl Store for EmbeddedStore {
     async fn update_queue(&self, name: &str, patch: QueueAttributesPatch) -> Result<QueueView, StoreError> {
         let name = name.to_string();
         self.call(move |e, now| {
-            let id = e.broker.update_queue(&name, &patch)?;
+            let id = e.broker.update_queue(&name, &patch, now)?;
             Ok(e.broker.queue_view(id, now).expect("queue exists"))
         })
         .await
@@ -313,8 +313,11 @@ impl Store for EmbeddedStore {
                 let message_id = message_id();
                 match e.broker.send(id, &message, message_id, now) {
                     Ok(seq) => {
-                        let NewMessage { body, body_binary, attributes, envelope, .. } = message;
-                        e.stage_body(seq, MessageContent { body, body_binary, attributes, envelope });
+                        let NewMessage { body, body_binary, attributes, system_attributes, envelope, .. } = message;
+                        e.stage_body(
+                            seq,
+                            MessageContent { body, body_binary, attributes, system_attributes, envelope },
+                        );
                         results.push(Ok(message_id));
                     }
                     Err(err) => results.push(Err(err)),

@@ -9,8 +9,8 @@ use sluice_api as api;
 use sluice_core::broker::QueueView;
 use sluice_core::message::AttributeData;
 use sluice_core::{
-    AttributeValue, DeadLetter, MessageEnvelope, MessageState, NewMessage, QueueAttributes,
-    QueueAttributesPatch, ValidationError,
+    AttributeValue, DeadLetter, MessageEnvelope, MessageState, NewMessage, QueueAttributes, QueueAttributesPatch,
+    ValidationError,
 };
 use sluice_store::StoredMessage;
 use time::OffsetDateTime;
@@ -37,15 +37,11 @@ pub fn rfc3339(ms: u64) -> String {
 /// Parses an RFC 3339 time into epoch milliseconds, rounding up so that a message is never
 /// delivered before the instant the client asked for.
 pub fn parse_rfc3339(field: &str, text: &str) -> Result<u64, ValidationError> {
-    let t = OffsetDateTime::parse(text, &Rfc3339).map_err(|e| {
-        ValidationError::new(field, format!("{text:?} is not an RFC 3339 time: {e}"))
-    })?;
+    let t = OffsetDateTime::parse(text, &Rfc3339)
+        .map_err(|e| ValidationError::new(field, format!("{text:?} is not an RFC 3339 time: {e}")))?;
     let nanos = t.unix_timestamp_nanos();
     if nanos < 0 {
-        return Err(ValidationError::new(
-            field,
-            "times before 1970 are not accepted",
-        ));
+        return Err(ValidationError::new(field, "times before 1970 are not accepted"));
     }
     let ms = (nanos + 999_999) / 1_000_000;
     u64::try_from(ms).map_err(|_| ValidationError::new(field, "time is out of range"))
@@ -78,17 +74,11 @@ pub fn queue(view: &QueueView) -> api::Queue {
 }
 
 fn dead_letter_to_api(d: &DeadLetter) -> api::DeadLetter {
-    api::DeadLetter {
-        queue: d.queue.clone(),
-        max_receive_count: d.max_receive_count,
-    }
+    api::DeadLetter { queue: d.queue.clone(), max_receive_count: d.max_receive_count }
 }
 
 fn dead_letter_from_api(d: api::DeadLetter) -> DeadLetter {
-    DeadLetter {
-        queue: d.queue,
-        max_receive_count: d.max_receive_count,
-    }
+    DeadLetter { queue: d.queue, max_receive_count: d.max_receive_count }
 }
 
 /// The attributes a create asks for; omitted fields take their defaults.
@@ -103,6 +93,7 @@ pub fn create_attributes(r: api::CreateQueueRequest) -> (String, QueueAttributes
         dead_letter: r.dead_letter.map(dead_letter_from_api),
         fifo: r.fifo.unwrap_or(d.fifo),
         tags: r.tags.unwrap_or_default(),
+        sqs_attributes: d.sqs_attributes,
     };
     (r.name, attributes)
 }
@@ -116,6 +107,7 @@ pub fn patch(r: api::UpdateQueueRequest) -> QueueAttributesPatch {
         receive_wait_ms: r.receive_wait_ms,
         dead_letter: r.dead_letter.map(|d| d.map(dead_letter_from_api)),
         tags: r.tags,
+        sqs_attributes: BTreeMap::new(),
     }
 }
 
@@ -127,39 +119,29 @@ pub fn new_message(m: api::SendMessage) -> Result<NewMessage, ValidationError> {
     let (body, body_binary) = match (m.body, m.body_base64) {
         (Some(text), None) => (text.into_bytes(), false),
         (None, Some(b64)) => {
-            let bytes = STANDARD.decode(b64.as_bytes()).map_err(|e| {
-                ValidationError::new("body_base64", format!("not valid base64: {e}"))
-            })?;
+            let bytes = STANDARD
+                .decode(b64.as_bytes())
+                .map_err(|e| ValidationError::new("body_base64", format!("not valid base64: {e}")))?;
             (bytes, true)
         }
         (Some(_), Some(_)) => {
-            return Err(ValidationError::new(
-                "body",
-                "give body or body_base64, not both",
-            ));
+            return Err(ValidationError::new("body", "give body or body_base64, not both"));
         }
         (None, None) => {
-            return Err(ValidationError::new(
-                "body",
-                "give body (text) or body_base64 (bytes)",
-            ));
+            return Err(ValidationError::new("body", "give body (text) or body_base64 (bytes)"));
         }
     };
     let mut attributes = BTreeMap::new();
     for (name, attribute) in m.attributes {
-        let value =
-            attribute_from_api(attribute).map_err(|e| e.within(&format!("attributes.{name}")))?;
+        let value = attribute_from_api(attribute).map_err(|e| e.within(&format!("attributes.{name}")))?;
         attributes.insert(name, value);
     }
-    let deliver_at_ms = m
-        .deliver_at
-        .as_deref()
-        .map(|t| parse_rfc3339("deliver_at", t))
-        .transpose()?;
+    let deliver_at_ms = m.deliver_at.as_deref().map(|t| parse_rfc3339("deliver_at", t)).transpose()?;
     Ok(NewMessage {
         body,
         body_binary,
         attributes,
+        system_attributes: BTreeMap::new(),
         delay_ms: m.delay_ms,
         deliver_at_ms,
         priority: m.priority.unwrap_or(0),
@@ -177,17 +159,14 @@ pub fn new_message(m: api::SendMessage) -> Result<NewMessage, ValidationError> {
 fn attribute_from_api(a: api::Attribute) -> Result<AttributeValue, ValidationError> {
     let binary = a.data_type.split('.').next() == Some("Binary");
     let value = if binary {
-        let bytes = STANDARD.decode(a.value.as_bytes()).map_err(|e| {
-            ValidationError::new("value", format!("Binary attributes carry base64: {e}"))
-        })?;
+        let bytes = STANDARD
+            .decode(a.value.as_bytes())
+            .map_err(|e| ValidationError::new("value", format!("Binary attributes carry base64: {e}")))?;
         AttributeData::Bytes(bytes)
     } else {
         AttributeData::Text(a.value)
     };
-    Ok(AttributeValue {
-        data_type: a.data_type,
-        value,
-    })
+    Ok(AttributeValue { data_type: a.data_type, value })
 }
 
 fn attribute_to_api(a: &AttributeValue) -> api::Attribute {
@@ -195,10 +174,7 @@ fn attribute_to_api(a: &AttributeValue) -> api::Attribute {
         AttributeData::Text(s) => s.clone(),
         AttributeData::Bytes(b) => STANDARD.encode(b),
     };
-    api::Attribute {
-        data_type: a.data_type.clone(),
-        value,
-    }
+    api::Attribute { data_type: a.data_type.clone(), value }
 }
 
 pub fn state_name(state: MessageState) -> &'static str {
@@ -210,11 +186,7 @@ pub fn state_name(state: MessageState) -> &'static str {
 }
 
 /// A stored message as receive (`receipt`) or peek (`state`) returns it.
-pub fn message(
-    m: &StoredMessage,
-    receipt: Option<String>,
-    state: Option<MessageState>,
-) -> api::Message {
+pub fn message(m: &StoredMessage, receipt: Option<String>, state: Option<MessageState>) -> api::Message {
     let meta = &m.meta;
     let content = &m.content;
     let (body, body_base64) = if content.body_binary {
@@ -230,9 +202,7 @@ pub fn message(
     // A received message is in flight until `visible_at`; a peeked one has a meaningful
     // `visible_at` only while it is not visible.
     let visible_at_ms = match (&receipt, state) {
-        (Some(_), _) | (None, Some(MessageState::InFlight | MessageState::Delayed)) => {
-            Some(meta.visible_at)
-        }
+        (Some(_), _) | (None, Some(MessageState::InFlight | MessageState::Delayed)) => Some(meta.visible_at),
         _ => None,
     };
     api::Message {
@@ -247,11 +217,7 @@ pub fn message(
         first_received_at: meta.first_received_at.map(rfc3339),
         first_received_at_ms: meta.first_received_at,
         visible_at_ms,
-        attributes: content
-            .attributes
-            .iter()
-            .map(|(k, v)| (k.clone(), attribute_to_api(v)))
-            .collect(),
+        attributes: content.attributes.iter().map(|(k, v)| (k.clone(), attribute_to_api(v))).collect(),
         priority: meta.priority,
         message_type: content.envelope.r#type.clone(),
         version: content.envelope.version.clone(),
@@ -277,19 +243,12 @@ mod tests {
         assert_eq!(parse_rfc3339("t", &text), Ok(ms));
         // Sub-millisecond instants round up, never down.
         assert_eq!(parse_rfc3339("t", "2023-11-14T22:13:20.1231Z"), Ok(ms + 1));
-        assert_eq!(
-            parse_rfc3339("deliver_at", "tomorrow").unwrap_err().field,
-            "deliver_at"
-        );
+        assert_eq!(parse_rfc3339("deliver_at", "tomorrow").unwrap_err().field, "deliver_at");
         assert!(parse_rfc3339("t", "1969-12-31T23:59:59Z").is_err());
     }
 
     /// `body`, `body_base64`, and the decoded body and binary flag, or the field in error.
-    type BodyCase = (
-        Option<&'static str>,
-        Option<&'static str>,
-        Result<(&'static [u8], bool), &'static str>,
-    );
+    type BodyCase = (Option<&'static str>, Option<&'static str>, Result<(&'static [u8], bool), &'static str>);
 
     #[test]
     fn send_bodies() {
@@ -301,46 +260,21 @@ mod tests {
             (None, Some("***"), Err("body_base64")),
         ];
         for (body, b64, want) in table {
-            let m = api::SendMessage {
-                body: body.map(Into::into),
-                body_base64: b64.map(Into::into),
-                ..Default::default()
-            };
-            let got = new_message(m)
-                .map(|n| (n.body, n.body_binary))
-                .map_err(|e| e.field);
-            let want = want
-                .map(|(b, bin)| (b.to_vec(), bin))
-                .map_err(str::to_string);
+            let m =
+                api::SendMessage { body: body.map(Into::into), body_base64: b64.map(Into::into), ..Default::default() };
+            let got = new_message(m).map(|n| (n.body, n.body_binary)).map_err(|e| e.field);
+            let want = want.map(|(b, bin)| (b.to_vec(), bin)).map_err(str::to_string);
             assert_eq!(got, want, "body={body:?} body_base64={b64:?}");
         }
     }
 
     #[test]
     fn binary_attributes_are_decoded_and_re_encoded() {
-        let mut m = api::SendMessage {
-            body: Some("x".into()),
-            ..Default::default()
-        };
-        m.attributes.insert(
-            "raw".into(),
-            api::Attribute {
-                data_type: "Binary".into(),
-                value: "AAE=".into(),
-            },
-        );
-        m.attributes.insert(
-            "n".into(),
-            api::Attribute {
-                data_type: "Number.int".into(),
-                value: "42".into(),
-            },
-        );
+        let mut m = api::SendMessage { body: Some("x".into()), ..Default::default() };
+        m.attributes.insert("raw".into(), api::Attribute { data_type: "Binary".into(), value: "AAE=".into() });
+        m.attributes.insert("n".into(), api::Attribute { data_type: "Number.int".into(), value: "42".into() });
         let new = new_message(m.clone()).unwrap();
-        assert_eq!(
-            new.attributes["raw"].value,
-            AttributeData::Bytes(vec![0, 1])
-        );
+        assert_eq!(new.attributes["raw"].value, AttributeData::Bytes(vec![0, 1]));
         assert_eq!(new.attributes["n"].value, AttributeData::Text("42".into()));
         let stored = StoredMessage {
             meta: MessageMeta {
@@ -362,6 +296,7 @@ mod tests {
                 body: b"x".to_vec(),
                 body_binary: false,
                 attributes: new.attributes,
+                system_attributes: Default::default(),
                 envelope: Default::default(),
             },
         };
@@ -372,13 +307,7 @@ mod tests {
         assert_eq!(out.first_received_at_ms, Some(2_000));
         assert_eq!(out.dead_letter_source.as_deref(), Some("orders"));
         assert_eq!(out.last_error.as_deref(), Some("boom"));
-        let bad = m.attributes.insert(
-            "raw".into(),
-            api::Attribute {
-                data_type: "Binary".into(),
-                value: "%%".into(),
-            },
-        );
+        let bad = m.attributes.insert("raw".into(), api::Attribute { data_type: "Binary".into(), value: "%%".into() });
         assert!(bad.is_some());
         assert_eq!(new_message(m).unwrap_err().field, "attributes.raw.value");
     }

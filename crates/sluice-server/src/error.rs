@@ -24,11 +24,7 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
-        ApiError {
-            code,
-            message: message.into(),
-            details: None,
-        }
+        ApiError { code, message: message.into(), details: None }
     }
 
     pub fn with_details(mut self, details: serde_json::Value) -> ApiError {
@@ -54,11 +50,7 @@ impl ApiError {
                 details: None,
             };
         }
-        ErrorBody {
-            code: self.code.as_str().to_string(),
-            message: self.message.clone(),
-            details: self.details.clone(),
-        }
+        ErrorBody { code: self.code.as_str().to_string(), message: self.message.clone(), details: self.details.clone() }
     }
 }
 
@@ -83,14 +75,14 @@ impl From<BrokerError> for ApiError {
     fn from(e: BrokerError) -> ApiError {
         let message = e.to_string();
         match e {
-            BrokerError::QueueNotFound(queue) => ApiError::new(ErrorCode::QueueNotFound, message)
-                .with_details(json!({ "queue": queue })),
-            BrokerError::QueueExists(queue) => ApiError::new(ErrorCode::QueueExists, message)
-                .with_details(json!({ "queue": queue })),
-            BrokerError::DeadLetterQueueNotFound(queue) => {
-                ApiError::new(ErrorCode::DeadLetterQueueNotFound, message)
-                    .with_details(json!({ "field": "dead_letter.queue", "queue": queue }))
+            BrokerError::QueueNotFound(queue) => {
+                ApiError::new(ErrorCode::QueueNotFound, message).with_details(json!({ "queue": queue }))
             }
+            BrokerError::QueueExists(queue) => {
+                ApiError::new(ErrorCode::QueueExists, message).with_details(json!({ "queue": queue }))
+            }
+            BrokerError::DeadLetterQueueNotFound(queue) => ApiError::new(ErrorCode::DeadLetterQueueNotFound, message)
+                .with_details(json!({ "field": "dead_letter.queue", "queue": queue })),
             BrokerError::TooManyQueues => ApiError::new(ErrorCode::LimitExceeded, message),
             BrokerError::Invalid(v) => v.into(),
         }
@@ -102,9 +94,7 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::Broker(b) => b.into(),
             StoreError::Poisoned(reason) => ApiError::new(ErrorCode::StorePoisoned, reason),
-            StoreError::ShuttingDown => {
-                ApiError::new(ErrorCode::ShuttingDown, "storage is shutting down")
-            }
+            StoreError::ShuttingDown => ApiError::new(ErrorCode::ShuttingDown, "storage is shutting down"),
         }
     }
 }
@@ -112,27 +102,16 @@ impl From<StoreError> for ApiError {
 /// The per-entry error of a batch answer. Entries carry a code, never a status.
 pub fn entry_error(e: &EntryError) -> ErrorBody {
     let (code, details) = match e {
-        EntryError::Invalid(v) => (
-            ErrorCode::InvalidArgument,
-            Some(json!({ "field": v.field })),
-        ),
-        EntryError::MessageTooLarge {
-            size_bytes,
-            max_bytes,
-        } => (
-            ErrorCode::MessageTooLarge,
-            Some(json!({ "size_bytes": size_bytes, "max_bytes": max_bytes })),
-        ),
+        EntryError::Invalid(v) => (ErrorCode::InvalidArgument, Some(json!({ "field": v.field }))),
+        EntryError::MessageTooLarge { size_bytes, max_bytes } => {
+            (ErrorCode::MessageTooLarge, Some(json!({ "size_bytes": size_bytes, "max_bytes": max_bytes })))
+        }
         EntryError::InvalidReceipt(_) => (ErrorCode::InvalidReceipt, None),
         EntryError::ForeignReceipt => (ErrorCode::ForeignReceipt, None),
         EntryError::StaleReceipt => (ErrorCode::StaleReceipt, None),
         EntryError::NotInFlight => (ErrorCode::NotInFlight, None),
     };
-    ErrorBody {
-        code: code.as_str().to_string(),
-        message: e.to_string(),
-        details,
-    }
+    ErrorBody { code: code.as_str().to_string(), message: e.to_string(), details }
 }
 
 /// A per-entry error found by the server before the store saw the entry.
@@ -159,8 +138,7 @@ mod tests {
 
     #[test]
     fn validation_errors_name_the_field() {
-        let e: ApiError =
-            StoreError::from(ValidationError::new("priority", "must be 0 to 9")).into();
+        let e: ApiError = StoreError::from(ValidationError::new("priority", "must be 0 to 9")).into();
         assert_eq!(e.status(), StatusCode::BAD_REQUEST);
         assert_eq!(e.body().details, Some(json!({ "field": "priority" })));
     }
@@ -172,17 +150,8 @@ mod tests {
             (EntryError::ForeignReceipt, "foreign_receipt"),
             (EntryError::NotInFlight, "not_in_flight"),
             (EntryError::InvalidReceipt("x".into()), "invalid_receipt"),
-            (
-                EntryError::MessageTooLarge {
-                    size_bytes: 2,
-                    max_bytes: 1,
-                },
-                "message_too_large",
-            ),
-            (
-                EntryError::Invalid(ValidationError::new("delay_ms", "x")),
-                "invalid_argument",
-            ),
+            (EntryError::MessageTooLarge { size_bytes: 2, max_bytes: 1 }, "message_too_large"),
+            (EntryError::Invalid(ValidationError::new("delay_ms", "x")), "invalid_argument"),
         ];
         for (e, code) in table {
             assert_eq!(entry_error(&e).code, code, "{e:?}");

@@ -22,10 +22,7 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        axum::Json::<T>::from_request(req, state)
-            .await
-            .map(|axum::Json(v)| Json(v))
-            .map_err(json_rejection)
+        axum::Json::<T>::from_request(req, state).await.map(|axum::Json(v)| Json(v)).map_err(json_rejection)
     }
 }
 
@@ -41,43 +38,26 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let is_json = req
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(is_json_content_type);
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(bytes_rejection)?;
+        let is_json = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(is_json_content_type);
+        let bytes = Bytes::from_request(req, state).await.map_err(bytes_rejection)?;
         if bytes.is_empty() {
             return Ok(JsonOrEmpty(T::default()));
         }
         if !is_json {
             return Err(unsupported_media_type());
         }
-        axum::Json::<T>::from_bytes(&bytes)
-            .map(|axum::Json(v)| JsonOrEmpty(v))
-            .map_err(json_rejection)
+        axum::Json::<T>::from_bytes(&bytes).map(|axum::Json(v)| JsonOrEmpty(v)).map_err(json_rejection)
     }
 }
 
 /// The rule axum's `Json` applies: `application/json` or `application/<anything>+json`.
 fn is_json_content_type(content_type: &str) -> bool {
-    let essence = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    essence == "application/json"
-        || (essence.starts_with("application/") && essence.ends_with("+json"))
+    let essence = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
 fn unsupported_media_type() -> ApiError {
-    ApiError::new(
-        ErrorCode::UnsupportedMediaType,
-        "send the body with `Content-Type: application/json`",
-    )
+    ApiError::new(ErrorCode::UnsupportedMediaType, "send the body with `Content-Type: application/json`")
 }
 
 fn json_rejection(rejection: JsonRejection) -> ApiError {
@@ -103,11 +83,8 @@ fn bytes_rejection(rejection: BytesRejection) -> ApiError {
 
 pub fn payload_too_large() -> ApiError {
     let max = sluice_core::limits::REQUEST_BYTES_MAX;
-    ApiError::new(
-        ErrorCode::PayloadTooLarge,
-        format!("the request body is larger than {max} bytes"),
-    )
-    .with_details(serde_json::json!({ "request_bytes_max": max }))
+    ApiError::new(ErrorCode::PayloadTooLarge, format!("the request body is larger than {max} bytes"))
+        .with_details(serde_json::json!({ "request_bytes_max": max }))
 }
 
 /// Path parameters. A parameter that is not valid UTF-8 is a 400, not a 500.

@@ -37,8 +37,5 @@ pub async fn not_found(uri: Uri) -> ApiError {
 
 /// axum adds the `Allow` header itself.
 pub async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
-    ApiError::new(
-        ErrorCode::MethodNotAllowed,
-        format!("{} does not take {method}", uri.path()),
-    )
+    ApiError::new(ErrorCode::MethodNotAllowed, format!("{} does not take {method}", uri.path()))
 }

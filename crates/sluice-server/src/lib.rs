@@ -49,42 +49,19 @@ pub fn app(store: Arc<dyn Store>) -> Router {
 fn build(store: Arc<dyn Store>) -> (Router, AppState) {
     // Installed before the first request so that the first request is measured too.
     metrics::handle();
-    let state = AppState {
-        redrives: redrive_tasks::Redrives::new(store.clone()),
-        store,
-    };
+    let state = AppState { redrives: redrive_tasks::Redrives::new(store.clone()), store };
     let router = Router::new()
-        .route(
-            "/v1/queues",
-            get(queues::list_queues).post(queues::create_queue),
-        )
-        .route(
-            "/v1/queues/{name}",
-            get(queues::get_queue)
-                .patch(queues::update_queue)
-                .delete(queues::delete_queue),
-        )
+        .route("/v1/queues", get(queues::list_queues).post(queues::create_queue))
+        .route("/v1/queues/{name}", get(queues::get_queue).patch(queues::update_queue).delete(queues::delete_queue))
         .route("/v1/queues/{name}/purge", post(queues::purge_queue))
-        .route(
-            "/v1/queues/{name}/messages",
-            post(messages::send).get(messages::peek),
-        )
+        .route("/v1/queues/{name}/messages", post(messages::send).get(messages::peek))
         .route("/v1/queues/{name}/receive", post(messages::receive))
         .route("/v1/queues/{name}/ack", post(messages::ack))
-        .route(
-            "/v1/queues/{name}/visibility",
-            post(messages::change_visibility),
-        )
+        .route("/v1/queues/{name}/visibility", post(messages::change_visibility))
         .route("/v1/queues/{name}/nack", post(messages::nack))
-        .route(
-            "/v1/queues/{name}/redrive",
-            post(redrive::start).get(redrive::list_for_queue),
-        )
+        .route("/v1/queues/{name}/redrive", post(redrive::start).get(redrive::list_for_queue))
         .route("/v1/redrives", get(redrive::list))
-        .route(
-            "/v1/redrives/{id}",
-            get(redrive::get).delete(redrive::cancel),
-        )
+        .route("/v1/redrives/{id}", get(redrive::get).delete(redrive::cancel))
         .route("/v1/openapi.json", get(openapi::openapi_json))
         .route("/metrics", get(metrics::scrape))
         .route("/healthz", get(health::healthz))
@@ -125,9 +102,7 @@ pub async fn run(
         // keep moving messages while the server winds down.
         redrives.stop_all();
     };
-    let served = axum::serve(listener, router)
-        .with_graceful_shutdown(signal)
-        .await;
+    let served = axum::serve(listener, router).with_graceful_shutdown(signal).await;
     state.redrives.join_all().await;
     upkeep.abort();
     served

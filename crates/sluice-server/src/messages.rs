@@ -4,8 +4,8 @@
 use axum::extract::State;
 use serde::Deserialize;
 use sluice_api::{
-    AckRequest, BatchResponse, EntryResult, ErrorBody, ErrorCode, ErrorResponse, MessageList,
-    NackRequest, ReceiveRequest, SendRequest, SendResponse, SendResult, VisibilityRequest,
+    AckRequest, BatchResponse, EntryResult, ErrorBody, ErrorCode, ErrorResponse, MessageList, NackRequest,
+    ReceiveRequest, SendRequest, SendResponse, SendResult, VisibilityRequest,
 };
 use sluice_core::EntryError;
 use sluice_core::limits::{BATCH_ENTRIES_MAX, PEEK_MESSAGES_MAX};
@@ -36,9 +36,7 @@ fn check_batch(field: &str, len: usize) -> Result<(), ApiError> {
             ErrorCode::BatchTooLarge,
             format!("{field} has {len} entries; a batch holds at most {BATCH_ENTRIES_MAX}"),
         )
-        .with_details(
-            serde_json::json!({ "field": field, "count": len, "max": BATCH_ENTRIES_MAX }),
-        ));
+        .with_details(serde_json::json!({ "field": field, "count": len, "max": BATCH_ENTRIES_MAX })));
     }
     Ok(())
 }
@@ -51,32 +49,19 @@ fn entry_error_at(e: &EntryError, prefix: &str) -> ErrorBody {
     }
 }
 
-fn batch_response(
-    field: &str,
-    results: EntryResults<()>,
-    expected: usize,
-) -> JsonResult<BatchResponse> {
+fn batch_response(field: &str, results: EntryResults<()>, expected: usize) -> JsonResult<BatchResponse> {
     if results.len() != expected {
         return Err(ApiError::new(
             ErrorCode::Internal,
-            format!(
-                "store answered {} of {expected} {field} entries",
-                results.len()
-            ),
+            format!("store answered {} of {expected} {field} entries", results.len()),
         ));
     }
     let results = results
         .iter()
         .enumerate()
         .map(|(i, r)| match r {
-            Ok(()) => EntryResult {
-                ok: true,
-                error: None,
-            },
-            Err(e) => EntryResult {
-                ok: false,
-                error: Some(entry_error_at(e, &format!("{field}[{i}]"))),
-            },
+            Ok(()) => EntryResult { ok: true, error: None },
+            Err(e) => EntryResult { ok: false, error: Some(entry_error_at(e, &format!("{field}[{i}]"))) },
         })
         .collect();
     Ok(axum::Json(BatchResponse { results }))
@@ -113,10 +98,7 @@ pub async fn send(
             }
             Err(e) => {
                 let error = entry_validation_error(&e.within(&format!("messages[{i}]")));
-                results[i] = Some(SendResult {
-                    id: None,
-                    error: Some(error),
-                });
+                results[i] = Some(SendResult { id: None, error: Some(error) });
             }
         }
     }
@@ -133,14 +115,8 @@ pub async fn send(
         }
         for (i, outcome) in positions.into_iter().zip(sent) {
             results[i] = Some(match outcome {
-                Ok(id) => SendResult {
-                    id: Some(id.to_string()),
-                    error: None,
-                },
-                Err(e) => SendResult {
-                    id: None,
-                    error: Some(entry_error_at(&e, &format!("messages[{i}]"))),
-                },
+                Ok(id) => SendResult { id: Some(id.to_string()), error: None },
+                Err(e) => SendResult { id: None, error: Some(entry_error_at(&e, &format!("messages[{i}]"))) },
             });
         }
     }
@@ -170,10 +146,7 @@ pub async fn receive(
     };
     request.validate()?;
     let received = state.store.receive(&name, request).await?;
-    let messages = received
-        .into_iter()
-        .map(|r| convert::message(&r.message, Some(r.receipt), None))
-        .collect();
+    let messages = received.into_iter().map(|r| convert::message(&r.message, Some(r.receipt), None)).collect();
     Ok(axum::Json(MessageList { messages }))
 }
 
@@ -215,11 +188,7 @@ pub async fn change_visibility(
 ) -> JsonResult<BatchResponse> {
     check_batch("entries", request.entries.len())?;
     let count = request.entries.len();
-    let entries = request
-        .entries
-        .into_iter()
-        .map(|e| (e.receipt, e.timeout_ms))
-        .collect();
+    let entries = request.entries.into_iter().map(|e| (e.receipt, e.timeout_ms)).collect();
     let results = state.store.change_visibility(&name, entries).await?;
     batch_response("entries", results, count)
 }
@@ -244,11 +213,7 @@ pub async fn nack(
     let entries = request
         .entries
         .into_iter()
-        .map(|e| sluice_store::NackEntry {
-            receipt: e.receipt,
-            delay_ms: e.delay_ms.unwrap_or(0),
-            error: e.error,
-        })
+        .map(|e| sluice_store::NackEntry { receipt: e.receipt, delay_ms: e.delay_ms.unwrap_or(0), error: e.error })
         .collect();
     let results = state.store.nack(&name, entries).await?;
     batch_response("entries", results, count)
@@ -277,15 +242,9 @@ pub async fn peek(
 ) -> JsonResult<MessageList> {
     let limit = params.limit.unwrap_or(PEEK_MESSAGES_DEFAULT);
     if limit == 0 || limit > PEEK_MESSAGES_MAX {
-        return Err(ApiError::invalid(
-            "limit",
-            format!("limit must be 1 to {PEEK_MESSAGES_MAX}"),
-        ));
+        return Err(ApiError::invalid("limit", format!("limit must be 1 to {PEEK_MESSAGES_MAX}")));
     }
     let peeked = state.store.peek(&name, limit as usize).await?;
-    let messages = peeked
-        .into_iter()
-        .map(|p| convert::message(&p.message, None, Some(p.state)))
-        .collect();
+    let messages = peeked.into_iter().map(|p| convert::message(&p.message, None, Some(p.state))).collect();
     Ok(axum::Json(MessageList { messages }))
 }

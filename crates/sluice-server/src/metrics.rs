@@ -22,9 +22,8 @@ use crate::error::ApiError;
 pub const HTTP_REQUEST_DURATION: &str = "sluice_http_request_duration_seconds";
 
 /// Latency buckets, in seconds: from sub-millisecond answers to the longest long poll (20 s).
-const HTTP_BUCKETS: &[f64] = &[
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0,
-];
+const HTTP_BUCKETS: &[f64] =
+    &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0];
 
 static PROMETHEUS: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
@@ -76,11 +75,7 @@ pub async fn scrape(State(state): State<AppState>) -> Result<Response, ApiError>
     let queues = all_queues(state.store.as_ref()).await?;
     let mut text = handle().map(PrometheusHandle::render).unwrap_or_default();
     text.push_str(&render_store(state.store.as_ref(), &queues));
-    Ok((
-        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        text,
-    )
-        .into_response())
+    Ok(([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
 }
 
 async fn all_queues(store: &dyn Store) -> Result<Vec<QueueView>, ApiError> {
@@ -101,73 +96,34 @@ fn render_store(store: &dyn Store, queues: &[QueueView]) -> String {
     let recorder = PrometheusBuilder::new().build_recorder();
     metrics::with_local_recorder(&recorder, || {
         metrics::describe_gauge!("sluice_queue_visible", "Messages a receive could get now.");
-        metrics::describe_gauge!(
-            "sluice_queue_in_flight",
-            "Messages received and not yet acked."
-        );
-        metrics::describe_gauge!(
-            "sluice_queue_delayed",
-            "Messages waiting for a delay to pass."
-        );
+        metrics::describe_gauge!("sluice_queue_in_flight", "Messages received and not yet acked.");
+        metrics::describe_gauge!("sluice_queue_delayed", "Messages waiting for a delay to pass.");
         metrics::describe_gauge!(
             "sluice_queue_oldest_age_seconds",
             "Age of the oldest message in the queue (0 when empty)."
         );
-        metrics::describe_gauge!(
-            "sluice_queue_dlq_depth",
-            "Messages in the queue's dead-letter queue."
-        );
+        metrics::describe_gauge!("sluice_queue_dlq_depth", "Messages in the queue's dead-letter queue.");
         for q in queues {
             let s = &q.stats;
             let name = q.name.clone();
             metrics::gauge!("sluice_queue_visible", "queue" => name.clone()).set(s.visible as f64);
-            metrics::gauge!("sluice_queue_in_flight", "queue" => name.clone())
-                .set(s.in_flight as f64);
+            metrics::gauge!("sluice_queue_in_flight", "queue" => name.clone()).set(s.in_flight as f64);
             metrics::gauge!("sluice_queue_delayed", "queue" => name.clone()).set(s.delayed as f64);
             let age_seconds = s.oldest_age_ms.map_or(0.0, |ms| ms as f64 / 1000.0);
-            metrics::gauge!("sluice_queue_oldest_age_seconds", "queue" => name.clone())
-                .set(age_seconds);
+            metrics::gauge!("sluice_queue_oldest_age_seconds", "queue" => name.clone()).set(age_seconds);
             if let Some(depth) = s.dead_letter_depth {
                 metrics::gauge!("sluice_queue_dlq_depth", "queue" => name).set(depth as f64);
             }
         }
         let c = store.counters();
         let counters = [
-            (
-                "sluice_messages_sent_total",
-                "Messages accepted by sends.",
-                c.messages_sent,
-            ),
-            (
-                "sluice_messages_received_total",
-                "Deliveries made by receives.",
-                c.messages_received,
-            ),
-            (
-                "sluice_messages_acked_total",
-                "Messages deleted by acks.",
-                c.messages_acked,
-            ),
-            (
-                "sluice_messages_dead_lettered_total",
-                "Messages moved to a dead-letter queue.",
-                c.messages_dead_lettered,
-            ),
-            (
-                "sluice_messages_expired_total",
-                "Messages deleted at the end of their retention.",
-                c.messages_expired,
-            ),
-            (
-                "sluice_store_batches_total",
-                "Write batches made durable (group commits).",
-                c.batches_committed,
-            ),
-            (
-                "sluice_store_records_total",
-                "Records in those batches.",
-                c.records_committed,
-            ),
+            ("sluice_messages_sent_total", "Messages accepted by sends.", c.messages_sent),
+            ("sluice_messages_received_total", "Deliveries made by receives.", c.messages_received),
+            ("sluice_messages_acked_total", "Messages deleted by acks.", c.messages_acked),
+            ("sluice_messages_dead_lettered_total", "Messages moved to a dead-letter queue.", c.messages_dead_lettered),
+            ("sluice_messages_expired_total", "Messages deleted at the end of their retention.", c.messages_expired),
+            ("sluice_store_batches_total", "Write batches made durable (group commits).", c.batches_committed),
+            ("sluice_store_records_total", "Records in those batches.", c.records_committed),
         ];
         for (name, help, value) in counters {
             metrics::describe_counter!(name, help);

@@ -15,11 +15,8 @@ use crate::extract::payload_too_large;
 /// Refuses a body whose declared length is over the limit before reading any of it. Bodies
 /// without a length (chunked) are cut off while streaming by axum's `DefaultBodyLimit`.
 pub async fn limit_body(request: Request, next: Next) -> Response {
-    let declared = request
-        .headers()
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let declared =
+        request.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|len| len > REQUEST_BYTES_MAX as u64) {
         return payload_too_large().into_response();
     }
@@ -32,21 +29,12 @@ pub async fn limit_body(request: Request, next: Next) -> Response {
 pub async fn observe(request: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = request.method().clone();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or("unmatched", MatchedPath::as_str)
-        .to_string();
+    let route = request.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str).to_string();
     let span = tracing::debug_span!("request", %method, path = %request.uri().path());
     let response = next.run(request).instrument(span.clone()).await;
     let elapsed = started.elapsed();
     let status = response.status();
-    crate::metrics::record_request(
-        method.as_str(),
-        &route,
-        status.as_u16(),
-        elapsed.as_secs_f64(),
-    );
+    crate::metrics::record_request(method.as_str(), &route, status.as_u16(), elapsed.as_secs_f64());
     let _entered = span.enter();
     let elapsed_ms = elapsed.as_secs_f64() * 1000.0;
     if status.is_server_error() {

@@ -5,9 +5,7 @@ use axum::http::StatusCode;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Deserialize;
-use sluice_api::{
-    CreateQueueRequest, ErrorResponse, PurgeResponse, Queue, QueueList, UpdateQueueRequest,
-};
+use sluice_api::{CreateQueueRequest, ErrorResponse, PurgeResponse, Queue, QueueList, UpdateQueueRequest};
 use sluice_core::limits::{LIST_QUEUES_LIMIT_DEFAULT, LIST_QUEUES_LIMIT_MAX};
 use utoipa::IntoParams;
 
@@ -34,11 +32,7 @@ pub async fn create_queue(
 ) -> Result<(StatusCode, axum::Json<Queue>), ApiError> {
     let (name, attributes) = convert::create_attributes(request);
     let (view, created) = state.store.create_queue(&name, attributes).await?;
-    let status = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, axum::Json(convert::queue(&view))))
 }
 
@@ -67,31 +61,20 @@ pub async fn list_queues(
 ) -> JsonResult<QueueList> {
     let limit = params.limit.unwrap_or(LIST_QUEUES_LIMIT_DEFAULT);
     if limit == 0 || limit > LIST_QUEUES_LIMIT_MAX {
-        return Err(ApiError::invalid(
-            "limit",
-            format!("limit must be 1 to {LIST_QUEUES_LIMIT_MAX}"),
-        ));
+        return Err(ApiError::invalid("limit", format!("limit must be 1 to {LIST_QUEUES_LIMIT_MAX}")));
     }
     let after = params.next_token.as_deref().map(decode_token).transpose()?;
     let prefix = params.prefix.unwrap_or_default();
     let limit = limit as usize;
     // One extra row tells whether another page exists without a second call.
-    let mut views = state
-        .store
-        .list_queues(&prefix, after.as_deref(), limit + 1)
-        .await?;
+    let mut views = state.store.list_queues(&prefix, after.as_deref(), limit + 1).await?;
     let next_token = if views.len() > limit {
         views.truncate(limit);
-        views
-            .last()
-            .map(|v| URL_SAFE_NO_PAD.encode(v.name.as_bytes()))
+        views.last().map(|v| URL_SAFE_NO_PAD.encode(v.name.as_bytes()))
     } else {
         None
     };
-    Ok(axum::Json(QueueList {
-        queues: views.iter().map(convert::queue).collect(),
-        next_token,
-    }))
+    Ok(axum::Json(QueueList { queues: views.iter().map(convert::queue).collect(), next_token }))
 }
 
 /// A page token is the base64url of the last name returned: opaque to clients, stateless here,
@@ -101,9 +84,7 @@ fn decode_token(token: &str) -> Result<String, ApiError> {
         .decode(token.as_bytes())
         .ok()
         .and_then(|bytes| String::from_utf8(bytes).ok())
-        .ok_or_else(|| {
-            ApiError::invalid("next_token", "next_token is not one this server returned")
-        })
+        .ok_or_else(|| ApiError::invalid("next_token", "next_token is not one this server returned"))
 }
 
 #[utoipa::path(
@@ -114,10 +95,7 @@ fn decode_token(token: &str) -> Result<String, ApiError> {
         (status = 404, description = "`queue_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn get_queue(
-    State(state): State<AppState>,
-    Path(name): Path<String>,
-) -> JsonResult<Queue> {
+pub async fn get_queue(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<Queue> {
     let view = state.store.get_queue(&name).await?;
     Ok(axum::Json(convert::queue(&view)))
 }
@@ -137,10 +115,7 @@ pub async fn update_queue(
     Path(name): Path<String>,
     Json(request): Json<UpdateQueueRequest>,
 ) -> JsonResult<Queue> {
-    let view = state
-        .store
-        .update_queue(&name, convert::patch(request))
-        .await?;
+    let view = state.store.update_queue(&name, convert::patch(request)).await?;
     Ok(axum::Json(convert::queue(&view)))
 }
 
@@ -152,10 +127,7 @@ pub async fn update_queue(
         (status = 404, description = "`queue_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn delete_queue(
-    State(state): State<AppState>,
-    Path(name): Path<String>,
-) -> Result<StatusCode, ApiError> {
+pub async fn delete_queue(State(state): State<AppState>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
     state.store.delete_queue(&name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -168,10 +140,7 @@ pub async fn delete_queue(
         (status = 404, description = "`queue_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn purge_queue(
-    State(state): State<AppState>,
-    Path(name): Path<String>,
-) -> JsonResult<PurgeResponse> {
+pub async fn purge_queue(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<PurgeResponse> {
     let purged = state.store.purge_queue(&name).await?;
     Ok(axum::Json(PurgeResponse { purged }))
 }

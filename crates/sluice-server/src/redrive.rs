@@ -12,11 +12,8 @@ use crate::extract::{JsonOrEmpty, Path};
 type JsonResult<T> = Result<axum::Json<T>, ApiError>;
 
 fn not_found(id: &str) -> ApiError {
-    ApiError::new(
-        ErrorCode::RedriveNotFound,
-        format!("no redrive task has id {id:?}"),
-    )
-    .with_details(serde_json::json!({ "redrive": id }))
+    ApiError::new(ErrorCode::RedriveNotFound, format!("no redrive task has id {id:?}"))
+        .with_details(serde_json::json!({ "redrive": id }))
 }
 
 #[utoipa::path(
@@ -35,10 +32,7 @@ pub async fn start(
     Path(name): Path<String>,
     JsonOrEmpty(request): JsonOrEmpty<RedriveRequest>,
 ) -> Result<(StatusCode, axum::Json<RedriveTask>), ApiError> {
-    let task = state
-        .redrives
-        .start(&name, request.to, request.max_per_second)
-        .await?;
+    let task = state.redrives.start(&name, request.to, request.max_per_second).await?;
     Ok((StatusCode::ACCEPTED, axum::Json(task)))
 }
 
@@ -49,13 +43,8 @@ pub async fn start(
         (status = 200, description = "Redrive tasks of this queue, oldest first (since the server started)", body = RedriveTaskList),
     )
 )]
-pub async fn list_for_queue(
-    State(state): State<AppState>,
-    Path(name): Path<String>,
-) -> JsonResult<RedriveTaskList> {
-    Ok(axum::Json(RedriveTaskList {
-        tasks: state.redrives.list(Some(&name)),
-    }))
+pub async fn list_for_queue(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<RedriveTaskList> {
+    Ok(axum::Json(RedriveTaskList { tasks: state.redrives.list(Some(&name)) }))
 }
 
 #[utoipa::path(
@@ -63,9 +52,7 @@ pub async fn list_for_queue(
     responses((status = 200, description = "Every redrive task since the server started, oldest first", body = RedriveTaskList))
 )]
 pub async fn list(State(state): State<AppState>) -> axum::Json<RedriveTaskList> {
-    axum::Json(RedriveTaskList {
-        tasks: state.redrives.list(None),
-    })
+    axum::Json(RedriveTaskList { tasks: state.redrives.list(None) })
 }
 
 #[utoipa::path(
@@ -77,11 +64,7 @@ pub async fn list(State(state): State<AppState>) -> axum::Json<RedriveTaskList> 
     )
 )]
 pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> JsonResult<RedriveTask> {
-    state
-        .redrives
-        .get(&id)
-        .map(axum::Json)
-        .ok_or_else(|| not_found(&id))
+    state.redrives.get(&id).map(axum::Json).ok_or_else(|| not_found(&id))
 }
 
 #[utoipa::path(
@@ -92,13 +75,6 @@ pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> JsonR
         (status = 404, description = "`redrive_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn cancel(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-) -> JsonResult<RedriveTask> {
-    state
-        .redrives
-        .cancel(&id)
-        .map(axum::Json)
-        .ok_or_else(|| not_found(&id))
+pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> JsonResult<RedriveTask> {
+    state.redrives.cancel(&id).map(axum::Json).ok_or_else(|| not_found(&id))
 }

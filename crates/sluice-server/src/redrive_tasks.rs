@@ -104,13 +104,7 @@ pub struct Redrives {
 
 impl Redrives {
     pub fn new(store: Arc<dyn Store>) -> Arc<Redrives> {
-        Arc::new(Redrives {
-            store,
-            registry: Mutex::new(Registry {
-                next_id: 1,
-                ..Default::default()
-            }),
-        })
+        Arc::new(Redrives { store, registry: Mutex::new(Registry { next_id: 1, ..Default::default() }) })
     }
 
     /// The lock is never held across an await, so a panic elsewhere cannot leave the registry
@@ -129,33 +123,20 @@ impl Redrives {
     ) -> Result<RedriveTask, ApiError> {
         let rate = max_per_second.unwrap_or(REDRIVE_RATE_DEFAULT);
         if rate == 0 || rate > REDRIVE_RATE_MAX {
-            return Err(ApiError::invalid(
-                "max_per_second",
-                format!("max_per_second must be 1 to {REDRIVE_RATE_MAX}"),
-            ));
+            return Err(ApiError::invalid("max_per_second", format!("max_per_second must be 1 to {REDRIVE_RATE_MAX}")));
         }
         let view = self.store.get_queue(source).await?;
         if let Some(to) = &to {
             if to == source {
-                return Err(ApiError::invalid(
-                    "to",
-                    "a queue cannot be redriven into itself",
-                ));
+                return Err(ApiError::invalid("to", "a queue cannot be redriven into itself"));
             }
             self.store.get_queue(to).await?;
         }
         let mut registry = self.registry();
         if registry.closed {
-            return Err(ApiError::new(
-                ErrorCode::ShuttingDown,
-                "the server is shutting down",
-            ));
+            return Err(ApiError::new(ErrorCode::ShuttingDown, "the server is shutting down"));
         }
-        if let Some((id, _)) = registry
-            .tasks
-            .iter()
-            .find(|(_, t)| t.source == source && t.status == Status::Running)
-        {
+        if let Some((id, _)) = registry.tasks.iter().find(|(_, t)| t.source == source && t.status == Status::Running) {
             return Err(ApiError::new(
                 ErrorCode::RedriveRunning,
                 format!("redrive {id} of queue {source:?} is still running"),
@@ -182,13 +163,7 @@ impl Redrives {
         };
         let snapshot = task.view(id);
         let this = Arc::clone(self);
-        task.handle = Some(tokio::spawn(this.drive(
-            id,
-            source.to_string(),
-            to,
-            rate,
-            wake,
-        )));
+        task.handle = Some(tokio::spawn(this.drive(id, source.to_string(), to, rate, wake)));
         registry.tasks.insert(id, task);
         tracing::info!(redrive = id, source, "redrive started");
         Ok(snapshot)
@@ -196,14 +171,7 @@ impl Redrives {
 
     /// The loop of one task: a token bucket refilled every step, so that the long-run rate is
     /// `rate` per second and a slow rate still moves one whole message at a time.
-    async fn drive(
-        self: Arc<Self>,
-        id: u64,
-        source: String,
-        to: Option<String>,
-        rate: u32,
-        wake: Arc<Notify>,
-    ) {
+    async fn drive(self: Arc<Self>, id: u64, source: String, to: Option<String>, rate: u32, wake: Arc<Notify>) {
         let per_step = f64::from(rate) * REDRIVE_STEP_MS as f64 / 1000.0;
         let burst = per_step.max(1.0);
         let mut tokens = burst;
@@ -229,12 +197,7 @@ impl Redrives {
                         task.failed = outcome.failed;
                         if done {
                             task.finish(Status::Completed, None);
-                            tracing::info!(
-                                redrive = id,
-                                moved = task.moved,
-                                failed = task.failed,
-                                "redrive completed"
-                            );
+                            tracing::info!(redrive = id, moved = task.moved, failed = task.failed, "redrive completed");
                             return;
                         }
                     }
@@ -257,10 +220,7 @@ impl Redrives {
     }
 
     fn is_running(&self, id: u64) -> bool {
-        self.registry()
-            .tasks
-            .get(&id)
-            .is_some_and(|t| t.status == Status::Running)
+        self.registry().tasks.get(&id).is_some_and(|t| t.status == Status::Running)
     }
 
     pub fn get(&self, id: &str) -> Option<RedriveTask> {
@@ -300,12 +260,7 @@ impl Redrives {
 
     /// Waits for every task to return; after `stop_all` that is at most one step each.
     pub async fn join_all(&self) {
-        let handles: Vec<JoinHandle<()>> = self
-            .registry()
-            .tasks
-            .values_mut()
-            .filter_map(|t| t.handle.take())
-            .collect();
+        let handles: Vec<JoinHandle<()>> = self.registry().tasks.values_mut().filter_map(|t| t.handle.take()).collect();
         for handle in handles {
             if let Err(e) = handle.await {
                 tracing::warn!(error = %e, "a redrive task ended abnormally");
@@ -316,11 +271,7 @@ impl Redrives {
 
 fn forget_oldest_finished(registry: &mut Registry) {
     while registry.tasks.len() >= REDRIVE_TASKS_KEPT_MAX {
-        let oldest = registry
-            .tasks
-            .iter()
-            .find(|(_, t)| t.status != Status::Running)
-            .map(|(id, _)| *id);
+        let oldest = registry.tasks.iter().find(|(_, t)| t.status != Status::Running).map(|(id, _)| *id);
         match oldest {
             Some(id) => {
                 registry.tasks.remove(&id);
