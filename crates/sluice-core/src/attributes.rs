@@ -110,7 +110,8 @@ impl QueueAttributes {
     pub fn validate(&self) -> Result<(), ValidationError> {
         check_range("visibility_timeout_ms", self.visibility_timeout_ms, 0, VISIBILITY_TIMEOUT_MS_MAX)?;
         check_range("retention_ms", self.retention_ms, RETENTION_MS_MIN, RETENTION_MS_MAX)?;
-        check_range("delay_ms", self.delay_ms, 0, self.retention_ms)?;
+        // A default delay as long as retention would make every send expire before delivery.
+        check_range("delay_ms", self.delay_ms, 0, self.retention_ms - 1)?;
         check_range("message_bytes_max", self.message_bytes_max, 1, MESSAGE_BYTES_LIMIT)?;
         check_range("receive_wait_ms", self.receive_wait_ms, 0, RECEIVE_WAIT_MS_MAX)?;
         if let Some(dl) = &self.dead_letter {

@@ -43,7 +43,18 @@ pub enum Effect {
     DeleteMessage {
         seq: u64,
     },
+    /// Raise the high-water marks (one record, overwritten): no sequence number below
+    /// `next_seq` and no queue id below `next_queue_id` may be handed out again, even after
+    /// every record that used them is gone, because receipts are built from them.
+    PutHighWater {
+        next_seq: u64,
+        next_queue_id: QueueId,
+    },
 }
+
+/// Sequence numbers are reserved this many at a time, so that the high-water mark is written
+/// once per block rather than with every send. A restart skips the rest of the block.
+const SEQ_RESERVE_BLOCK: u64 = 1 << 16;
 
 /// Errors that refuse a whole request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -117,7 +128,7 @@ pub struct MoveOutcome {
     pub remaining_visible: u64,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Broker {
     queues: HashMap<QueueId, Queue>,
     names: BTreeMap<String, QueueId>,
@@ -126,10 +137,18 @@ pub struct Broker {
     due: BTreeSet<(TimeMs, QueueId)>,
     scheduled: HashMap<QueueId, TimeMs>,
     next_seq: u64,
+    /// Sequence numbers below this are reserved by the last `PutHighWater`.
+    seq_reserved: u64,
     next_queue_id: QueueId,
     effects: Vec<Effect>,
     woken: BTreeSet<QueueId>,
     counters: BrokerCounters,
+}
+
+impl Default for Broker {
+    fn default() -> Self {
+        Broker::new()
+    }
 }
 
 /// Totals of events the broker decided on by itself, for metrics.
@@ -140,11 +159,37 @@ pub struct BrokerCounters {
 }
 
 impl Broker {
+    /// An empty broker. Sequence numbers and queue ids start at 1 (0 never names anything).
     pub fn new() -> Broker {
-        Broker { next_seq: 1, next_queue_id: 1, ..Default::default() }
+        Broker {
+            queues: HashMap::new(),
+            names: BTreeMap::new(),
+            messages: HashMap::new(),
+            due: BTreeSet::new(),
+            scheduled: HashMap::new(),
+            next_seq: 1,
+            seq_reserved: 1,
+            next_queue_id: 1,
+            effects: Vec::new(),
+            woken: BTreeSet::new(),
+            counters: BrokerCounters::default(),
+        }
     }
 
     // ----- restore -------------------------------------------------------------------------
+
+    /// Loads the high-water marks read from disk (absent on a new store). Call before
+    /// anything is sent or created.
+    pub fn restore_high_water(&mut self, next_seq: u64, next_queue_id: QueueId) {
+        self.next_seq = self.next_seq.max(next_seq);
+        self.seq_reserved = self.seq_reserved.max(next_seq);
+        self.next_queue_id = self.next_queue_id.max(next_queue_id);
+    }
+
+    fn put_high_water(&mut self) {
+        let next_seq = self.seq_reserved.max(self.next_seq);
+        self.effects.push(Effect::PutHighWater { next_seq, next_queue_id: self.next_queue_id });
+    }
 
     /// Loads a queue record read from disk. Call for every queue before any message.
     pub fn restore_queue(
@@ -162,14 +207,13 @@ impl Broker {
 
     /// Loads a message record read from disk. Returns false (and keeps nothing) when its queue
     /// is unknown; the caller should then delete the record.
-    pub fn restore_message(&mut self, seq: u64, mut meta: MessageMeta, now_ms: TimeMs) -> bool {
+    pub fn restore_message(&mut self, seq: u64, meta: MessageMeta, now_ms: TimeMs) -> bool {
         self.next_seq = self.next_seq.max(seq + 1);
         let Some(queue) = self.queues.get_mut(&meta.queue) else {
             return false;
         };
-        if meta.in_flight && meta.visible_at <= now_ms {
-            meta.in_flight = false;
-        }
+        // A hold that ended while the server was down stays in flight with its timer due, so
+        // that the first tick ends it exactly as it would have live (dead-lettering included).
         queue.insert(seq, &meta, now_ms);
         self.messages.insert(seq, meta);
         true
@@ -240,6 +284,7 @@ impl Broker {
         }
         let id = self.next_queue_id;
         self.next_queue_id += 1;
+        self.put_high_water();
         self.effects.push(Effect::PutQueue {
             id,
             name: name.to_string(),
@@ -388,6 +433,10 @@ impl Broker {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
+        if self.next_seq > self.seq_reserved {
+            self.seq_reserved = seq + SEQ_RESERVE_BLOCK;
+            self.put_high_water();
+        }
         let meta = MessageMeta {
             queue: id,
             id: message_id,
@@ -483,6 +532,9 @@ impl Broker {
         meta.dead_letter_source = Some(source_queue.name.clone());
         self.counters.dead_lettered += 1;
         meta.queue = dlq;
+        // A receipt from before the move must never act on the message again, even if a
+        // redrive brings it back to this queue.
+        meta.epoch += 1;
         meta.in_flight = false;
         meta.visible_at = now_ms;
         self.reschedule(source);
@@ -678,6 +730,8 @@ impl Broker {
             self.queues.get_mut(&from_id).expect("queue exists").remove(seq, &meta);
             meta.queue = target;
             meta.receive_count = 0;
+            // Receipts from before the move must not act on the moved message.
+            meta.epoch += 1;
             meta.in_flight = false;
             meta.visible_at = now_ms;
             meta.dead_letter_source = None;
@@ -726,7 +780,6 @@ impl Broker {
             let was_in_flight = meta.in_flight;
             if was_in_flight {
                 queue.in_flight -= 1;
-                // Not persisted: a record with an in-flight time in the past reads as visible.
                 meta.in_flight = false;
             }
             queue.ready.insert((std::cmp::Reverse(meta.priority), seq));
@@ -736,6 +789,10 @@ impl Broker {
                 && meta.receive_count >= max_receive_count
             {
                 self.move_to_dead_letter(seq, dlq, now_ms);
+            } else if was_in_flight {
+                // Persisted, so that a restart finds the hold ended here, under this moment's
+                // dead-letter policy, instead of ending it again under the policy it then finds.
+                self.effects.push(Effect::PutMessage { seq, meta: meta.clone() });
             }
         }
     }

@@ -260,8 +260,9 @@ pub struct MessageMeta {
     pub in_flight: bool,
     /// Receives that counted toward the dead-letter policy (reset by redrive).
     pub receive_count: u32,
-    /// Receives ever made; the delivery epoch carried in receipts. Never reset, so a receipt
-    /// from an earlier delivery can never match a later one.
+    /// The delivery epoch carried in receipts: raised by every receive and by every move to
+    /// another queue (dead-lettering, redrive). Never reset, so a receipt from an earlier
+    /// delivery can never match a later one, nor the message after it moved.
     pub epoch: u32,
     pub first_received_at: Option<TimeMs>,
     pub size_bytes: u64,

@@ -56,7 +56,9 @@ impl Queue {
 
     /// Puts `seq` into `ready` or `timers` according to `meta`; it must be in neither.
     pub(crate) fn index(&mut self, seq: u64, meta: &MessageMeta, now_ms: TimeMs) {
-        if meta.visible_at > now_ms {
+        // An in-flight message always waits on its timer, even one already due: only `tick`
+        // ends a hold, so that the dead-letter policy is applied in one place.
+        if meta.in_flight || meta.visible_at > now_ms {
             self.timers.insert((meta.visible_at, seq));
             if meta.in_flight {
                 self.in_flight += 1;

@@ -27,6 +27,17 @@ pub struct QueueRecord {
     pub modified_at: TimeMs,
 }
 
+/// Key of the high-water marks in the `meta` keyspace: the next sequence number and queue id
+/// that may be handed out. Ids below them are never reused, because receipts are built from
+/// them.
+pub const HIGH_WATER_KEY: &[u8] = b"high_water";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HighWater {
+    pub next_seq: u64,
+    pub next_queue_id: u64,
+}
+
 pub fn key(n: u64) -> [u8; 8] {
     n.to_be_bytes()
 }

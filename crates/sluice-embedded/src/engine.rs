@@ -43,6 +43,7 @@ pub enum Command {
 }
 
 pub struct Keyspaces {
+    pub meta: Keyspace,
     pub queues: Keyspace,
     pub messages: Keyspace,
     pub bodies: Keyspace,
@@ -237,6 +238,7 @@ impl Engine {
         // The same key written twice in one batch would share a sequence number; keep the last.
         let mut metas: HashMap<u64, Option<Vec<u8>>> = HashMap::new();
         let mut queues: HashMap<QueueId, Option<Vec<u8>>> = HashMap::new();
+        let mut high_water = None;
         for effect in effects {
             match effect {
                 Effect::PutQueue { id, name, attributes, created_at, modified_at } => {
@@ -248,13 +250,19 @@ impl Engine {
                 Effect::PutMessage { seq, meta } => {
                     metas.insert(seq, Some(codec::encode(&meta)));
                 }
+                Effect::PutHighWater { next_seq, next_queue_id } => {
+                    high_water = Some(codec::encode(&codec::HighWater { next_seq, next_queue_id }));
+                }
                 Effect::DeleteMessage { seq } => {
                     metas.insert(seq, None);
                     self.pending_body_writes.insert(seq, None);
                 }
             }
         }
-        let records = metas.len() + queues.len() + self.pending_body_writes.len();
+        let records = metas.len() + queues.len() + self.pending_body_writes.len() + usize::from(high_water.is_some());
+        if let Some(v) = high_water {
+            batch.insert(&self.ks.meta, codec::HIGH_WATER_KEY, v);
+        }
         for (id, value) in queues {
             match value {
                 Some(v) => batch.insert(&self.ks.queues, codec::key(id), v),

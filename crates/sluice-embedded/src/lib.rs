@@ -123,6 +123,7 @@ impl EmbeddedStore {
         let db = Database::builder(&path).manual_journal_persist(true).open().map_err(storage)?;
         let meta = db.keyspace("meta", KeyspaceCreateOptions::default).map_err(storage)?;
         let ks = Keyspaces {
+            meta: meta.clone(),
             queues: db.keyspace("queues", KeyspaceCreateOptions::default).map_err(storage)?,
             messages: db.keyspace("messages", KeyspaceCreateOptions::default).map_err(storage)?,
             bodies: db.keyspace("bodies", KeyspaceCreateOptions::default).map_err(storage)?,
@@ -138,6 +139,10 @@ impl EmbeddedStore {
 
         let now = engine::now_ms();
         let mut broker = Broker::new();
+        if let Some(v) = meta.get(codec::HIGH_WATER_KEY).map_err(storage)? {
+            let hw: codec::HighWater = codec::decode(&v).map_err(|e| corrupt(format!("meta/high_water: {e}")))?;
+            broker.restore_high_water(hw.next_seq, hw.next_queue_id);
+        }
         let mut queues = 0;
         for item in ks.queues.iter() {
             let (k, v) = item.into_inner().map_err(storage)?;

@@ -39,7 +39,7 @@ macro_rules! conformance_tests {
             release_and_extend_visibility, nack_records_error_and_delays,
             dead_letter_and_redrive, long_poll_wakes_on_send, long_poll_wakes_on_delay_and_expiry,
             long_poll_times_out_empty, purge_and_peek, restart_keeps_everything, batch_entries_fail_alone,
-            unknown_queue_is_an_error, retention_removes_expired);
+            unknown_queue_is_an_error, retention_removes_expired, ids_are_never_reused_across_restart);
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
         $(
@@ -441,5 +441,28 @@ pub async fn retention_removes_expired(b: &dyn Backend) {
     let view = s.get_queue("q").await.unwrap();
     assert_eq!(view.stats.visible, 1);
     assert!(view.stats.oldest_age_ms.is_some());
+    b.close(s).await;
+}
+
+/// Receipts are built from queue ids and sequence numbers, so a restart must never hand out an
+/// id whose records are gone: an old receipt would then act on a new message.
+pub async fn ids_are_never_reused_across_restart(b: &dyn Backend) {
+    let s = b.open().await;
+    queue(&*s, "keep", QueueAttributes::default()).await;
+    queue(&*s, "q", QueueAttributes::default()).await;
+    send_all(&*s, "q", vec![text("a")]).await;
+    let old = s.receive("q", recv(1, 0, None)).await.unwrap();
+    assert_eq!(s.ack("q", vec![old[0].receipt.clone()]).await.unwrap(), vec![Ok(())]);
+    s.delete_queue("q").await.unwrap();
+    b.close(s).await;
+
+    let s = b.open().await;
+    queue(&*s, "q", QueueAttributes::default()).await;
+    send_all(&*s, "q", vec![text("b")]).await;
+    let new = s.receive("q", recv(1, 0, None)).await.unwrap();
+    assert_ne!(new[0].receipt, old[0].receipt, "a receipt was handed out twice");
+    let results = s.ack("q", vec![old[0].receipt.clone()]).await.unwrap();
+    assert!(results[0].is_err(), "an old receipt acted on a new message");
+    assert_eq!(s.get_queue("q").await.unwrap().stats.in_flight, 1);
     b.close(s).await;
 }

@@ -1,0 +1,2208 @@
+//! Data-driven tests of the queue state machine: a script of operations on an injected clock,
+//! run by one `check` function that prints a trace and compares it with a snapshot.
+//!
+//! Each script line is an operation; the trace echoes it and indents what it did beneath.
+//! Messages are labelled `m1, m2, …` in send order (their `MessageId` is that number), and
+//! receipts `r1, r2, …` in delivery order; a receipt equal to an earlier one is shown as
+//! `r5(=r2)`, because two deliveries must never share a receipt. Run with `UPDATE_EXPECT=1` to
+//! rewrite the snapshots, then read the diff: a snapshot is a claim about DESIGN.md §3.
+//!
+//! The language (`name=value` options may come in any order):
+//!
+//! ```text
+//! create Q [vis=MS] [dlq=D:N] [retention=MS] [delay=MS] [max_bytes=N] [tag=K:V]
+//! set Q [vis=MS] [dlq=D:N|dlq=none] [retention=MS]           update attributes
+//! delete Q | purge Q | stats Q | peek Q
+//! send Q [body=TEXT | size=N] [prio=P] [delay=MS | at=T] [count=N]
+//! recv Q [max=N] [vis=MS] [brief]
+//! ack Q R… | vis Q R MS [lenient] | nack Q R [delay=MS] [err=TEXT]
+//! move FROM [to=Q] [max=N]                                   redrive
+//! advance MS                                                 clock forward, then tick
+//! restart                                                    rebuild from the effects "disk"
+//! crash MS                                                   down for MS, then restart
+//! ```
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use common::Disk;
+use expect_test::{Expect, expect};
+use sluice_core::broker::MoveOutcome;
+use sluice_core::{
+    Broker, BrokerError, DeadLetter, EntryError, MessageId, MessageMeta, NewMessage, QueueAttributes,
+    QueueAttributesPatch, QueueId, Receipt, TimeMs,
+};
+
+/// Runs `script` from time 0 on an empty broker and compares the trace with `expect`.
+/// After every operation the broker's own invariants are checked and its effects are written
+/// to the disk that `restart` reads.
+fn check(script: &str, expect: Expect) {
+    let mut run = Run { broker: Broker::new(), ..Run::default() };
+    for line in script.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        writeln!(run.out, "{line}").unwrap();
+        run.step(line);
+        run.broker.check_invariants(run.now);
+        let effects = run.broker.take_effects();
+        run.disk.apply(effects);
+    }
+    expect.assert_eq(&run.out);
+}
+
+#[derive(Default)]
+struct Run {
+    broker: Broker,
+    disk: Disk,
+    now: TimeMs,
+    receipts: Vec<Receipt>,
+    /// Which message got each sequence number, to show one handed out twice.
+    seqs: BTreeMap<u64, MessageId>,
+    sent: u128,
+    out: String,
+}
+
+/// One script line: the command, its positional words and its `name=value` options.
+struct Line<'a> {
+    words: Vec<&'a str>,
+    opts: BTreeMap<&'a str, &'a str>,
+    flags: Vec<&'a str>,
+}
+
+impl<'a> Line<'a> {
+    fn parse(line: &'a str) -> Line<'a> {
+        let mut words = Vec::new();
+        let mut opts = BTreeMap::new();
+        let mut flags = Vec::new();
+        for token in line.split_whitespace() {
+            match token.split_once('=') {
+                Some((k, v)) => {
+                    opts.insert(k, v);
+                }
+                None if matches!(token, "brief" | "lenient") => flags.push(token),
+                None => words.push(token),
+            }
+        }
+        Line { words, opts, flags }
+    }
+
+    fn word(&self, i: usize) -> &'a str {
+        self.words.get(i).copied().unwrap_or_else(|| panic!("script: word {i} missing in {:?}", self.words))
+    }
+
+    fn num(&self, i: usize) -> u64 {
+        self.word(i).parse().unwrap_or_else(|_| panic!("script: {:?} is not a number", self.word(i)))
+    }
+
+    fn opt<T: std::str::FromStr>(&self, key: &str) -> Option<T> {
+        self.opts.get(key).map(|v| v.parse().unwrap_or_else(|_| panic!("script: bad value {key}={v}")))
+    }
+
+    /// Fails on options the command does not know, so a typo cannot silently test nothing.
+    fn only(&self, keys: &[&str]) {
+        for k in self.opts.keys() {
+            assert!(keys.contains(k), "script: unknown option {k}= for {:?}", self.words[0]);
+        }
+    }
+}
+
+fn dead_letter(spec: &str) -> DeadLetter {
+    let (queue, max) = spec.split_once(':').expect("script: dlq=QUEUE:MAX_RECEIVE_COUNT");
+    DeadLetter { queue: queue.to_string(), max_receive_count: max.parse().expect("script: max receive count") }
+}
+
+fn broker_error(e: &BrokerError) -> String {
+    match e {
+        BrokerError::Invalid(v) => format!("error Invalid({})", v.field),
+        other => format!("error {other:?}"),
+    }
+}
+
+fn entry_error(e: &EntryError) -> String {
+    match e {
+        EntryError::Invalid(v) => format!("error Invalid({})", v.field),
+        EntryError::MessageTooLarge { size_bytes, max_bytes } => {
+            format!("error MessageTooLarge({size_bytes} > {max_bytes})")
+        }
+        other => format!("error {other:?}"),
+    }
+}
+
+fn label(id: MessageId) -> String {
+    format!("m{}", id.0)
+}
+
+fn show_body(body: Option<&Vec<u8>>) -> String {
+    match body {
+        None => "<missing>".to_string(),
+        Some(b) if b.len() <= 16 => String::from_utf8_lossy(b).into_owned(),
+        Some(b) => format!("<{} bytes>", b.len()),
+    }
+}
+
+/// The fields of a message's metadata a reader needs, in a fixed order; absent ones omitted.
+fn show_meta(meta: &MessageMeta) -> String {
+    let mut s = format!("count={} prio={}", meta.receive_count, meta.priority);
+    if let Some(t) = meta.first_received_at {
+        write!(s, " first={t}").unwrap();
+    }
+    if let Some(src) = &meta.dead_letter_source {
+        write!(s, " from={src}").unwrap();
+    }
+    if let Some(e) = &meta.last_error {
+        write!(s, " err={e}").unwrap();
+    }
+    s
+}
+
+impl Run {
+    fn say(&mut self, text: impl AsRef<str>) {
+        writeln!(self.out, "  {}", text.as_ref()).unwrap();
+    }
+
+    fn queue(&mut self, name: &str) -> Option<QueueId> {
+        match self.broker.queue_id(name) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                let text = broker_error(&e);
+                self.say(text);
+                None
+            }
+        }
+    }
+
+    fn receipt(&self, label: &str) -> Receipt {
+        let n: usize = label.strip_prefix('r').and_then(|n| n.parse().ok()).expect("script: receipts are r1, r2, …");
+        self.receipts[n - 1]
+    }
+
+    /// Records a new receipt and returns its label, flagging one equal to an earlier receipt.
+    fn new_receipt(&mut self, receipt: Receipt) -> String {
+        let same = self.receipts.iter().position(|r| *r == receipt);
+        self.receipts.push(receipt);
+        let label = format!("r{}", self.receipts.len());
+        match same {
+            Some(i) => format!("{label}(=r{})", i + 1),
+            None => label,
+        }
+    }
+
+    fn step(&mut self, text: &str) {
+        let line = Line::parse(text);
+        match line.word(0) {
+            "create" => self.create(&line),
+            "set" => self.set(&line),
+            "delete" => {
+                let r = self.broker.delete_queue(line.word(1));
+                self.say(r.map_or_else(|e| broker_error(&e), |()| "deleted".to_string()));
+            }
+            "purge" => {
+                let r = self.broker.purge_queue(line.word(1));
+                self.say(r.map_or_else(|e| broker_error(&e), |n| format!("purged {n}")));
+            }
+            "stats" => self.stats(&line),
+            "peek" => self.peek(&line),
+            "send" => self.send(&line),
+            "recv" => self.recv(&line),
+            "ack" => self.ack(&line),
+            "vis" => {
+                line.only(&[]);
+                let Some(id) = self.queue(line.word(1)) else { return };
+                let receipt = self.receipt(line.word(2));
+                let r = if line.flags.contains(&"lenient") {
+                    self.broker.change_visibility_lenient(id, &receipt, line.num(3), self.now)
+                } else {
+                    self.broker.change_visibility(id, &receipt, line.num(3), self.now)
+                };
+                self.say(r.map_or_else(|e| entry_error(&e), |()| "ok".to_string()));
+            }
+            "nack" => {
+                line.only(&["delay", "err"]);
+                let Some(id) = self.queue(line.word(1)) else { return };
+                let receipt = self.receipt(line.word(2));
+                let delay = line.opt("delay").unwrap_or(0);
+                let err = line.opt::<String>("err");
+                let r = self.broker.nack(id, &receipt, delay, err, self.now);
+                self.say(r.map_or_else(|e| entry_error(&e), |()| "ok".to_string()));
+            }
+            "move" => {
+                line.only(&["to", "max"]);
+                let to: Option<String> = line.opt("to");
+                let max = line.opt("max").unwrap_or(u64::MAX);
+                match self.broker.move_messages(line.word(1), to.as_deref(), max, self.now) {
+                    Ok(MoveOutcome { moved, failed, remaining_visible }) => {
+                        self.say(format!("moved={moved} failed={failed} remaining_visible={remaining_visible}"))
+                    }
+                    Err(e) => self.say(broker_error(&e)),
+                }
+            }
+            "advance" => {
+                self.now += line.num(1);
+                self.broker.tick(self.now);
+                self.say(format!("now={}", self.now));
+            }
+            "restart" => self.restart(),
+            "crash" => {
+                // Down for a while: the clock runs on while no tick happens, as after kill -9.
+                self.now += line.num(1);
+                self.say(format!("down until now={}", self.now));
+                self.restart();
+            }
+            other => panic!("script: unknown command {other:?}"),
+        }
+    }
+
+    fn create(&mut self, line: &Line) {
+        line.only(&["vis", "dlq", "retention", "delay", "max_bytes", "tag"]);
+        let mut attributes = QueueAttributes::default();
+        if let Some(v) = line.opt("vis") {
+            attributes.visibility_timeout_ms = v;
+        }
+        if let Some(v) = line.opt::<String>("dlq") {
+            attributes.dead_letter = Some(dead_letter(&v));
+        }
+        if let Some(v) = line.opt("retention") {
+            attributes.retention_ms = v;
+        }
+        if let Some(v) = line.opt("delay") {
+            attributes.delay_ms = v;
+        }
+        if let Some(v) = line.opt("max_bytes") {
+            attributes.message_bytes_max = v;
+        }
+        if let Some(v) = line.opt::<String>("tag") {
+            let (k, v) = v.split_once(':').expect("script: tag=KEY:VALUE");
+            attributes.tags.insert(k.to_string(), v.to_string());
+        }
+        match self.broker.create_queue(line.word(1), attributes, self.now) {
+            Ok((id, true)) => self.say(format!("created id={id}")),
+            Ok((id, false)) => self.say(format!("exists id={id}")),
+            Err(e) => self.say(broker_error(&e)),
+        }
+    }
+
+    fn set(&mut self, line: &Line) {
+        line.only(&["vis", "dlq", "retention"]);
+        let patch = QueueAttributesPatch {
+            visibility_timeout_ms: line.opt("vis"),
+            retention_ms: line.opt("retention"),
+            dead_letter: line.opt::<String>("dlq").map(|v| (v != "none").then(|| dead_letter(&v))),
+            ..Default::default()
+        };
+        let r = self.broker.update_queue(line.word(1), &patch, self.now);
+        self.say(r.map_or_else(|e| broker_error(&e), |id| format!("updated id={id}")));
+    }
+
+    fn stats(&mut self, line: &Line) {
+        let Some(id) = self.queue(line.word(1)) else { return };
+        let s = self.broker.queue_view(id, self.now).expect("queue exists").stats;
+        let age = s.oldest_age_ms.map_or("-".to_string(), |a| a.to_string());
+        let dlq = s.dead_letter_depth.map_or("-".to_string(), |a| a.to_string());
+        self.say(format!(
+            "visible={} in_flight={} delayed={} oldest_age_ms={age} dlq_depth={dlq}",
+            s.visible, s.in_flight, s.delayed
+        ));
+    }
+
+    fn peek(&mut self, line: &Line) {
+        let Some(id) = self.queue(line.word(1)) else { return };
+        let rows = self.broker.peek(id, 1000, self.now);
+        if rows.is_empty() {
+            self.say("(empty)");
+        }
+        for (seq, meta, state) in rows {
+            let body = show_body(self.disk.bodies.get(&seq));
+            self.say(format!("{} {state:?} body={body} sent={} {}", label(meta.id), meta.sent_at, show_meta(&meta)));
+        }
+    }
+
+    fn send(&mut self, line: &Line) {
+        line.only(&["body", "size", "prio", "delay", "at", "count"]);
+        let Some(id) = self.queue(line.word(1)) else { return };
+        let body = match (line.opt::<String>("body"), line.opt::<usize>("size")) {
+            (Some(b), None) => b.into_bytes(),
+            (None, Some(n)) => vec![b'x'; n],
+            (None, None) => Vec::new(),
+            (Some(_), Some(_)) => panic!("script: body= or size=, not both"),
+        };
+        let message = NewMessage {
+            body,
+            priority: line.opt("prio").unwrap_or(0),
+            delay_ms: line.opt("delay"),
+            deliver_at_ms: line.opt("at"),
+            ..Default::default()
+        };
+        let count: u32 = line.opt("count").unwrap_or(1);
+        let mut accepted = Vec::new();
+        for _ in 0..count {
+            let message_id = MessageId(self.sent + 1);
+            match self.broker.send(id, &message, message_id, self.now) {
+                Ok(seq) => {
+                    self.sent += 1;
+                    self.disk.put_body(seq, &message.body);
+                    if let Some(earlier) = self.seqs.insert(seq, message_id) {
+                        self.say(format!("{} reuses the sequence number of {}", label(message_id), label(earlier)));
+                    }
+                    accepted.push((message_id, self.broker.message(seq).expect("just sent").visible_at));
+                }
+                Err(e) => {
+                    let text = entry_error(&e);
+                    self.say(text);
+                }
+            }
+        }
+        match accepted.as_slice() {
+            [] => {}
+            [(m, at)] => self.say(format!("{} visible_at={at}", label(*m))),
+            [(m1, _), .., (m2, _)] => self.say(format!("{}..{}", label(*m1), label(*m2))),
+        }
+    }
+
+    fn recv(&mut self, line: &Line) {
+        line.only(&["max", "vis"]);
+        let Some(id) = self.queue(line.word(1)) else { return };
+        let max = line.opt("max").unwrap_or(1);
+        let deliveries = self.broker.receive(id, max, line.opt("vis"), self.now);
+        if deliveries.is_empty() {
+            self.say("(nothing)");
+        }
+        if line.flags.contains(&"brief") {
+            let bytes: u64 = deliveries.iter().map(|d| d.meta.size_bytes).sum();
+            let labels: Vec<String> = deliveries.iter().map(|d| label(d.meta.id)).collect();
+            for d in &deliveries {
+                self.receipts.push(d.receipt);
+            }
+            self.say(format!("{} messages, {bytes} bytes: {}", deliveries.len(), labels.join(" ")));
+            return;
+        }
+        for d in deliveries {
+            assert_eq!(d.receipt.seq, d.seq, "receipt names the delivered message");
+            let r = self.new_receipt(d.receipt);
+            let body = show_body(self.disk.bodies.get(&d.seq));
+            self.say(format!(
+                "{} {r} body={body} until={} {}",
+                label(d.meta.id),
+                d.meta.visible_at,
+                show_meta(&d.meta)
+            ));
+        }
+    }
+
+    fn ack(&mut self, line: &Line) {
+        line.only(&[]);
+        let Some(id) = self.queue(line.word(1)) else { return };
+        let labels = &line.words[2..];
+        for l in labels {
+            let r = self.broker.ack(id, &self.receipt(l));
+            let text = r.map_or_else(|e| entry_error(&e), |()| "ok".to_string());
+            if labels.len() == 1 { self.say(text) } else { self.say(format!("{l}: {text}")) }
+        }
+    }
+
+    fn restart(&mut self) {
+        self.broker = self.disk.restore(self.now);
+        self.say(format!("restored {} queues, {} messages", self.broker.queue_count(), self.broker.message_count()));
+    }
+}
+
+// ----- delivery order ----------------------------------------------------------------------
+
+#[test]
+fn priority_first_then_send_order() {
+    check(
+        r#"
+        create q
+        send q body=a
+        send q body=b prio=5
+        send q body=c
+        send q body=d prio=5
+        send q body=e prio=9
+        recv q max=10
+        stats q
+        "#,
+        expect![[r#"
+            create q
+              created id=1
+            send q body=a
+              m1 visible_at=0
+            send q body=b prio=5
+              m2 visible_at=0
+            send q body=c
+              m3 visible_at=0
+            send q body=d prio=5
+              m4 visible_at=0
+            send q body=e prio=9
+              m5 visible_at=0
+            recv q max=10
+              m5 r1 body=e until=30000 count=1 prio=9 first=0
+              m2 r2 body=b until=30000 count=1 prio=5 first=0
+              m4 r3 body=d until=30000 count=1 prio=5 first=0
+              m1 r4 body=a until=30000 count=1 prio=0 first=0
+              m3 r5 body=c until=30000 count=1 prio=0 first=0
+            stats q
+              visible=0 in_flight=5 delayed=0 oldest_age_ms=0 dlq_depth=-
+        "#]],
+    );
+}
+
+#[test]
+fn receive_max_and_empty_queue() {
+    check(
+        r#"
+        create q
+        recv q max=5
+        send q body=a
+        send q body=b
+        send q body=c
+        recv q max=2
+        recv q max=2
+        recv q max=2
+        stats q
+        "#,
+        expect![[r#"
+            create q
+              created id=1
+            recv q max=5
+              (nothing)
+            send q body=a
+              m1 visible_at=0
+            send q body=b
+              m2 visible_at=0
+            send q body=c
+              m3 visible_at=0
+            recv q max=2
+              m1 r1 body=a until=30000 count=1 prio=0 first=0
+              m2 r2 body=b until=30000 count=1 prio=0 first=0
+            recv q max=2
+              m3 r3 body=c until=30000 count=1 prio=0 first=0
+            recv q max=2
+              (nothing)
+            stats q
+              visible=0 in_flight=3 delayed=0 oldest_age_ms=0 dlq_depth=-
+        "#]],
+    );
+}
+
+// ----- delays ------------------------------------------------------------------------------
+
+#[test]
+fn delay_is_never_early_and_exact_at_its_time() {
+    check(
+        r#"
+        create q
+        send q body=late delay=1000
+        send q body=now
+        stats q
+        recv q max=10
+        advance 999
+        recv q
+        stats q
+        advance 1
+        stats q
+        recv q
+        "#,
+        expect![[r#"
+            create q
+              created id=1
+            send q body=late delay=1000
+              m1 visible_at=1000
+            send q body=now
+              m2 visible_at=0
+            stats q
+              visible=1 in_flight=0 delayed=1 oldest_age_ms=0 dlq_depth=-
+            recv q max=10
+              m2 r1 body=now until=30000 count=1 prio=0 first=0
+            advance 999
+              now=999
+            recv q
+              (nothing)
+            stats q
+              visible=0 in_flight=1 delayed=1 oldest_age_ms=999 dlq_depth=-
+            advance 1
+              now=1000
+            stats q
+              visible=1 in_flight=1 delayed=0 oldest_age_ms=1000 dlq_depth=-
+            recv q
+              m1 r2 body=late until=31000 count=1 prio=0 first=1000
+        "#]],
+    );
+}
+
+#[test]
+fn deliver_at_and_queue_default_delay() {
+    check(
+        r#"
+        create q delay=500
+        send q body=default
+        send q body=none delay=0
+        send q body=at at=200
+        send q body=past at=0
+        advance 100
+        recv q max=10
+        advance 100
+        recv q max=10
+        advance 299
+        recv q max=10
+        advance 1
+        recv q max=10
+        "#,
+        expect![[r#"
+            create q delay=500
+              created id=1
+            send q body=default
+              m1 visible_at=500
+            send q body=none delay=0
+              m2 visible_at=0
+            send q body=at at=200
+              m3 visible_at=200
+            send q body=past at=0
+              m4 visible_at=0
+            advance 100
+              now=100
+            recv q max=10
+              m2 r1 body=none until=30100 count=1 prio=0 first=100
+              m4 r2 body=past until=30100 count=1 prio=0 first=100
+            advance 100
+              now=200
+            recv q max=10
+              m3 r3 body=at until=30200 count=1 prio=0 first=200
+            advance 299
+              now=499
+            recv q max=10
+              (nothing)
+            advance 1
+              now=500
+            recv q max=10
+              m1 r4 body=default until=30500 count=1 prio=0 first=500
+        "#]],
+    );
+}
+
+#[test]
+fn delay_must_end_within_retention() {
+    check(
+        r#"
+        create q retention=60000
+        send q body=a delay=60000
+        send q body=b delay=59999
+        stats q
+        "#,
+        expect![[r#"
+            create q retention=60000
+              created id=1
+            send q body=a delay=60000
+              error Invalid(delay_ms)
+            send q body=b delay=59999
+              m1 visible_at=59999
+            stats q
+              visible=0 in_flight=0 delayed=1 oldest_age_ms=0 dlq_depth=-
+        "#]],
+    );
+}
+
+// ----- visibility --------------------------------------------------------------------------
+
+#[test]
+fn visibility_expiry_redelivers_with_new_receipt() {
+    check(
+        r#"
+        create q vis=1000
+        send q body=a
+        recv q
+        advance 999
+        recv q
+        stats q
+        advance 1
+        stats q
+        recv q
+        # r1 belongs to the first delivery: it must not touch the second one.
+        ack q r1
+        vis q r1 5000
+        nack q r1
+        peek q
+        ack q r2
+        stats q
+        "#,
+        expect![[r#"
+            create q vis=1000
+              created id=1
+            send q body=a
+              m1 visible_at=0
+            recv q
+              m1 r1 body=a until=1000 count=1 prio=0 first=0
+            advance 999
+              now=999
+            recv q
+              (nothing)
+            stats q
+              visible=0 in_flight=1 delayed=0 oldest_age_ms=999 dlq_depth=-
+            advance 1
+              now=1000
+            stats q
+              visible=1 in_flight=0 delayed=0 oldest_age_ms=1000 dlq_depth=-
+            recv q
+              m1 r2 body=a until=2000 count=2 prio=0 first=0
+            ack q r1
+              error StaleReceipt
+            vis q r1 5000
+              error StaleReceipt
+            nack q r1
+              error StaleReceipt
+            peek q
+              m1 InFlight body=a sent=0 count=2 prio=0 first=0
+            ack q r2
+              ok
+            stats q
+              visible=0 in_flight=0 delayed=0 oldest_age_ms=- dlq_depth=-
+        "#]],
+    );
+}
+
+#[test]
+fn ack_after_expiry_but_before_redelivery_works() {
+    check(
+        r#"
+        create q vis=1000
+        send q body=a
+        recv q
+        advance 5000
+        stats q
+        # Expired, so it can no longer be extended or nacked...
+        vis q r1 1000
+        nack q r1
+        # ...but, as in SQS, it can still be deleted while nobody else received it.
+        ack q r1
+        stats q
+        ack q r1
+        "#,
+        expect![[r#"
+            create q vis=1000
+              created id=1
+            send q body=a
+              m1 visible_at=0
+            recv q
+              m1 r1 body=a until=1000 count=1 prio=0 first=0
+            advance 5000
+              now=5000
+            stats q
+              visible=1 in_flight=0 delayed=0 oldest_age_ms=5000 dlq_depth=-
+            vis q r1 1000
+              error NotInFlight
+            nack q r1
+              error NotInFlight
+            ack q r1
+              ok
+            stats q
+              visible=0 in_flight=0 delayed=0 oldest_age_ms=- dlq_depth=-
+            ack q r1
+              error StaleReceipt
+        "#]],
+    );
+}
+
+#[test]
+fn extend_visibility_counts_from_now() {
+    check(
+        r#"
+        create q vis=1000
+        send q body=a
+        recv q
+        advance 500
+        vis q r1 2000
+        advance 1999
+        recv q
+        stats q
+        advance 1
+        recv q
+        vis q r2 43200001
+        "#,
+        expect![[r#"
+            create q vis=1000
+              created id=1
+            send q body=a
+              m1 visible_at=0
+            recv q
+              m1 r1 body=a until=1000 count=1 prio=0 first=0
+            advance 500
+              now=500
+            vis q r1 2000
+              ok
+            advance 1999
+              now=2499
+            recv q
+              (nothing)
+            stats q
+              visible=0 in_flight=1 delayed=0 oldest_age_ms=2499 dlq_depth=-
+            advance 1
+              now=2500
+            recv q
+              m1 r2 body=a until=3500 count=2 prio=0 first=0
+            vis q r2 43200001
+              error Invalid(timeout_ms)
+        "#]],
+    );
+}
+
+#[test]
+fn lenient_visibility_change_for_sqs() {
+    // SQS answers success when the hold of the newest delivery has ended but nobody received
+    // the message since: the lenient form hides it again; a newer delivery still wins.
+    check(
+        r#"
+        create q vis=1000
+        send q body=a
+        recv q
+        advance 1000
+        vis q r1 5000
+        vis q r1 5000 lenient
+        stats q
+        recv q
+        advance 4999
+        recv q
+        advance 1
+        recv q
+        vis q r1 5000 lenient
+        vis q r2 0 lenient
+        vis q r2 43200001 lenient
+        vis q r2 3000 lenient
+        stats q
+        advance 3000
+        vis q r2 0 lenient
+        stats q
+        "#,
+        expect![[r#"
+            create q vis=1000
+              created id=1
+            send q body=a
+              m1 visible_at=0
+            recv q
+              m1 r1 body=a until=1000 count=1 prio=0 first=0
+            advance 1000
+              now=1000
+            vis q r1 5000
+              error NotInFlight
+            vis q r1 5000 lenient
+              ok
+            stats q
+              visible=0 in_flight=1 delayed=0 oldest_age_ms=1000 dlq_depth=-
+            recv q
+              (nothing)
+            advance 4999
+              now=5999
+            recv q
+              (nothing)
+            advance 1
+              now=6000
+            recv q
+              m1 r2 body=a until=7000 count=2 prio=0 first=0
+            vis q r1 5000 lenient
+              error StaleReceipt
+            vis q r2 0 lenient
+              ok
+            vis q r2 43200001 lenient
+              error Invalid(timeout_ms)
+            vis q r2 3000 lenient
+              ok
+            stats q
+              visible=0 in_flight=1 delayed=0 oldest_age_ms=6000 dlq_depth=-
+            advance 3000
+              now=9000
+            vis q r2 0 lenient
+              ok
+            stats q
+              visible=1 in_flight=0 delayed=0 oldest_age_ms=9000 dlq_depth=-
+        "#]],
+    );
+}
+
+#[test]
+fn release_with_zero_visibility() {
+    check(
+        r#"
+        create q
+        send q body=a
+        recv q
+        vis q r1 0
+        stats q
+        recv q
+        # The released receipt is spent: the new delivery is r2's.
+        vis q r1 0
+        ack q r1
+        ack q r2
+        stats q
+        "#,
+        expect![[r#"
+            create q
+              created id=1
+            send q body=a
+              m1 visible_at=0
+            recv q
+              m1 r1 body=a until=30000 count=1 prio=0 first=0
+            vis q r1 0
+              ok
+            stats q
+              visible=1 in_flight=0 delayed=0 oldest_age_ms=0 dlq_depth=-
+            recv q
+              m1 r2 body=a until=30000 count=2 prio=0 first=0
+            vis q r1 0
+              error StaleReceipt
+            ack q r1
+              error StaleReceipt
+            ack q r2
+              ok
+            stats q
+              visible=0 in_flight=0 delayed=0 oldest_age_ms=- dlq_depth=-
+        "#]],
+    );
+}
+
+#[test]
+fn zero_visibility_receive() {
+    check(
+        r#"
+        create q
+        send q body=a
+        recv q vis=0
+        # Never handed out twice by receives at the same instant before the timers run.
+        recv q
+        vis q r1 1000
+        advance 0
+        stats q
+        recv q vis=0
+        advance 0
+        ack q r1
+        ack q r2
+        stats q
+        "#,
+        expect![[r#"
+            create q
+              created id=1
+            send q body=a
+              m1 visible_at=0
+            recv q vis=0
+              m1 r1 body=a until=0 count=1 prio=0 first=0
+            recv q
+              (nothing)
+            vis q r1 1000
+              error NotInFlight
+            advance 0
+              now=0
+            stats q
+              visible=1 in_flight=0 delayed=0 oldest_age_ms=0 dlq_depth=-
+            recv q vis=0
+              m1 r2 body=a until=0 count=2 prio=0 first=0
+            advance 0
+              now=0
+            ack q r1
+              error StaleReceipt
+            ack q r2
+              ok
+            stats q
+              visible=0 in_flight=0 delayed=0 oldest_age_ms=- dlq_depth=-
+        "#]],
+    );
+}
+
+#[test]
+fn nack_with_delay_and_error() {
+    check(
+        r#"
+        create q
+        send q body=a
+        recv q
+        nack q r1 delay=500 err=boom
+        stats q
+        peek q
+        nack q r1
+        advance 499
+        recv q
+        advance 1
+        recv q
+        nack q r2 err=again
+        peek q
+        recv q
+        nack q r3
+        peek q
+        "#,
+        expect![[r#"
+            create q
+              created id=1
+            send q body=a
+              m1 visible_at=0
+            recv q
+              m1 r1 body=a until=30000 count=1 prio=0 first=0
+            nack q r1 delay=500 err=boom
+              ok
+            stats q
+              visible=0 in_flight=0 delayed=1 oldest_age_ms=0 dlq_depth=-
+            peek q
+              m1 Delayed body=a sent=0 count=1 prio=0 first=0 err=boom
+            nack q r1
+              error NotInFlight
+            advance 499
+              now=499
+            recv q
+              (nothing)
+            advance 1
+              now=500
+            recv q
+              m1 r2 body=a until=30500 count=2 prio=0 first=0 err=boom
+            nack q r2 err=again
+              ok
+            peek q
+              m1 Visible body=a sent=0 count=2 prio=0 first=0 err=again
+            recv q
+              m1 r3 body=a until=30500 count=3 prio=0 first=0 err=again
+            nack q r3
+              ok
+            peek q
+              m1 Visible body=a sent=0 count=3 prio=0 first=0 err=again
+        "#]],
+    );
+}
+
+#[test]
+fn receipts_of_other_queues_are_foreign() {
+    check(
+        r#"
+        create a
+        create b
+        send a body=x
+        recv a
+        ack b r1
+        vis b r1 0
+        nack b r1
+        ack nowhere r1
+        ack a r1
+        "#,
+        expect![[r#"
+            create a
+              created id=1
+            create b
+              created id=2
+            send a body=x
+              m1 visible_at=0
+            recv a
+              m1 r1 body=x until=30000 count=1 prio=0 first=0
+            ack b r1
+              error ForeignReceipt
+            vis b r1 0
+              error ForeignReceipt
+            nack b r1
+              error ForeignReceipt
+            ack nowhere r1
+              error QueueNotFound("nowhere")
+            ack a r1
+              ok
+        "#]],
+    );
+}
+
+// ----- dead letters ------------------------------------------------------------------------
+
+#[test]
+fn dead_letter_via_visibility_expiry() {
+    check(
+        r#"
+        create d
+        create q vis=1000 dlq=d:3
+        send q body=a prio=3
+        recv q
+        advance 1000
+        recv q
+        nack q r2 err=boom delay=0
+        # nack recorded the error but the message had one receive left.
+        recv q
+        advance 1000
+        stats q
+        stats d
+        peek d
+        recv d
+        ack q r3
+        ack d r4
+        "#,
+        expect![[r#"
+            create d
+              created id=1
+            create q vis=1000 dlq=d:3
+              created id=2
+            send q body=a prio=3
+              m1 visible_at=0
+            recv q
+              m1 r1 body=a until=1000 count=1 prio=3 first=0
+            advance 1000
+              now=1000
+            recv q
+              m1 r2 body=a until=2000 count=2 prio=3 first=0
+            nack q r2 err=boom delay=0
+              ok
+            recv q
+              m1 r3 body=a until=2000 count=3 prio=3 first=0 err=boom
+            advance 1000
+              now=2000
+            stats q
+              visible=0 in_flight=0 delayed=0 oldest_age_ms=- dlq_depth=1
+            stats d
+              visible=1 in_flight=0 delayed=0 oldest_age_ms=2000 dlq_depth=-
+            peek d
+              m1 Visible body=a sent=0 count=3 prio=3 first=0 from=q err=boom
+            recv d
+              m1 r4 body=a until=32000 count=4 prio=3 first=0 from=q err=boom
+            ack q r3
+              error StaleReceipt
+            ack d r4
+              ok
+        "#]],
+    );
+}
+
+#[test]
+fn dead_letter_via_nack() {
+    check(
+        r#"
+        create d
+        create q dlq=d:1
+        send q body=a
+        recv q
+        nack q r1 delay=5000 err=bad-input
+        stats q
+        peek d
+        ack q r1
+        "#,
+        expect![[r#"
+            create d
+              created id=1
+            create q dlq=d:1
+              created id=2
+            send q body=a
+              m1 visible_at=0
+            recv q
+              m1 r1 body=a until=30000 count=1 prio=0 first=0
+            nack q r1 delay=5000 err=bad-input
+              ok
+            stats q
+              visible=0 in_flight=0 delayed=0 oldest_age_ms=- dlq_depth=1
+            peek d
+              m1 Visible body=a sent=0 count=1 prio=0 first=0 from=q err=bad-input
+            ack q r1
+              error StaleReceipt
+        "#]],
+    );
+}
+
+#[test]
+fn dead_letter_via_release() {
+    check(
+        r#"
+        create d
+        create q dlq=d:1
+        send q body=a
+        recv q
+        vis q r1 0
+        peek q
+        peek d
+        "#,
+        expect![[r#"
+            create d
+              created id=1
+            create q dlq=d:1
+              created id=2
+            send q body=a
+              m1 visible_at=0
+            recv q
+              m1 r1 body=a until=30000 count=1 prio=0 first=0
+            vis q r1 0
+              ok
+            peek q
+              (empty)
+            peek d
+              m1 Visible body=a sent=0 count=1 prio=0 first=0 from=q
+        "#]],
+    );
+}
+
+#[test]
+fn dead_letter_queue_missing_means_no_move_until_it_exists() {
+    check(
+        r#"
+        create d
+        create q vis=1000 dlq=d:1
+        delete d
+        send q body=a
+        recv q
+        advance 1000
+        # No dead-letter queue: the message stays and keeps its count.
+        stats q
+        recv q
+        advance 1000
+        peek q
+        create d
+        stats q
+        # Now the receive finds it over the limit and moves it instead of delivering it.
+        recv q
+        stats q
+        peek d
+        "#,
+        expect![[r#"
+            create d
+              created id=1
+            create q vis=1000 dlq=d:1
+              created id=2
+            delete d
+              deleted
+            send q body=a
+              m1 visible_at=0
+            recv q
+              m1 r1 body=a until=1000 count=1 prio=0 first=0
+            advance 1000
+              now=1000
+            stats q
+              visible=1 in_flight=0 delayed=0 oldest_age_ms=1000 dlq_depth=-
+            recv q
+              m1 r2 body=a until=2000 count=2 prio=0 first=0
+            advance 1000
+              now=2000
+            peek q
+              m1 Visible body=a sent=0 count=2 prio=0 first=0
+            create d
+              created id=3
+            stats q
+              visible=1 in_flight=0 delayed=0 oldest_age_ms=2000 dlq_depth=0
+            recv q
+              (nothing)
+            stats q
+              visible=0 in_flight=0 delayed=0 oldest_age_ms=- dlq_depth=1
+            peek d
+              m1 Visible body=a sent=0 count=2 prio=0 first=0 from=q
+        "#]],
+    );
+}
+
+#[test]
+fn dead_letter_via_receive_after_limit_lowered() {
+    check(
+        r#"
+        create d
+        create q vis=1000 dlq=d:5
+        send q body=a
+        send q body=b
+        recv q
+        advance 1000
+        set q dlq=d:1
+        recv q max=10
+        peek d
+        "#,
+        expect![[r#"
+            create d
+              created id=1
+            create q vis=1000 dlq=d:5
+              created id=2
+            send q body=a
+              m1 visible_at=0
+            send q body=b
+              m2 visible_at=0
+            recv q
+              m1 r1 body=a until=1000 count=1 prio=0 first=0
+            advance 1000
+              now=1000
+            set q dlq=d:1
+              updated id=2
+            recv q max=10
+              m2 r2 body=b until=2000 count=1 prio=0 first=1000
+            peek d
+              m1 Visible body=a sent=0 count=1 prio=0 first=0 from=q
+        "#]],
+    );
+}
+
+#[test]
+fn redrive_back_to_source_resets_receive_count() {
+    check(
+        r#"
+        create d
+        create q vis=1000 dlq=d:1
+        create other
+        send q body=a
+        send q body=b
+        send other body=c
+        recv q max=2
+        recv other vis=1000
+        nack q r1 err=first
+        advance 1000
+        stats d
+        peek d
+        move d
+        stats d
+        peek q
+        recv q max=2
+        "#,
+        expect![[r#"
+            create d
+              created id=1
+            create q vis=1000 dlq=d:1
+              created id=2
+            create other
+              created id=3
+            send q body=a
+              m1 visible_at=0
+            send q body=b
+              m2 visible_at=0
+            send other body=c
+              m3 visible_at=0
+            recv q max=2
+              m1 r1 body=a until=1000 count=1 prio=0 first=0
+              m2 r2 body=b until=1000 count=1 prio=0 first=0
+            recv other vis=1000
+              m3 r3 body=c until=1000 count=1 prio=0 first=0
+            nack q r1 err=first
+              ok
+            advance 1000
+              now=1000
+            stats d
+              visible=2 in_flight=0 delayed=0 oldest_age_ms=1000 dlq_depth=-
+            peek d
+              m1 Visible body=a sent=0 count=1 prio=0 first=0 from=q err=first
+              m2 Visible body=b sent=0 count=1 prio=0 first=0 from=q
+            move d
+              moved=2 failed=0 remaining_visible=0
+            stats d
+              visible=0 in_flight=0 delayed=0 oldest_age_ms=- dlq_depth=-
+            peek q
+              m1 Visible body=a sent=0 count=0 prio=0 first=0 err=first
+              m2 Visible body=b sent=0 count=0 prio=0 first=0
+            recv q max=2
+              m1 r4 body=a until=2000 count=1 prio=0 first=0 err=first
+              m2 r5 body=b until=2000 count=1 prio=0 first=0
+        "#]],
+    );
+}
+
+#[test]
+fn redrive_to_named_queue_and_at_a_rate() {
+    check(
+        r#"
+        create d
+        create q dlq=d:1
+        create elsewhere
+        send q body=a
+        send q body=b
+        send q body=c
+        recv q max=3
+        nack q r1
+        nack q r2
+        nack q r3
+        move d to=elsewhere max=2
+        peek elsewhere
+        move d to=d
+        move d to=nowhere
+        move nowhere
+        delete q
+        # The source is gone: the last message has nowhere to go back to.
+        move d
+        stats d
+        "#,
+        expect![[r#"
+            create d
+              created id=1
+            create q dlq=d:1
+              created id=2
+            create elsewhere
+              created id=3
+            send q body=a
+              m1 visible_at=0
+            send q body=b
+              m2 visible_at=0
+            send q body=c
+              m3 visible_at=0
+            recv q max=3
+              m1 r1 body=a until=30000 count=1 prio=0 first=0
+              m2 r2 body=b until=30000 count=1 prio=0 first=0
+              m3 r3 body=c until=30000 count=1 prio=0 first=0
+            nack q r1
+              ok
+            nack q r2
+              ok
+            nack q r3
+              ok
+            move d to=elsewhere max=2
+              moved=2 failed=0 remaining_visible=1
+            peek elsewhere
+              m1 Visible body=a sent=0 count=0 prio=0 first=0
+              m2 Visible body=b sent=0 count=0 prio=0 first=0
+            move d to=d
+              moved=0 failed=1 remaining_visible=1
+            move d to=nowhere
+              error QueueNotFound("nowhere")
+            move nowhere
+              error QueueNotFound("nowhere")
+            delete q
+              deleted
+            move d
+              moved=0 failed=1 remaining_visible=1
+            stats d
+              visible=1 in_flight=0 delayed=0 oldest_age_ms=0 dlq_depth=-
+        "#]],
+    );
+}
+
+#[test]
+fn redrive_only_moves_visible_messages() {
+    check(
+        r#"
+        create d
+        create q dlq=d:1
+        send q body=a
+        send q body=b
+        recv q max=2
+        nack q r1
+        nack q r2
+        recv d vis=1000
+        move d
+        stats d
+        advance 1000
+        move d
+        stats d
+        "#,
+        expect![[r#"
+            create d
+              created id=1
+            create q dlq=d:1
+              created id=2
+            send q body=a
+              m1 visible_at=0
+            send q body=b
+              m2 visible_at=0
+            recv q max=2
+              m1 r1 body=a until=30000 count=1 prio=0 first=0
+              m2 r2 body=b until=30000 count=1 prio=0 first=0
+            nack q r1
+              ok
+            nack q r2
+              ok
+            recv d vis=1000
+              m1 r3 body=a until=1000 count=2 prio=0 first=0 from=q
+            move d
+              moved=1 failed=0 remaining_visible=0
+            stats d
+              visible=0 in_flight=1 delayed=0 oldest_age_ms=0 dlq_depth=-
+            advance 1000
+              now=1000
+            move d
+              moved=1 failed=0 remaining_visible=0
+            stats d
+              visible=0 in_flight=0 delayed=0 oldest_age_ms=- dlq_depth=-
+        "#]],
+    );
+}
+
+#[test]
+fn receipt_from_before_dead_lettering_is_stale_after_redrive() {
+    // DESIGN §3.3 and `EntryError::StaleReceipt` ("acked, moved or received again since"): a
+    // receipt from before a move must not act on the message after it comes back.
+    check(
+        r#"
+        create d
+        create q vis=1000 dlq=d:1
+        send q body=a
+        recv q
+        advance 1000
+        move d
+        ack q r1
+        stats q
+        "#,
+        expect![[r#"
+            create d
+              created id=1
+            create q vis=1000 dlq=d:1
+              created id=2
+            send q body=a
+              m1 visible_at=0
+            recv q
+              m1 r1 body=a until=1000 count=1 prio=0 first=0
+            advance 1000
+              now=1000
+            move d
+              moved=1 failed=0 remaining_visible=0
+            ack q r1
+              error StaleReceipt
+            stats q
+              visible=1 in_flight=0 delayed=0 oldest_age_ms=1000 dlq_depth=0
+        "#]],
+    );
+}
+
+#[test]
+fn dead_letter_queue_with_its_own_policy() {
+    // The receive count a message earned in its source comes along into the DLQ, so a DLQ
+    // with a lower limit of its own passes it straight on without delivering it.
+    check(
+        r#"
+        create e
+        create d dlq=e:2
+        create q vis=1000 dlq=d:3
+        send q body=a
+        recv q
+        nack q r1
+        recv q
+        nack q r2
+        recv q
+        nack q r3
+        peek d
+        recv d
+        peek e
+        "#,
+        expect![[r#"
+            create e
+              created id=1
+            create d dlq=e:2
+              created id=2
+            create q vis=1000 dlq=d:3
+              created id=3
+            send q body=a
+              m1 visible_at=0
+            recv q
+              m1 r1 body=a until=1000 count=1 prio=0 first=0
+            nack q r1
+              ok
+            recv q
+              m1 r2 body=a until=1000 count=2 prio=0 first=0
+            nack q r2
+              ok
+            recv q
+              m1 r3 body=a until=1000 count=3 prio=0 first=0
+            nack q r3
+              ok
+            peek d
+              m1 Visible body=a sent=0 count=3 prio=0 first=0 from=q
+            recv d
+              (nothing)
+            peek e
+              m1 Visible body=a sent=0 count=3 prio=0 first=0 from=d
+        "#]],
+    );
+}
+
+// ----- retention, purge, delete ------------------------------------------------------------
+
+#[test]
+fn retention_deletes_old_messages_even_in_flight() {
+    check(
+        r#"
+        create q retention=60000 vis=100000
+        send q body=old
+        advance 30000
+        send q body=young
+        recv q
+        stats q
+        advance 29999
+        stats q
+        advance 1
+        stats q
+        peek q
+        ack q r1
+        advance 30000
+        stats q
+        "#,
+        expect![[r#"
+            create q retention=60000 vis=100000
+              created id=1
+            send q body=old
+              m1 visible_at=0
+            advance 30000
+              now=30000
+            send q body=young
+              m2 visible_at=30000
+            recv q
+              m1 r1 body=old until=130000 count=1 prio=0 first=30000
+            stats q
+              visible=1 in_flight=1 delayed=0 oldest_age_ms=30000 dlq_depth=-
+            advance 29999
+              now=59999
+            stats q
+              visible=1 in_flight=1 delayed=0 oldest_age_ms=59999 dlq_depth=-
+            advance 1
+              now=60000
+            stats q
+              visible=1 in_flight=0 delayed=0 oldest_age_ms=30000 dlq_depth=-
+            peek q
+              m2 Visible body=young sent=30000 count=0 prio=0
+            ack q r1
+              error StaleReceipt
+            advance 30000
+              now=90000
+            stats q
+              visible=0 in_flight=0 delayed=0 oldest_age_ms=- dlq_depth=-
+        "#]],
+    );
+}
+
+#[test]
+fn purge_removes_everything() {
+    check(
+        r#"
+        create q
+        send q body=a
+        send q body=b delay=1000
+        send q body=c
+        recv q
+        purge q
+        stats q
+        ack q r1
+        purge q
+        purge nowhere
+        "#,
+        expect![[r#"
+            create q
+              created id=1
+            send q body=a
+              m1 visible_at=0
+            send q body=b delay=1000
+              m2 visible_at=1000
+            send q body=c
+              m3 visible_at=0
+            recv q
+              m1 r1 body=a until=30000 count=1 prio=0 first=0
+            purge q
+              purged 3
+            stats q
+              visible=0 in_flight=0 delayed=0 oldest_age_ms=- dlq_depth=-
+            ack q r1
+              error StaleReceipt
+            purge q
+              purged 0
+            purge nowhere
+              error QueueNotFound("nowhere")
+        "#]],
+    );
+}
+
+#[test]
+fn recreated_queue_refuses_receipts_of_the_old_one() {
+    check(
+        r#"
+        create q
+        send q body=a
+        recv q
+        delete q
+        ack q r1
+        create q
+        send q body=b
+        ack q r1
+        recv q
+        ack q r2
+        "#,
+        expect![[r#"
+            create q
+              created id=1
+            send q body=a
+              m1 visible_at=0
+            recv q
+              m1 r1 body=a until=30000 count=1 prio=0 first=0
+            delete q
+              deleted
+            ack q r1
+              error QueueNotFound("q")
+            create q
+              created id=2
+            send q body=b
+              m2 visible_at=0
+            ack q r1
+              error ForeignReceipt
+            recv q
+              m2 r2 body=b until=30000 count=1 prio=0 first=0
+            ack q r2
+              ok
+        "#]],
+    );
+}
+
+#[test]
+fn recreated_queue_refuses_receipts_of_the_old_one_across_restart() {
+    // Queue ids and sequence numbers must not be handed out twice, even when the records that
+    // used them were deleted before a restart: receipts are built from them.
+    check(
+        r#"
+        create keep
+        create q
+        send q body=a
+        recv q
+        delete q
+        restart
+        create q
+        send q body=b
+        ack q r1
+        recv q
+        ack q r1
+        peek q
+        "#,
+        expect![[r#"
+            create keep
+              created id=1
+            create q
+              created id=2
+            send q body=a
+              m1 visible_at=0
+            recv q
+              m1 r1 body=a until=30000 count=1 prio=0 first=0
+            delete q
+              deleted
+            restart
+              restored 1 queues, 0 messages
+            create q
+              created id=3
+            send q body=b
+              m2 visible_at=0
+            ack q r1
+              error ForeignReceipt
+            recv q
+              m2 r2 body=b until=30000 count=1 prio=0 first=0
+            ack q r1
+              error ForeignReceipt
+            peek q
+              m2 InFlight body=b sent=0 count=1 prio=0 first=0
+        "#]],
+    );
+}
+
+#[test]
+fn acked_message_receipt_stays_stale_across_restart() {
+    check(
+        r#"
+        create q
+        send q body=a
+        recv q
+        ack q r1
+        restart
+        send q body=b
+        recv q
+        # r1 acked message a; it must not delete b, which r2 now holds.
+        ack q r1
+        peek q
+        "#,
+        expect![[r#"
+            create q
+              created id=1
+            send q body=a
+              m1 visible_at=0
+            recv q
+              m1 r1 body=a until=30000 count=1 prio=0 first=0
+            ack q r1
+              ok
+            restart
+              restored 1 queues, 0 messages
+            send q body=b
+              m2 visible_at=0
+            recv q
+              m2 r2 body=b until=30000 count=1 prio=0 first=0
+            ack q r1
+              error StaleReceipt
+            peek q
+              m2 InFlight body=b sent=0 count=1 prio=0 first=0
+        "#]],
+    );
+}
+
+// ----- restart -----------------------------------------------------------------------------
+
+#[test]
+fn restart_preserves_in_flight_delays_and_counts() {
+    check(
+        r#"
+        create d
+        create q vis=1000 dlq=d:3
+        send q body=a
+        send q body=b delay=5000
+        send q body=c prio=2
+        recv q max=1 vis=10000
+        recv q max=1
+        advance 1000
+        recv q
+        nack q r3 delay=3000 err=later
+        advance 500
+        stats q
+        peek q
+        restart
+        stats q
+        peek q
+        # Nothing is visible: r1 holds c until 10000, a waits until 4000, b until 5000.
+        recv q max=10
+        # r1 survived the restart: it can still move c's timeout, to 7500, and that survives too.
+        vis q r1 6000
+        restart
+        advance 2499
+        recv q max=10
+        advance 1
+        recv q max=10
+        advance 999
+        recv q max=10
+        # At 5000 b's delay ends, and a's third delivery times out: a goes to the DLQ.
+        advance 1
+        recv q max=10
+        advance 2499
+        recv q max=10
+        advance 1
+        recv q max=10
+        ack q r1
+        stats q
+        peek d
+        "#,
+        expect![[r#"
+            create d
+              created id=1
+            create q vis=1000 dlq=d:3
+              created id=2
+            send q body=a
+              m1 visible_at=0
+            send q body=b delay=5000
+              m2 visible_at=5000
+            send q body=c prio=2
+              m3 visible_at=0
+            recv q max=1 vis=10000
+              m3 r1 body=c until=10000 count=1 prio=2 first=0
+            recv q max=1
+              m1 r2 body=a until=1000 count=1 prio=0 first=0
+            advance 1000
+              now=1000
+            recv q
+              m1 r3 body=a until=2000 count=2 prio=0 first=0
+            nack q r3 delay=3000 err=later
+              ok
+            advance 500
+              now=1500
+            stats q
+              visible=0 in_flight=1 delayed=2 oldest_age_ms=1500 dlq_depth=0
+            peek q
+              m1 Delayed body=a sent=0 count=2 prio=0 first=0 err=later
+              m2 Delayed body=b sent=0 count=0 prio=0
+              m3 InFlight body=c sent=0 count=1 prio=2 first=0
+            restart
+              restored 2 queues, 3 messages
+            stats q
+              visible=0 in_flight=1 delayed=2 oldest_age_ms=1500 dlq_depth=0
+            peek q
+              m1 Delayed body=a sent=0 count=2 prio=0 first=0 err=later
+              m2 Delayed body=b sent=0 count=0 prio=0
+              m3 InFlight body=c sent=0 count=1 prio=2 first=0
+            recv q max=10
+              (nothing)
+            vis q r1 6000
+              ok
+            restart
+              restored 2 queues, 3 messages
+            advance 2499
+              now=3999
+            recv q max=10
+              (nothing)
+            advance 1
+              now=4000
+            recv q max=10
+              m1 r4 body=a until=5000 count=3 prio=0 first=0 err=later
+            advance 999
+              now=4999
+            recv q max=10
+              (nothing)
+            advance 1
+              now=5000
+            recv q max=10
+              m2 r5 body=b until=6000 count=1 prio=0 first=5000
+            advance 2499
+              now=7499
+            recv q max=10
+              m2 r6 body=b until=8499 count=2 prio=0 first=5000
+            advance 1
+              now=7500
+            recv q max=10
+              m3 r7 body=c until=8500 count=2 prio=2 first=0
+            ack q r1
+              error StaleReceipt
+            stats q
+              visible=0 in_flight=2 delayed=0 oldest_age_ms=7500 dlq_depth=1
+            peek d
+              m1 Visible body=a sent=0 count=3 prio=0 first=0 from=q err=later
+        "#]],
+    );
+}
+
+#[test]
+fn restart_keeps_dead_letter_state() {
+    check(
+        r#"
+        create d
+        create q vis=1000 dlq=d:1
+        send q body=a
+        recv q
+        nack q r1 err=boom
+        restart
+        peek d
+        move d
+        restart
+        peek q
+        recv q
+        "#,
+        expect![[r#"
+            create d
+              created id=1
+            create q vis=1000 dlq=d:1
+              created id=2
+            send q body=a
+              m1 visible_at=0
+            recv q
+              m1 r1 body=a until=1000 count=1 prio=0 first=0
+            nack q r1 err=boom
+              ok
+            restart
+              restored 2 queues, 1 messages
+            peek d
+              m1 Visible body=a sent=0 count=1 prio=0 first=0 from=q err=boom
+            move d
+              moved=1 failed=0 remaining_visible=0
+            restart
+              restored 2 queues, 1 messages
+            peek q
+              m1 Visible body=a sent=0 count=0 prio=0 first=0 err=boom
+            recv q
+              m1 r2 body=a until=1000 count=1 prio=0 first=0 err=boom
+        "#]],
+    );
+}
+
+#[test]
+fn expiry_during_downtime_dead_letters_as_without_it() {
+    // The same history with and without a crash must leave the message in the same place.
+    check(
+        r#"
+        create d
+        create q vis=1000 dlq=d:1
+        send q body=a
+        recv q
+        advance 5000
+        stats q
+        stats d
+        "#,
+        expect![[r#"
+            create d
+              created id=1
+            create q vis=1000 dlq=d:1
+              created id=2
+            send q body=a
+              m1 visible_at=0
+            recv q
+              m1 r1 body=a until=1000 count=1 prio=0 first=0
+            advance 5000
+              now=5000
+            stats q
+              visible=0 in_flight=0 delayed=0 oldest_age_ms=- dlq_depth=1
+            stats d
+              visible=1 in_flight=0 delayed=0 oldest_age_ms=5000 dlq_depth=-
+        "#]],
+    );
+    check(
+        r#"
+        create d
+        create q vis=1000 dlq=d:1
+        send q body=a
+        recv q
+        crash 5000
+        stats q
+        stats d
+        "#,
+        expect![[r#"
+            create d
+              created id=1
+            create q vis=1000 dlq=d:1
+              created id=2
+            send q body=a
+              m1 visible_at=0
+            recv q
+              m1 r1 body=a until=1000 count=1 prio=0 first=0
+            crash 5000
+              down until now=5000
+              restored 2 queues, 1 messages
+            stats q
+              visible=0 in_flight=0 delayed=0 oldest_age_ms=- dlq_depth=1
+            stats d
+              visible=1 in_flight=0 delayed=0 oldest_age_ms=5000 dlq_depth=-
+        "#]],
+    );
+}
+
+#[test]
+fn restart_after_zero_visibility_receive_at_limit() {
+    // The timer of a zero-visibility delivery is due at once; with or without a restart
+    // before it runs, the message has used its receive and belongs in the DLQ.
+    check(
+        r#"
+        create d
+        create q dlq=d:1
+        send q body=a
+        recv q vis=0
+        advance 0
+        stats q
+        stats d
+        "#,
+        expect![[r#"
+            create d
+              created id=1
+            create q dlq=d:1
+              created id=2
+            send q body=a
+              m1 visible_at=0
+            recv q vis=0
+              m1 r1 body=a until=0 count=1 prio=0 first=0
+            advance 0
+              now=0
+            stats q
+              visible=0 in_flight=0 delayed=0 oldest_age_ms=- dlq_depth=1
+            stats d
+              visible=1 in_flight=0 delayed=0 oldest_age_ms=0 dlq_depth=-
+        "#]],
+    );
+    check(
+        r#"
+        create d
+        create q dlq=d:1
+        send q body=a
+        recv q vis=0
+        restart
+        stats q
+        stats d
+        "#,
+        expect![[r#"
+            create d
+              created id=1
+            create q dlq=d:1
+              created id=2
+            send q body=a
+              m1 visible_at=0
+            recv q vis=0
+              m1 r1 body=a until=0 count=1 prio=0 first=0
+            restart
+              restored 2 queues, 1 messages
+            stats q
+              visible=0 in_flight=0 delayed=0 oldest_age_ms=- dlq_depth=1
+            stats d
+              visible=1 in_flight=0 delayed=0 oldest_age_ms=0 dlq_depth=-
+        "#]],
+    );
+}
+
+#[test]
+fn restart_keeps_a_hold_that_ended_before_the_dead_letter_queue_existed() {
+    // The hold ended while the DLQ was missing, so the message stayed; a restart after the
+    // DLQ appears must not decide that expiry again under the new policy.
+    check(
+        r#"
+        create d
+        create q vis=1000 dlq=d:1
+        delete d
+        send q body=a
+        recv q
+        advance 1000
+        create d
+        stats q
+        restart
+        stats q
+        stats d
+        "#,
+        expect![[r#"
+            create d
+              created id=1
+            create q vis=1000 dlq=d:1
+              created id=2
+            delete d
+              deleted
+            send q body=a
+              m1 visible_at=0
+            recv q
+              m1 r1 body=a until=1000 count=1 prio=0 first=0
+            advance 1000
+              now=1000
+            create d
+              created id=3
+            stats q
+              visible=1 in_flight=0 delayed=0 oldest_age_ms=1000 dlq_depth=0
+            restart
+              restored 2 queues, 1 messages
+            stats q
+              visible=1 in_flight=0 delayed=0 oldest_age_ms=1000 dlq_depth=0
+            stats d
+              visible=0 in_flight=0 delayed=0 oldest_age_ms=- dlq_depth=-
+        "#]],
+    );
+}
+
+#[test]
+fn restart_applies_retention_missed_while_down() {
+    check(
+        r#"
+        create q retention=60000
+        send q body=a
+        send q body=b delay=1000
+        advance 30000
+        send q body=c
+        crash 40000
+        stats q
+        peek q
+        "#,
+        expect![[r#"
+            create q retention=60000
+              created id=1
+            send q body=a
+              m1 visible_at=0
+            send q body=b delay=1000
+              m2 visible_at=1000
+            advance 30000
+              now=30000
+            send q body=c
+              m3 visible_at=30000
+            crash 40000
+              down until now=70000
+              restored 1 queues, 1 messages
+            stats q
+              visible=1 in_flight=0 delayed=0 oldest_age_ms=40000 dlq_depth=-
+            peek q
+              m3 Visible body=c sent=30000 count=0 prio=0
+        "#]],
+    );
+}
+
+// ----- queues ------------------------------------------------------------------------------
+
+#[test]
+fn create_is_idempotent_for_same_attributes() {
+    check(
+        r#"
+        create d
+        create q vis=1000 dlq=d:3
+        create q vis=1000 dlq=d:3 tag=team:x
+        create q vis=2000 dlq=d:3
+        create q vis=1000 dlq=d:4
+        create q vis=1000
+        create q2 dlq=missing:3
+        create q3 dlq=q3:3
+        create q4 dlq=d:0
+        create bad.name
+        create q5 retention=1000
+        "#,
+        expect![[r#"
+            create d
+              created id=1
+            create q vis=1000 dlq=d:3
+              created id=2
+            create q vis=1000 dlq=d:3 tag=team:x
+              exists id=2
+            create q vis=2000 dlq=d:3
+              error QueueExists("q")
+            create q vis=1000 dlq=d:4
+              error QueueExists("q")
+            create q vis=1000
+              error QueueExists("q")
+            create q2 dlq=missing:3
+              error DeadLetterQueueNotFound("missing")
+            create q3 dlq=q3:3
+              error Invalid(dead_letter.queue)
+            create q4 dlq=d:0
+              error Invalid(dead_letter.max_receive_count)
+            create bad.name
+              error Invalid(name)
+            create q5 retention=1000
+              error Invalid(retention_ms)
+        "#]],
+    );
+}
+
+#[test]
+fn update_needs_an_existing_dead_letter_queue() {
+    check(
+        r#"
+        create q
+        set q dlq=d:2
+        create d
+        set q dlq=d:2
+        stats q
+        set q dlq=none
+        stats q
+        set nowhere vis=1
+        "#,
+        expect![[r#"
+            create q
+              created id=1
+            set q dlq=d:2
+              error DeadLetterQueueNotFound("d")
+            create d
+              created id=2
+            set q dlq=d:2
+              updated id=1
+            stats q
+              visible=0 in_flight=0 delayed=0 oldest_age_ms=- dlq_depth=0
+            set q dlq=none
+              updated id=1
+            stats q
+              visible=0 in_flight=0 delayed=0 oldest_age_ms=- dlq_depth=-
+            set nowhere vis=1
+              error QueueNotFound("nowhere")
+        "#]],
+    );
+}
+
+// ----- limits ------------------------------------------------------------------------------
+
+#[test]
+fn message_too_large() {
+    check(
+        r#"
+        create q max_bytes=10
+        send q size=10
+        send q size=11
+        send q prio=10
+        send q delay=1 at=5
+        stats q
+        "#,
+        expect![[r#"
+            create q max_bytes=10
+              created id=1
+            send q size=10
+              m1 visible_at=0
+            send q size=11
+              error MessageTooLarge(11 > 10)
+            send q prio=10
+              error Invalid(priority)
+            send q delay=1 at=5
+              error Invalid(delay_ms)
+            stats q
+              visible=1 in_flight=0 delayed=0 oldest_age_ms=0 dlq_depth=-
+        "#]],
+    );
+}
+
+#[test]
+fn receive_stops_at_the_byte_budget() {
+    // 16 MiB a receive: sixteen 1 MiB messages fit exactly, the seventeenth waits.
+    check(
+        r#"
+        create q
+        send q size=1048576 count=17
+        send q size=1048577
+        recv q max=20 brief
+        recv q max=20 brief
+        stats q
+        "#,
+        expect![[r#"
+            create q
+              created id=1
+            send q size=1048576 count=17
+              m1..m17
+            send q size=1048577
+              error MessageTooLarge(1048577 > 1048576)
+            recv q max=20 brief
+              16 messages, 16777216 bytes: m1 m2 m3 m4 m5 m6 m7 m8 m9 m10 m11 m12 m13 m14 m15 m16
+            recv q max=20 brief
+              1 messages, 1048576 bytes: m17
+            stats q
+              visible=0 in_flight=17 delayed=0 oldest_age_ms=0 dlq_depth=-
+        "#]],
+    );
+}
