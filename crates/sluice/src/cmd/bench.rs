@@ -1,8 +1,10 @@
 //! `sluice bench`: throughput and latency of a Sluice server beside the storage engine's own
 //! write rate, measured in the same run (the program lives in `sluice-bench`).
 
-/// Measure producers and consumers over HTTP against an in-process server (or `--server`),
-/// next to the storage engine's batched write rate and an empty HTTP handler.
+/// Benchmark throughput and latency beside the storage engine's own write rate.
+///
+/// Runs producers and consumers over HTTP against an in-process server (or `--server`), and
+/// measures in the same run the storage engine's batched write rate and an empty HTTP handler.
 ///
 /// Example:
 ///   sluice bench --quick
