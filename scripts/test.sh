@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs Sluice's whole test suite: formatting, lints, and every crate's tests (core, the store
 # conformance suite on the embedded backend, HTTP, end-to-end through the real binary and the
-# CLI, and the SIGKILL crash test). Needs only cargo; it installs anything else it needs.
+# CLI, the SIGKILL crash test, and the SQS compatibility suite with unmodified boto3, aws CLI and
+# aws-sdk-rust). Needs only cargo and python3; it installs anything else it needs.
 #
 # SLUICE_TEST_PG_URL: when set, PostgreSQL must answer there or this script fails (CI sets it).
 set -euo pipefail
@@ -24,3 +25,20 @@ echo "==> cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "==> cargo test"
 cargo test --workspace --locked -- --test-threads 2
+
+echo "==> SQS compatibility suite (boto3, aws CLI) against target/debug/sluice"
+# The Python clients are pinned in tests/sqs/requirements.txt and live in .venv; they are
+# (re)installed only when that file changes, recorded by its hash in a stamp file.
+requirements=tests/sqs/requirements.txt
+stamp=.venv/.sqs-requirements.sha256
+if [[ ! -x .venv/bin/python ]]; then
+    python3 -m venv .venv
+fi
+wanted="$(sha256sum "$requirements" | cut -d' ' -f1)"
+if [[ "$(cat "$stamp" 2>/dev/null || true)" != "$wanted" ]]; then
+    .venv/bin/pip install -q --disable-pip-version-check -r "$requirements"
+    echo "$wanted" >"$stamp"
+fi
+cargo build -p sluice --locked
+# No .pytest_cache or __pycache__ in the work tree.
+PYTHONDONTWRITEBYTECODE=1 SLUICE_BIN="$PWD/target/debug/sluice" .venv/bin/python -m pytest tests/sqs -q -p no:cacheprovider

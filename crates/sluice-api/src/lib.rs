@@ -40,10 +40,29 @@ pub struct CreateQueueRequest {
     pub receive_wait_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dead_letter: Option<DeadLetter>,
+    /// Strict order per message group, deduplication and sequence numbers. Set only at
+    /// creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fifo: Option<bool>,
+    /// FIFO: deduplicate sends without a `dedup_id` by the SHA-256 of their body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_based_dedup: Option<bool>,
+    /// FIFO: how long a dedup id is remembered (default 300000, at most one day).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup_window_ms: Option<u64>,
+    /// FIFO: dedup ids are unique per `queue` (default) or per `message_group`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup_scope: Option<DedupScope>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<BTreeMap<String, String>>,
+}
+
+/// What a FIFO dedup id is unique within.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DedupScope {
+    Queue,
+    MessageGroup,
 }
 
 /// `PATCH /v1/queues/{name}`. Omitted fields stay; `"dead_letter": null` removes the policy.
@@ -64,6 +83,10 @@ pub struct UpdateQueueRequest {
     #[serde(default, deserialize_with = "double_option", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<DeadLetter>)]
     pub dead_letter: Option<Option<DeadLetter>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_based_dedup: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup_window_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<BTreeMap<String, String>>,
 }
@@ -102,6 +125,13 @@ pub struct Queue {
     pub receive_wait_ms: u64,
     pub dead_letter: Option<DeadLetter>,
     pub fifo: bool,
+    /// FIFO queues only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_based_dedup: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup_window_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup_scope: Option<DedupScope>,
     pub tags: BTreeMap<String, String>,
     pub created_at: String,
     pub created_at_ms: u64,
@@ -221,6 +251,10 @@ pub struct Message {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
     pub receive_count: u32,
+    /// The message's sequence number, increasing in send order across the server, as a
+    /// decimal string (FIFO queues order each group by it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence_number: Option<String>,
     pub sent_at: String,
     pub sent_at_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -8,6 +8,16 @@ use crate::limits::*;
 use crate::name::validate_queue_name;
 use crate::validation::ValidationError;
 
+/// What a FIFO deduplication id is unique within.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DedupScope {
+    /// The whole queue (default, as SQS).
+    #[default]
+    Queue,
+    /// Each message group separately.
+    MessageGroup,
+}
+
 /// Where messages go after too many receives.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeadLetter {
@@ -27,8 +37,14 @@ pub struct QueueAttributes {
     pub message_bytes_max: u64,
     pub receive_wait_ms: u64,
     pub dead_letter: Option<DeadLetter>,
-    /// FIFO queues are not built yet; `true` is refused by validation.
+    /// Strict order within each message group; set at creation, never changed.
     pub fifo: bool,
+    /// FIFO: a send without a dedup id is deduplicated by the SHA-256 of its body.
+    pub content_based_dedup: bool,
+    /// FIFO: how long a deduplication id is remembered after its first send.
+    pub dedup_window_ms: u64,
+    /// FIFO: whether dedup ids are unique per queue or per message group.
+    pub dedup_scope: DedupScope,
     /// Free-form labels. Not compared when a create meets an existing queue (as in SQS).
     pub tags: BTreeMap<String, String>,
     /// SQS attributes Sluice keeps and returns verbatim but does not act on (`Policy`,
@@ -47,6 +63,9 @@ impl Default for QueueAttributes {
             receive_wait_ms: 0,
             dead_letter: None,
             fifo: false,
+            content_based_dedup: false,
+            dedup_window_ms: DEDUP_WINDOW_MS_DEFAULT,
+            dedup_scope: DedupScope::Queue,
             tags: BTreeMap::new(),
             sqs_attributes: BTreeMap::new(),
         }
@@ -62,6 +81,8 @@ pub struct QueueAttributesPatch {
     pub message_bytes_max: Option<u64>,
     pub receive_wait_ms: Option<u64>,
     pub dead_letter: Option<Option<DeadLetter>>,
+    pub content_based_dedup: Option<bool>,
+    pub dedup_window_ms: Option<u64>,
     pub tags: Option<BTreeMap<String, String>>,
     /// Entries to set (`Some`) or remove (`None`) in `sqs_attributes`.
     pub sqs_attributes: BTreeMap<String, Option<String>>,
@@ -94,6 +115,12 @@ impl QueueAttributes {
         if let Some(v) = &patch.dead_letter {
             next.dead_letter = v.clone();
         }
+        if let Some(v) = patch.content_based_dedup {
+            next.content_based_dedup = v;
+        }
+        if let Some(v) = patch.dedup_window_ms {
+            next.dedup_window_ms = v;
+        }
         if let Some(v) = &patch.tags {
             next.tags = v.clone();
         }
@@ -124,10 +151,23 @@ impl QueueAttributes {
             )?;
         }
         if self.fifo {
-            return Err(ValidationError::new(
-                "fifo",
-                "FIFO queues are not available yet; create a standard queue (fifo: false)",
-            ));
+            if self.delay_ms > 0 && self.delay_ms >= self.retention_ms {
+                return Err(ValidationError::new("delay_ms", "must be shorter than retention_ms"));
+            }
+            check_range("dedup_window_ms", self.dedup_window_ms, 1, DEDUP_WINDOW_MS_MAX)?;
+        } else {
+            if self.content_based_dedup {
+                return Err(ValidationError::new(
+                    "content_based_dedup",
+                    "only FIFO queues deduplicate; set fifo: true",
+                ));
+            }
+            if self.dedup_scope != DedupScope::Queue {
+                return Err(ValidationError::new("dedup_scope", "only FIFO queues deduplicate; set fifo: true"));
+            }
+            if self.dedup_window_ms != DEDUP_WINDOW_MS_DEFAULT {
+                return Err(ValidationError::new("dedup_window_ms", "only FIFO queues deduplicate; set fifo: true"));
+            }
         }
         if self.tags.len() > TAGS_MAX {
             return Err(ValidationError::new("tags", format!("a queue has at most {TAGS_MAX} tags")));

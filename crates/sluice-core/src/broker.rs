@@ -10,11 +10,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::TimeMs;
-use crate::attributes::{QueueAttributes, QueueAttributesPatch};
+use crate::attributes::{DedupScope, QueueAttributes, QueueAttributesPatch};
 use crate::limits::*;
 use crate::message::{MessageId, MessageMeta, MessageState, NewMessage};
 use crate::name::validate_queue_name;
-use crate::queue::Queue;
+use crate::queue::{DedupEntry, Queue};
 use crate::receipt::Receipt;
 use crate::validation::ValidationError;
 
@@ -38,6 +38,19 @@ pub enum Effect {
     PutMessage {
         seq: u64,
         meta: MessageMeta,
+    },
+    /// Remember a FIFO deduplication key of queue `queue` until `expires_at`.
+    PutDedup {
+        queue: QueueId,
+        key: String,
+        id: MessageId,
+        seq: u64,
+        expires_at: TimeMs,
+    },
+    /// Forget a deduplication key (its window ended, or the queue was purged or deleted).
+    DeleteDedup {
+        queue: QueueId,
+        key: String,
     },
     /// Remove message `seq`: its metadata and its body.
     DeleteMessage {
@@ -116,6 +129,15 @@ pub struct Delivery {
     pub seq: u64,
     pub meta: MessageMeta,
     pub receipt: Receipt,
+}
+
+/// What a send did: the message it enqueued, or (a FIFO duplicate inside the dedup window)
+/// the earlier message it matched, in which case nothing was enqueued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    pub seq: u64,
+    pub id: MessageId,
+    pub duplicate: bool,
 }
 
 /// What a redrive step did.
@@ -271,6 +293,11 @@ impl Broker {
     ) -> Result<(QueueId, bool), BrokerError> {
         validate_queue_name(name)?;
         attributes.validate()?;
+        if name.ends_with(FIFO_SUFFIX) && !attributes.fifo {
+            return Err(
+                ValidationError::new("fifo", "names ending in .fifo belong to FIFO queues; set fifo: true").into()
+            );
+        }
         if let Some(&id) = self.names.get(name) {
             return if self.queues[&id].attributes.same_config(&attributes) {
                 Ok((id, false))
@@ -303,8 +330,16 @@ impl Broker {
                     ValidationError::new("dead_letter.queue", "a queue cannot be its own dead-letter queue").into()
                 );
             }
-            if !self.names.contains_key(&dl.queue) {
+            let Some(dlq) = self.names.get(&dl.queue) else {
                 return Err(BrokerError::DeadLetterQueueNotFound(dl.queue.clone()));
+            };
+            if self.queues[dlq].is_fifo() != attributes.fifo {
+                let message = if attributes.fifo {
+                    "a FIFO queue's dead-letter queue must be a FIFO queue"
+                } else {
+                    "a standard queue's dead-letter queue must be a standard queue"
+                };
+                return Err(ValidationError::new("dead_letter.queue", message).into());
             }
         }
         Ok(())
@@ -342,6 +377,7 @@ impl Broker {
         for &seq in &seqs {
             self.delete_message(id, seq);
         }
+        self.forget_dedup(id);
         self.reschedule(id);
         Ok(seqs.len() as u64)
     }
@@ -410,9 +446,25 @@ impl Broker {
         message: &NewMessage,
         message_id: MessageId,
         now_ms: TimeMs,
-    ) -> Result<u64, EntryError> {
+    ) -> Result<Sent, EntryError> {
         message.validate()?;
         let queue = self.queues.get(&id).expect("caller resolved the queue");
+        let dedup_key = if queue.is_fifo() {
+            let key = fifo_send_rules(&queue.attributes, message)?;
+            if let Some(entry) = queue.dedup.get(&key)
+                && entry.expires_at > now_ms
+            {
+                return Ok(Sent { seq: entry.seq, id: entry.id, duplicate: true });
+            }
+            Some(key)
+        } else {
+            if message.dedup_id.is_some() {
+                return Err(
+                    ValidationError::new("dedup_id", "only FIFO queues deduplicate; this queue is standard").into()
+                );
+            }
+            None
+        };
         let size_bytes = message.size_bytes();
         if size_bytes > queue.attributes.message_bytes_max {
             return Err(EntryError::MessageTooLarge { size_bytes, max_bytes: queue.attributes.message_bytes_max });
@@ -453,7 +505,40 @@ impl Broker {
             last_error: None,
         };
         self.insert_message(seq, meta, now_ms);
-        Ok(seq)
+        if let Some(key) = dedup_key {
+            let expires_at = now_ms.saturating_add(self.queues[&id].attributes.dedup_window_ms);
+            self.remember_dedup(id, key.clone(), DedupEntry { id: message_id, seq, expires_at });
+            self.effects.push(Effect::PutDedup { queue: id, key, id: message_id, seq, expires_at });
+            self.reschedule(id);
+        }
+        Ok(Sent { seq, id: message_id, duplicate: false })
+    }
+
+    fn remember_dedup(&mut self, id: QueueId, key: String, entry: DedupEntry) {
+        let queue = self.queues.get_mut(&id).expect("queue exists");
+        queue.dedup_expiry.insert((entry.expires_at, key.clone()));
+        if let Some(old) = queue.dedup.insert(key.clone(), entry) {
+            queue.dedup_expiry.remove(&(old.expires_at, key));
+        }
+    }
+
+    /// Loads a deduplication record read from disk. Returns false (keep nothing) when its queue
+    /// is gone or its window has ended; the caller should then delete the record.
+    pub fn restore_dedup(&mut self, id: QueueId, key: String, entry: DedupEntry, now_ms: TimeMs) -> bool {
+        if entry.expires_at <= now_ms || !self.queues.get(&id).is_some_and(Queue::is_fifo) {
+            return false;
+        }
+        self.remember_dedup(id, key, entry);
+        true
+    }
+
+    /// Forgets every deduplication key of queue `id` (purge and delete clear them, as SQS).
+    fn forget_dedup(&mut self, id: QueueId) {
+        let queue = self.queues.get_mut(&id).expect("queue exists");
+        queue.dedup_expiry.clear();
+        for key in std::mem::take(&mut queue.dedup).into_keys() {
+            self.effects.push(Effect::DeleteDedup { queue: id, key });
+        }
     }
 
     fn insert_message(&mut self, seq: u64, meta: MessageMeta, now_ms: TimeMs) {
@@ -483,10 +568,16 @@ impl Broker {
         let dead_letter = self.dead_letter_target(id);
         let mut out = Vec::new();
         let mut bytes = 0u64;
+        // FIFO: the group and sequence of the message taken last, to continue in that group.
+        let mut continuing: Option<(String, u64)> = None;
         while out.len() < max as usize {
             let queue = self.queues.get_mut(&id).expect("queue exists");
-            let Some(&(priority, seq)) = queue.ready.first() else { break };
+            let cursor = continuing.as_ref().map(|(g, s)| (g.as_str(), *s));
+            let Some(seq) = queue.next_ready(cursor) else { break };
             let meta = &self.messages[&seq];
+            if queue.is_fifo() {
+                continuing = Some((meta.group_id.clone().unwrap_or_default(), seq));
+            }
             if let Some((dlq, max_receive_count)) = dead_letter
                 && meta.receive_count >= max_receive_count
             {
@@ -497,17 +588,16 @@ impl Broker {
                 break;
             }
             bytes += meta.size_bytes;
-            queue.ready.remove(&(priority, seq));
             let meta = self.messages.get_mut(&seq).expect("message exists");
+            queue.unindex(seq, meta);
             meta.in_flight = true;
             meta.visible_at = now_ms.saturating_add(visibility_ms);
             meta.receive_count += 1;
             meta.epoch += 1;
             meta.first_received_at.get_or_insert(now_ms);
-            // Always through the timers, even with a zero timeout, so that this receive
-            // cannot hand out the same message twice.
-            queue.timers.insert((meta.visible_at, seq));
-            queue.in_flight += 1;
+            // In flight always goes through the timers, even with a zero timeout, so that this
+            // receive cannot hand out the same message twice.
+            queue.index(seq, meta, now_ms);
             let receipt = Receipt { queue: id, seq, epoch: meta.epoch };
             self.effects.push(Effect::PutMessage { seq, meta: meta.clone() });
             out.push(Delivery { seq, meta: meta.clone(), receipt });
@@ -768,6 +858,15 @@ impl Broker {
             self.counters.expired += 1;
             self.delete_message(id, seq);
         }
+        let queue = self.queues.get_mut(&id).expect("queue exists");
+        while let Some((expires_at, key)) = queue.dedup_expiry.first().cloned() {
+            if expires_at > now_ms {
+                break;
+            }
+            queue.dedup_expiry.pop_first();
+            queue.dedup.remove(&key);
+            self.effects.push(Effect::DeleteDedup { queue: id, key });
+        }
         let dead_letter = self.dead_letter_target(id);
         loop {
             let queue = self.queues.get_mut(&id).expect("queue exists");
@@ -775,14 +874,11 @@ impl Broker {
             if visible_at > now_ms {
                 break;
             }
-            queue.timers.pop_first();
             let meta = self.messages.get_mut(&seq).expect("message exists");
             let was_in_flight = meta.in_flight;
-            if was_in_flight {
-                queue.in_flight -= 1;
-                meta.in_flight = false;
-            }
-            queue.ready.insert((std::cmp::Reverse(meta.priority), seq));
+            queue.unindex(seq, meta);
+            meta.in_flight = false;
+            queue.index(seq, meta, now_ms);
             self.woken.insert(id);
             if let Some((dlq, max_receive_count)) = dead_letter
                 && was_in_flight
@@ -842,4 +938,40 @@ impl Broker {
         }
         assert_eq!(seen, self.messages.len(), "messages outside every queue");
     }
+}
+
+/// Checks what a FIFO queue demands of a send and returns its deduplication key.
+fn fifo_send_rules(attributes: &QueueAttributes, message: &NewMessage) -> Result<String, ValidationError> {
+    let Some(group) = &message.envelope.group_id else {
+        return Err(ValidationError::new("group_id", "FIFO queues need a group_id on every message"));
+    };
+    if message.delay_ms.is_some() || message.deliver_at_ms.is_some() {
+        return Err(ValidationError::new(
+            "delay_ms",
+            "FIFO queues take only the queue's delay; set delay_ms on the queue instead",
+        ));
+    }
+    if message.priority != 0 {
+        return Err(ValidationError::new("priority", "FIFO queues deliver in send order; priorities do not apply"));
+    }
+    let id = match &message.dedup_id {
+        Some(id) => id.clone(),
+        None if attributes.content_based_dedup => sha256_hex(&message.body),
+        None => {
+            return Err(ValidationError::new(
+                "dedup_id",
+                "give a dedup_id, or enable content_based_dedup on the queue",
+            ));
+        }
+    };
+    Ok(match attributes.dedup_scope {
+        DedupScope::Queue => id,
+        // The group and the id, separated by a byte neither can contain.
+        DedupScope::MessageGroup => format!("{group}\u{0}{id}"),
+    })
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }

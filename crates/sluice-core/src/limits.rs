@@ -74,3 +74,10 @@ pub const SQS_ATTRIBUTE_BYTES_MAX: usize = 20 * 1024;
 /// System attributes (such as SQS's `AWSTraceHeader`) per message, and the largest value.
 pub const SYSTEM_ATTRIBUTES_MAX: usize = 4;
 pub const SYSTEM_ATTRIBUTE_BYTES_MAX: usize = 16 * 1024;
+
+/// FIFO deduplication window: default (5 minutes, as SQS) and the longest allowed.
+pub const DEDUP_WINDOW_MS_DEFAULT: u64 = 5 * 60 * 1000;
+pub const DEDUP_WINDOW_MS_MAX: u64 = 24 * 60 * 60 * 1000;
+
+/// Suffix that marks a FIFO queue's name (required through the SQS API, optional natively).
+pub const FIFO_SUFFIX: &str = ".fifo";

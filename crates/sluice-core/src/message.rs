@@ -123,7 +123,7 @@ pub struct NewMessage {
     pub deliver_at_ms: Option<TimeMs>,
     pub priority: u8,
     pub envelope: MessageEnvelope,
-    /// Deduplication needs FIFO queues, which are not built yet; a value is refused.
+    /// FIFO queues: a send with the same id inside the dedup window enqueues nothing.
     pub dedup_id: Option<String>,
 }
 
@@ -197,11 +197,10 @@ impl NewMessage {
                 return Err(ValidationError::new(field, format!("must be 1 to {ENVELOPE_FIELD_LEN_MAX} bytes")));
             }
         }
-        if self.dedup_id.is_some() {
-            return Err(ValidationError::new(
-                "dedup_id",
-                "deduplication needs FIFO queues, which this version does not have yet",
-            ));
+        if let Some(v) = &self.dedup_id
+            && (v.is_empty() || v.len() > ENVELOPE_FIELD_LEN_MAX)
+        {
+            return Err(ValidationError::new("dedup_id", format!("must be 1 to {ENVELOPE_FIELD_LEN_MAX} bytes")));
         }
         Ok(())
     }

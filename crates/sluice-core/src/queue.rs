@@ -3,9 +3,13 @@
 //!
 //! The indexes hold sequence numbers; the metadata itself lives in the broker's message map so
 //! that a message can change queues (dead-lettering, redrive) without being copied.
+//!
+//! A FIFO queue also keeps its message groups: a group may deliver only while none of its
+//! messages is in flight and its oldest message is visible, and then from that oldest message
+//! on, so order within a group is send order and a failing head blocks only its own group.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::TimeMs;
 use crate::attributes::QueueAttributes;
@@ -28,6 +32,41 @@ pub struct Queue {
     /// Every message by the time it was first sent, for retention and the oldest age.
     pub(crate) by_age: BTreeSet<(TimeMs, u64)>,
     pub(crate) in_flight: usize,
+    /// FIFO queues only: message groups and which of them may deliver now.
+    pub(crate) fifo: FifoIndex,
+    /// FIFO queues only: deduplication keys still inside their window.
+    pub(crate) dedup: HashMap<String, DedupEntry>,
+    pub(crate) dedup_expiry: BTreeSet<(TimeMs, String)>,
+}
+
+/// A send remembered for deduplication: a later send with the same key inside the window is
+/// answered with this message's id and enqueues nothing, even after the message was deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DedupEntry {
+    pub id: crate::MessageId,
+    pub seq: u64,
+    pub expires_at: TimeMs,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FifoIndex {
+    groups: HashMap<String, FifoGroup>,
+    /// Groups that may deliver now, by the sequence number of their oldest message.
+    eligible: BTreeSet<(u64, String)>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct FifoGroup {
+    /// Every message of the group, whatever its state, in send order.
+    members: BTreeSet<u64>,
+    in_flight: usize,
+    /// The key under which the group sits in `eligible`, if it does.
+    eligible_at: Option<u64>,
+}
+
+/// The group a message of a FIFO queue belongs to (messages without one share the empty group).
+fn group_of(meta: &MessageMeta) -> &str {
+    meta.group_id.as_deref().unwrap_or("")
 }
 
 impl Queue {
@@ -43,7 +82,54 @@ impl Queue {
             timers: BTreeSet::new(),
             by_age: BTreeSet::new(),
             in_flight: 0,
+            fifo: FifoIndex::default(),
+            dedup: HashMap::new(),
+            dedup_expiry: BTreeSet::new(),
         }
+    }
+
+    pub fn is_fifo(&self) -> bool {
+        self.attributes.fifo
+    }
+
+    /// The ready-set key of a message: priority first on standard queues; FIFO queues order by
+    /// sequence alone.
+    fn ready_key(&self, seq: u64, meta: &MessageMeta) -> (Reverse<u8>, u64) {
+        (Reverse(if self.is_fifo() { 0 } else { meta.priority }), seq)
+    }
+
+    /// Re-decides whether `group` may deliver: no message in flight and its oldest visible.
+    fn refresh_group(&mut self, group: &str) {
+        let Some(g) = self.fifo.groups.get_mut(group) else { return };
+        if let Some(head) = g.eligible_at.take() {
+            self.fifo.eligible.remove(&(head, group.to_string()));
+        }
+        if g.members.is_empty() {
+            self.fifo.groups.remove(group);
+            return;
+        }
+        let head = *g.members.first().expect("non-empty group");
+        if g.in_flight == 0 && self.ready.contains(&(Reverse(0), head)) {
+            g.eligible_at = Some(head);
+            self.fifo.eligible.insert((head, group.to_string()));
+        }
+    }
+
+    /// The next message a receive should take. On a FIFO queue, `continuing` is the group and
+    /// sequence of the message this receive took last: the group's next message comes next if
+    /// it is visible, so that one receive returns as many messages of one group as it can.
+    pub(crate) fn next_ready(&self, continuing: Option<(&str, u64)>) -> Option<u64> {
+        if !self.is_fifo() {
+            return self.ready.first().map(|(_, seq)| *seq);
+        }
+        if let Some((group, last)) = continuing
+            && let Some(g) = self.fifo.groups.get(group)
+            && let Some(&next) = g.members.range(last + 1..).next()
+            && self.ready.contains(&(Reverse(0), next))
+        {
+            return Some(next);
+        }
+        self.fifo.eligible.first().map(|(head, _)| *head)
     }
 
     /// Adds `seq` to the indexes that match `meta` as seen at `now_ms`.
@@ -51,6 +137,9 @@ impl Queue {
         let fresh = self.members.insert(seq);
         debug_assert!(fresh, "message {seq} inserted twice into queue {}", self.id);
         self.by_age.insert((meta.sent_at, seq));
+        if self.is_fifo() {
+            self.fifo.groups.entry(group_of(meta).to_string()).or_default().members.insert(seq);
+        }
         self.index(seq, meta, now_ms);
     }
 
@@ -64,19 +153,30 @@ impl Queue {
                 self.in_flight += 1;
             }
         } else {
-            self.ready.insert((Reverse(meta.priority), seq));
+            self.ready.insert(self.ready_key(seq, meta));
+        }
+        if self.is_fifo() {
+            if meta.in_flight {
+                self.fifo.groups.get_mut(group_of(meta)).expect("group of a member").in_flight += 1;
+            }
+            self.refresh_group(group_of(meta));
         }
     }
 
     /// Takes `seq` out of `ready` or `timers`, as indexed for `meta`.
     pub(crate) fn unindex(&mut self, seq: u64, meta: &MessageMeta) {
-        if self.ready.remove(&(Reverse(meta.priority), seq)) {
-            return;
+        if !self.ready.remove(&self.ready_key(seq, meta)) {
+            let removed = self.timers.remove(&(meta.visible_at, seq));
+            assert!(removed, "message {seq} missing from the indexes of queue {}", self.id);
+            if meta.in_flight {
+                self.in_flight -= 1;
+                if self.is_fifo() {
+                    self.fifo.groups.get_mut(group_of(meta)).expect("group of a member").in_flight -= 1;
+                }
+            }
         }
-        let removed = self.timers.remove(&(meta.visible_at, seq));
-        assert!(removed, "message {seq} missing from the indexes of queue {}", self.id);
-        if meta.in_flight {
-            self.in_flight -= 1;
+        if self.is_fifo() {
+            self.refresh_group(group_of(meta));
         }
     }
 
@@ -84,6 +184,12 @@ impl Queue {
         self.unindex(seq, meta);
         self.by_age.remove(&(meta.sent_at, seq));
         self.members.remove(&seq);
+        if self.is_fifo() {
+            if let Some(g) = self.fifo.groups.get_mut(group_of(meta)) {
+                g.members.remove(&seq);
+            }
+            self.refresh_group(group_of(meta));
+        }
     }
 
     /// The earliest time something in this queue changes by itself: a timer firing or the
@@ -91,10 +197,8 @@ impl Queue {
     pub(crate) fn next_due(&self) -> Option<TimeMs> {
         let timer = self.timers.first().map(|(t, _)| *t);
         let expiry = self.by_age.first().map(|(t, _)| t.saturating_add(self.attributes.retention_ms));
-        match (timer, expiry) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let dedup = self.dedup_expiry.first().map(|(t, _)| *t);
+        [timer, expiry, dedup].into_iter().flatten().min()
     }
 
     pub fn len(&self) -> usize {
@@ -115,6 +219,11 @@ impl Queue {
 
     pub fn delayed_count(&self) -> usize {
         self.timers.len() - self.in_flight
+    }
+
+    /// FIFO queues: how many message groups hold messages.
+    pub fn group_count(&self) -> usize {
+        self.fifo.groups.len()
     }
 
     pub fn oldest_sent_at(&self) -> Option<TimeMs> {

@@ -744,7 +744,8 @@ impl Harness {
                     Ok(qid) => {
                         let message = NewMessage { body: body.clone(), priority, delay_ms, ..NewMessage::default() };
                         match self.broker.send(qid, &message, MessageId(id), now) {
-                            Ok(seq) => {
+                            Ok(sent) => {
+                                let seq = sent.seq;
                                 assert!(self.seqs.insert(seq), "sequence number {seq} handed out twice");
                                 self.disk.put_body(seq, &body);
                                 self.bodies.insert(id, body);

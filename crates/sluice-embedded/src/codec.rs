@@ -38,6 +38,29 @@ pub struct HighWater {
     pub next_queue_id: u64,
 }
 
+/// A FIFO deduplication record, keyed by queue id (big-endian) followed by the key's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DedupRecord {
+    pub id: sluice_core::MessageId,
+    pub seq: u64,
+    pub expires_at: TimeMs,
+}
+
+pub fn dedup_key(queue: u64, key: &str) -> Vec<u8> {
+    let mut out = queue.to_be_bytes().to_vec();
+    out.extend_from_slice(key.as_bytes());
+    out
+}
+
+pub fn decode_dedup_key(raw: &[u8]) -> Result<(u64, String), String> {
+    if raw.len() < 8 {
+        return Err(format!("dedup key of {} bytes, expected at least 8", raw.len()));
+    }
+    let (queue, key) = raw.split_at(8);
+    let key = String::from_utf8(key.to_vec()).map_err(|_| "dedup key is not UTF-8".to_string())?;
+    Ok((decode_key(queue)?, key))
+}
+
 pub fn key(n: u64) -> [u8; 8] {
     n.to_be_bytes()
 }
@@ -123,6 +146,11 @@ mod tests {
                 64,
                 0,
                 0,
+                0,
+                0,
+                224,
+                167,
+                18,
                 0,
                 0,
                 0,

@@ -44,6 +44,7 @@ pub enum Command {
 
 pub struct Keyspaces {
     pub meta: Keyspace,
+    pub dedup: Keyspace,
     pub queues: Keyspace,
     pub messages: Keyspace,
     pub bodies: Keyspace,
@@ -125,7 +126,7 @@ impl Engine {
             match self.body(d.seq) {
                 Ok(content) => out.push(ReceivedMessage {
                     receipt: d.receipt.encode(),
-                    message: StoredMessage { meta: d.meta, content: (*content).clone() },
+                    message: StoredMessage { seq: d.seq, meta: d.meta, content: (*content).clone() },
                 }),
                 Err(e) => tracing::error!("not delivering message {}: {e}", d.meta.id),
             }
@@ -239,6 +240,7 @@ impl Engine {
         let mut metas: HashMap<u64, Option<Vec<u8>>> = HashMap::new();
         let mut queues: HashMap<QueueId, Option<Vec<u8>>> = HashMap::new();
         let mut high_water = None;
+        let mut dedup: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
         for effect in effects {
             match effect {
                 Effect::PutQueue { id, name, attributes, created_at, modified_at } => {
@@ -253,13 +255,30 @@ impl Engine {
                 Effect::PutHighWater { next_seq, next_queue_id } => {
                     high_water = Some(codec::encode(&codec::HighWater { next_seq, next_queue_id }));
                 }
+                Effect::PutDedup { queue, key, id, seq, expires_at } => {
+                    let record = codec::DedupRecord { id, seq, expires_at };
+                    dedup.insert(codec::dedup_key(queue, &key), Some(codec::encode(&record)));
+                }
+                Effect::DeleteDedup { queue, key } => {
+                    dedup.insert(codec::dedup_key(queue, &key), None);
+                }
                 Effect::DeleteMessage { seq } => {
                     metas.insert(seq, None);
                     self.pending_body_writes.insert(seq, None);
                 }
             }
         }
-        let records = metas.len() + queues.len() + self.pending_body_writes.len() + usize::from(high_water.is_some());
+        let records = metas.len()
+            + queues.len()
+            + dedup.len()
+            + self.pending_body_writes.len()
+            + usize::from(high_water.is_some());
+        for (k, value) in dedup {
+            match value {
+                Some(v) => batch.insert(&self.ks.dedup, k, v),
+                None => batch.remove(&self.ks.dedup, k),
+            }
+        }
         if let Some(v) = high_water {
             batch.insert(&self.ks.meta, codec::HIGH_WATER_KEY, v);
         }

@@ -22,7 +22,7 @@ use sluice_core::broker::{MoveOutcome, QueueView};
 use sluice_core::message::MessageContent;
 use sluice_core::receipt::Receipt;
 use sluice_core::{
-    Broker, EntryError, MessageId, MessageMeta, NewMessage, QueueAttributes, QueueAttributesPatch, TimeMs,
+    Broker, EntryError, MessageId, MessageMeta, NewMessage, QueueAttributes, QueueAttributesPatch, Sent, TimeMs,
 };
 use sluice_store::{
     EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Store, StoreCounters, StoreError,
@@ -124,6 +124,7 @@ impl EmbeddedStore {
         let meta = db.keyspace("meta", KeyspaceCreateOptions::default).map_err(storage)?;
         let ks = Keyspaces {
             meta: meta.clone(),
+            dedup: db.keyspace("dedup", KeyspaceCreateOptions::default).map_err(storage)?,
             queues: db.keyspace("queues", KeyspaceCreateOptions::default).map_err(storage)?,
             messages: db.keyspace("messages", KeyspaceCreateOptions::default).map_err(storage)?,
             bodies: db.keyspace("bodies", KeyspaceCreateOptions::default).map_err(storage)?,
@@ -163,7 +164,24 @@ impl EmbeddedStore {
                 orphans.push(seq);
             }
         }
+        let mut stale_dedup = Vec::new();
+        for item in ks.dedup.iter() {
+            let (k, v) = item.into_inner().map_err(storage)?;
+            let (queue, key) = codec::decode_dedup_key(&k).map_err(|e| corrupt(format!("dedup: {e}")))?;
+            let r: codec::DedupRecord = codec::decode(&v).map_err(|e| corrupt(format!("dedup/{queue}: {e}")))?;
+            let entry = sluice_core::queue::DedupEntry { id: r.id, seq: r.seq, expires_at: r.expires_at };
+            if !broker.restore_dedup(queue, key, entry, now) {
+                stale_dedup.push(k);
+            }
+        }
         broker.finish_restore();
+        if !stale_dedup.is_empty() {
+            let mut batch = db.batch();
+            for k in stale_dedup {
+                batch.remove(&ks.dedup, k);
+            }
+            batch.durability(Some(fjall::PersistMode::SyncData)).commit().map_err(storage)?;
+        }
         if !orphans.is_empty() {
             // Only possible if a queue record vanished; never keep messages no queue owns.
             tracing::warn!("removing {} messages whose queue no longer exists", orphans.len());
@@ -308,7 +326,7 @@ impl Store for EmbeddedStore {
         self.call(move |e, _now| Ok(e.broker.purge_queue(&name)?)).await
     }
 
-    async fn send(&self, queue: &str, messages: Vec<NewMessage>) -> Result<EntryResults<MessageId>, StoreError> {
+    async fn send(&self, queue: &str, messages: Vec<NewMessage>) -> Result<EntryResults<Sent>, StoreError> {
         let queue = queue.to_string();
         let shared = self.shared.clone();
         self.call(move |e, now| {
@@ -317,13 +335,15 @@ impl Store for EmbeddedStore {
             for message in messages {
                 let message_id = message_id();
                 match e.broker.send(id, &message, message_id, now) {
-                    Ok(seq) => {
+                    // A FIFO duplicate: answered with the original id, nothing enqueued.
+                    Ok(sent) if sent.duplicate => results.push(Ok(sent)),
+                    Ok(sent) => {
                         let NewMessage { body, body_binary, attributes, system_attributes, envelope, .. } = message;
                         e.stage_body(
-                            seq,
+                            sent.seq,
                             MessageContent { body, body_binary, attributes, system_attributes, envelope },
                         );
-                        results.push(Ok(message_id));
+                        results.push(Ok(sent));
                     }
                     Err(err) => results.push(Err(err)),
                 }
@@ -376,6 +396,24 @@ impl Store for EmbeddedStore {
         .await
     }
 
+    async fn change_visibility_lenient(
+        &self,
+        queue: &str,
+        entries: Vec<(String, u64)>,
+    ) -> Result<EntryResults<()>, StoreError> {
+        let queue = queue.to_string();
+        self.call(move |e, now| {
+            let id = e.broker.queue_id(&queue)?;
+            Ok(entries
+                .iter()
+                .map(|(r, timeout_ms)| {
+                    parse_receipt(r).and_then(|r| e.broker.change_visibility_lenient(id, &r, *timeout_ms, now))
+                })
+                .collect())
+        })
+        .await
+    }
+
     async fn nack(&self, queue: &str, entries: Vec<NackEntry>) -> Result<EntryResults<()>, StoreError> {
         let queue = queue.to_string();
         self.call(move |e, now| {
@@ -397,9 +435,10 @@ impl Store for EmbeddedStore {
             let mut out = Vec::new();
             for (seq, meta, state) in e.broker.peek(id, limit, now) {
                 match e.body(seq) {
-                    Ok(content) => {
-                        out.push(PeekedMessage { state, message: StoredMessage { meta, content: (*content).clone() } })
-                    }
+                    Ok(content) => out.push(PeekedMessage {
+                        state,
+                        message: StoredMessage { seq, meta, content: (*content).clone() },
+                    }),
                     Err(err) => tracing::error!("peek skips message {}: {err}", meta.id),
                 }
             }

@@ -60,6 +60,12 @@ pub fn queue(view: &QueueView) -> api::Queue {
         receive_wait_ms: a.receive_wait_ms,
         dead_letter: a.dead_letter.as_ref().map(dead_letter_to_api),
         fifo: a.fifo,
+        content_based_dedup: a.fifo.then_some(a.content_based_dedup),
+        dedup_window_ms: a.fifo.then_some(a.dedup_window_ms),
+        dedup_scope: a.fifo.then_some(match a.dedup_scope {
+            sluice_core::attributes::DedupScope::Queue => api::DedupScope::Queue,
+            sluice_core::attributes::DedupScope::MessageGroup => api::DedupScope::MessageGroup,
+        }),
         tags: a.tags.clone(),
         created_at: rfc3339(view.created_at),
         created_at_ms: view.created_at,
@@ -92,6 +98,12 @@ pub fn create_attributes(r: api::CreateQueueRequest) -> (String, QueueAttributes
         receive_wait_ms: r.receive_wait_ms.unwrap_or(d.receive_wait_ms),
         dead_letter: r.dead_letter.map(dead_letter_from_api),
         fifo: r.fifo.unwrap_or(d.fifo),
+        content_based_dedup: r.content_based_dedup.unwrap_or(d.content_based_dedup),
+        dedup_window_ms: r.dedup_window_ms.unwrap_or(d.dedup_window_ms),
+        dedup_scope: match r.dedup_scope {
+            Some(api::DedupScope::MessageGroup) => sluice_core::attributes::DedupScope::MessageGroup,
+            Some(api::DedupScope::Queue) | None => sluice_core::attributes::DedupScope::Queue,
+        },
         tags: r.tags.unwrap_or_default(),
         sqs_attributes: d.sqs_attributes,
     };
@@ -106,6 +118,8 @@ pub fn patch(r: api::UpdateQueueRequest) -> QueueAttributesPatch {
         message_bytes_max: r.message_bytes_max,
         receive_wait_ms: r.receive_wait_ms,
         dead_letter: r.dead_letter.map(|d| d.map(dead_letter_from_api)),
+        content_based_dedup: r.content_based_dedup,
+        dedup_window_ms: r.dedup_window_ms,
         tags: r.tags,
         sqs_attributes: BTreeMap::new(),
     }
@@ -212,6 +226,7 @@ pub fn message(m: &StoredMessage, receipt: Option<String>, state: Option<Message
         receipt,
         state: state.map(|s| state_name(s).to_string()),
         receive_count: meta.receive_count,
+        sequence_number: Some(m.seq.to_string()),
         sent_at: rfc3339(meta.sent_at),
         sent_at_ms: meta.sent_at,
         first_received_at: meta.first_received_at.map(rfc3339),
@@ -277,6 +292,7 @@ mod tests {
         assert_eq!(new.attributes["raw"].value, AttributeData::Bytes(vec![0, 1]));
         assert_eq!(new.attributes["n"].value, AttributeData::Text("42".into()));
         let stored = StoredMessage {
+            seq: 7,
             meta: MessageMeta {
                 queue: 1,
                 id: MessageId(7),

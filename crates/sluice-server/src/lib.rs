@@ -1,12 +1,15 @@
-//! Sluice's HTTP surface: the native JSON API (`/v1/...`), Prometheus metrics, health probes,
-//! the OpenAPI document, and the background redrive tasks.
+//! Sluice's HTTP surface: the native JSON API (`/v1/...`), the AWS SQS API (JSON and Query
+//! protocols, on `/` and queue-URL paths, in `sqs/`), Prometheus metrics, health probes, the
+//! OpenAPI document, and the background redrive tasks.
 //!
-//! Handlers translate between the wire types of `sluice_api` and the [`Store`] trait; every
-//! rule of Sluice lives in `sluice_core` and is applied by the store, never here.
+//! Handlers translate between the wire types of `sluice_api` (or SQS's) and the [`Store`]
+//! trait; every rule of Sluice lives in `sluice_core` and is applied by the store, never here.
 //!
 //! [`app`] builds the router without a socket (tests drive it with `tower::ServiceExt::oneshot`);
-//! [`run`] serves it on a listener until a shutdown future completes.
+//! [`run`] serves it on a listener until a shutdown future completes. [`app_with`] and
+//! [`run_with`] do the same with a [`ServerConfig`] (account, region, access keys).
 
+pub mod auth;
 mod convert;
 mod error;
 mod extract;
@@ -18,6 +21,7 @@ mod openapi;
 mod queues;
 mod redrive;
 mod redrive_tasks;
+mod sqs;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -29,27 +33,58 @@ use axum::routing::{get, post};
 use sluice_core::limits::REQUEST_BYTES_MAX;
 use sluice_store::Store;
 
+pub use auth::AccessKey;
 pub use error::ApiError;
 pub use openapi::ApiDoc;
 pub use redrive_tasks::{REDRIVE_RATE_DEFAULT, REDRIVE_RATE_MAX, REDRIVE_STEP_MS};
+
+/// Who the server is to AWS clients, and whom it lets in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// The account id in queue URLs and ARNs (12 digits).
+    pub account: String,
+    /// The region in ARNs.
+    pub region: String,
+    /// Keys that AWS requests must be signed with (SigV4). Empty: any request is accepted,
+    /// signed with anything or not at all.
+    pub access_keys: Vec<AccessKey>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig { account: "000000000000".to_string(), region: "us-east-1".to_string(), access_keys: Vec::new() }
+    }
+}
 
 /// What every handler shares.
 #[derive(Clone)]
 pub(crate) struct AppState {
     store: Arc<dyn Store>,
     redrives: Arc<redrive_tasks::Redrives>,
+    config: Arc<ServerConfig>,
+    sqs: Arc<sqs::SqsState>,
 }
 
-/// Every route, with its middleware, over `store`. No socket: serve it with [`run`], or call it
-/// directly in tests.
+/// Every route, with its middleware, over `store`, with the default [`ServerConfig`]. No
+/// socket: serve it with [`run`], or call it directly in tests.
 pub fn app(store: Arc<dyn Store>) -> Router {
-    build(store).0
+    app_with(store, ServerConfig::default())
 }
 
-fn build(store: Arc<dyn Store>) -> (Router, AppState) {
+/// [`app`] with a configuration.
+pub fn app_with(store: Arc<dyn Store>, config: ServerConfig) -> Router {
+    build(store, config).0
+}
+
+fn build(store: Arc<dyn Store>, config: ServerConfig) -> (Router, AppState) {
     // Installed before the first request so that the first request is measured too.
     metrics::handle();
-    let state = AppState { redrives: redrive_tasks::Redrives::new(store.clone()), store };
+    let state = AppState {
+        redrives: redrive_tasks::Redrives::new(store.clone()),
+        store,
+        config: Arc::new(config),
+        sqs: Arc::new(sqs::SqsState::default()),
+    };
     let router = Router::new()
         .route("/v1/queues", get(queues::list_queues).post(queues::create_queue))
         .route("/v1/queues/{name}", get(queues::get_queue).patch(queues::update_queue).delete(queues::delete_queue))
@@ -68,7 +103,9 @@ fn build(store: Arc<dyn Store>) -> (Router, AppState) {
         .route("/readyz", get(health::readyz))
         // Applies to the routes added above, so it must come after them.
         .method_not_allowed_fallback(health::method_not_allowed)
-        .fallback(health::not_found)
+        // AWS requests (SQS, STS) come to `/` and to queue-URL paths; anything else that
+        // matches no route still gets the native 404.
+        .fallback(sqs::fallback)
         .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
         .layer(axum::middleware::from_fn(observe::limit_body))
         .layer(axum::middleware::from_fn(observe::observe))
@@ -86,7 +123,17 @@ pub async fn run(
     store: Arc<dyn Store>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let (router, state) = build(store);
+    run_with(listener, store, ServerConfig::default(), shutdown).await
+}
+
+/// [`run`] with a configuration.
+pub async fn run_with(
+    listener: tokio::net::TcpListener,
+    store: Arc<dyn Store>,
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let (router, state) = build(store, config);
     let upkeep = tokio::spawn(async {
         let mut every = tokio::time::interval(Duration::from_millis(METRICS_UPKEEP_MS));
         loop {

@@ -115,7 +115,7 @@ pub async fn send(
         }
         for (i, outcome) in positions.into_iter().zip(sent) {
             results[i] = Some(match outcome {
-                Ok(id) => SendResult { id: Some(id.to_string()), error: None },
+                Ok(sent) => SendResult { id: Some(sent.id.to_string()), error: None },
                 Err(e) => SendResult { id: None, error: Some(entry_error_at(&e, &format!("messages[{i}]"))) },
             });
         }

@@ -29,7 +29,7 @@ pub const REDRIVE_STEP_MS: u64 = 100;
 pub const REDRIVE_TASKS_KEPT_MAX: usize = 1_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Status {
+pub(crate) enum Status {
     Running,
     Completed,
     Cancelled,
@@ -58,6 +58,10 @@ struct Task {
     started_at_ms: u64,
     finished_at_ms: Option<u64>,
     error: Option<String>,
+    /// The code of the error that failed the task (the SQS move-task API reports it).
+    failure: Option<ErrorCode>,
+    /// The rate the client asked for, if it asked (the SQS API reports only that).
+    requested_rate: Option<u32>,
     /// Wakes the task from its pause between steps (cancel, shutdown).
     wake: Arc<Notify>,
     handle: Option<JoinHandle<()>>,
@@ -80,6 +84,20 @@ impl Task {
         }
     }
 
+    fn info(&self, id: u64) -> TaskInfo {
+        TaskInfo {
+            id,
+            source: self.source.clone(),
+            to: self.to.clone(),
+            requested_rate: self.requested_rate,
+            status: self.status,
+            moved: self.moved,
+            total: self.total,
+            started_at_ms: self.started_at_ms,
+            failure: self.failure,
+        }
+    }
+
     fn finish(&mut self, status: Status, error: Option<String>) {
         if self.status == Status::Running {
             self.status = status;
@@ -87,6 +105,20 @@ impl Task {
             self.finished_at_ms = Some(now_ms());
         }
     }
+}
+
+/// A task's figures in the registry's own terms (numbers, codes), for the SQS move-task API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TaskInfo {
+    pub id: u64,
+    pub source: String,
+    pub to: Option<String>,
+    pub requested_rate: Option<u32>,
+    pub status: Status,
+    pub moved: u64,
+    pub total: u64,
+    pub started_at_ms: u64,
+    pub failure: Option<ErrorCode>,
 }
 
 #[derive(Default)]
@@ -158,6 +190,8 @@ impl Redrives {
             started_at_ms: now_ms(),
             finished_at_ms: None,
             error: None,
+            failure: None,
+            requested_rate: max_per_second,
             wake: wake.clone(),
             handle: None,
         };
@@ -202,9 +236,11 @@ impl Redrives {
                         }
                     }
                     Err(e) => {
-                        let message = ApiError::from(e).body().message;
+                        let error = ApiError::from(e);
+                        let message = error.body().message;
                         if let Some(task) = self.registry().tasks.get_mut(&id) {
                             task.finish(Status::Failed, Some(message.clone()));
+                            task.failure = Some(error.code);
                         }
                         tracing::warn!(redrive = id, error = %message, "redrive failed");
                         return;
@@ -236,6 +272,16 @@ impl Redrives {
             .filter(|(_, t)| source.is_none_or(|s| t.source == s))
             .map(|(id, t)| t.view(*id))
             .collect()
+    }
+
+    /// Every task of `source`, newest first, as the SQS move-task API reports them.
+    pub(crate) fn infos(&self, source: &str) -> Vec<TaskInfo> {
+        let registry = self.registry();
+        registry.tasks.iter().rev().filter(|(_, t)| t.source == source).map(|(id, t)| t.info(*id)).collect()
+    }
+
+    pub(crate) fn info(&self, id: u64) -> Option<TaskInfo> {
+        self.registry().tasks.get(&id).map(|t| t.info(id))
     }
 
     /// Cancels a running task; it stops before its next step. A finished task is returned as it is.

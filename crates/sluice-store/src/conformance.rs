@@ -39,7 +39,9 @@ macro_rules! conformance_tests {
             release_and_extend_visibility, nack_records_error_and_delays,
             dead_letter_and_redrive, long_poll_wakes_on_send, long_poll_wakes_on_delay_and_expiry,
             long_poll_times_out_empty, purge_and_peek, restart_keeps_everything, batch_entries_fail_alone,
-            unknown_queue_is_an_error, retention_removes_expired, ids_are_never_reused_across_restart);
+            unknown_queue_is_an_error, retention_removes_expired, ids_are_never_reused_across_restart,
+            fifo_orders_each_group_and_blocks_it_while_in_flight, fifo_dedup_survives_ack_and_restart_until_purge,
+            lenient_visibility_rehides_an_expired_message);
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
         $(
@@ -139,7 +141,7 @@ pub async fn send_receive_ack_round_trip(b: &dyn Backend) {
         ..Default::default()
     };
     let ids = s.send("q", vec![binary.clone()]).await.unwrap();
-    let id = *ids[0].as_ref().unwrap();
+    let id = ids[0].as_ref().unwrap().id;
     let got = s.receive("q", recv(10, 0, None)).await.unwrap();
     assert_eq!(got.len(), 1);
     let m = &got[0].message;
@@ -464,5 +466,86 @@ pub async fn ids_are_never_reused_across_restart(b: &dyn Backend) {
     let results = s.ack("q", vec![old[0].receipt.clone()]).await.unwrap();
     assert!(results[0].is_err(), "an old receipt acted on a new message");
     assert_eq!(s.get_queue("q").await.unwrap().stats.in_flight, 1);
+    b.close(s).await;
+}
+
+fn fifo() -> QueueAttributes {
+    QueueAttributes { fifo: true, ..Default::default() }
+}
+
+fn grouped(body: &str, group: &str, dedup: &str) -> NewMessage {
+    NewMessage {
+        envelope: MessageEnvelope { group_id: Some(group.into()), ..Default::default() },
+        dedup_id: Some(dedup.into()),
+        ..text(body)
+    }
+}
+
+pub async fn fifo_orders_each_group_and_blocks_it_while_in_flight(b: &dyn Backend) {
+    let s = b.open().await;
+    queue(&*s, "f.fifo", fifo()).await;
+    send_all(
+        &*s,
+        "f.fifo",
+        vec![grouped("a1", "a", "1"), grouped("b1", "b", "2"), grouped("a2", "a", "3"), grouped("b2", "b", "4")],
+    )
+    .await;
+    let first = s.receive("f.fifo", recv(1, 0, None)).await.unwrap();
+    assert_eq!(bodies(&first), ["a1"]);
+    // Group a is held by a1: the next receive serves group b, as many of it as it can.
+    let second = s.receive("f.fifo", recv(10, 0, None)).await.unwrap();
+    assert_eq!(bodies(&second), ["b1", "b2"]);
+    assert!(s.receive("f.fifo", recv(10, 0, None)).await.unwrap().is_empty(), "every group is held");
+    let entry = NackEntry { receipt: first[0].receipt.clone(), delay_ms: 0, error: None };
+    s.nack("f.fifo", vec![entry]).await.unwrap()[0].clone().unwrap();
+    let again = s.receive("f.fifo", recv(10, 0, None)).await.unwrap();
+    assert_eq!(bodies(&again), ["a1", "a2"], "a failed head comes back first, never skipped");
+    assert!(again[0].message.seq < again[1].message.seq);
+    let unordered = NewMessage { priority: 3, ..grouped("x", "a", "9") };
+    assert!(matches!(s.send("f.fifo", vec![unordered]).await.unwrap()[0], Err(EntryError::Invalid(_))));
+    let ungrouped = NewMessage { dedup_id: Some("10".into()), ..text("x") };
+    assert!(matches!(s.send("f.fifo", vec![ungrouped]).await.unwrap()[0], Err(EntryError::Invalid(_))));
+    b.close(s).await;
+}
+
+pub async fn fifo_dedup_survives_ack_and_restart_until_purge(b: &dyn Backend) {
+    let s = b.open().await;
+    queue(&*s, "d.fifo", fifo()).await;
+    let original = s.send("d.fifo", vec![grouped("x", "g", "same")]).await.unwrap()[0].clone().unwrap();
+    let duplicate = s.send("d.fifo", vec![grouped("y", "g", "same")]).await.unwrap()[0].clone().unwrap();
+    assert!(!original.duplicate && duplicate.duplicate);
+    assert_eq!((duplicate.id, duplicate.seq), (original.id, original.seq), "a duplicate answers with the original");
+    let got = s.receive("d.fifo", recv(10, 0, None)).await.unwrap();
+    assert_eq!(bodies(&got), ["x"], "the duplicate enqueued nothing");
+    s.ack("d.fifo", vec![got[0].receipt.clone()]).await.unwrap()[0].clone().unwrap();
+    b.close(s).await;
+
+    let s = b.open().await;
+    let after_restart = s.send("d.fifo", vec![grouped("z", "g", "same")]).await.unwrap()[0].clone().unwrap();
+    assert_eq!(after_restart.id, original.id, "dedup holds after the ack and across a restart");
+    assert!(after_restart.duplicate);
+    assert!(s.receive("d.fifo", recv(10, 0, None)).await.unwrap().is_empty());
+    s.purge_queue("d.fifo").await.unwrap();
+    let fresh = s.send("d.fifo", vec![grouped("w", "g", "same")]).await.unwrap()[0].clone().unwrap();
+    assert!(!fresh.duplicate && fresh.id != original.id, "purge clears the dedup window");
+    b.close(s).await;
+}
+
+/// SQS's rule: a visibility change on a message whose timeout passed, and that nobody received
+/// since, hides it again; the strict call refuses it.
+pub async fn lenient_visibility_rehides_an_expired_message(b: &dyn Backend) {
+    let s = b.open().await;
+    queue(&*s, "q", QueueAttributes::default()).await;
+    send_all(&*s, "q", vec![text("x")]).await;
+    let got = s.receive("q", recv(1, 0, Some(100))).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let receipt = got[0].receipt.clone();
+    assert_eq!(
+        s.change_visibility("q", vec![(receipt.clone(), 60_000)]).await.unwrap(),
+        vec![Err(EntryError::NotInFlight)]
+    );
+    assert_eq!(s.change_visibility_lenient("q", vec![(receipt.clone(), 60_000)]).await.unwrap(), vec![Ok(())]);
+    assert!(s.receive("q", recv(1, 0, None)).await.unwrap().is_empty(), "hidden again");
+    assert_eq!(s.ack("q", vec![receipt]).await.unwrap(), vec![Ok(())]);
     b.close(s).await;
 }

@@ -12,7 +12,7 @@ use sluice_core::broker::{MoveOutcome, QueueView};
 use sluice_core::limits::{RECEIVE_MESSAGES_MAX, RECEIVE_WAIT_MS_MAX, VISIBILITY_TIMEOUT_MS_MAX};
 use sluice_core::message::MessageContent;
 use sluice_core::{
-    BrokerError, EntryError, MessageId, MessageMeta, MessageState, NewMessage, QueueAttributes, QueueAttributesPatch,
+    BrokerError, EntryError, MessageMeta, MessageState, NewMessage, QueueAttributes, QueueAttributesPatch, Sent,
     ValidationError,
 };
 
@@ -73,6 +73,9 @@ impl ReceiveRequest {
 /// A message with everything stored about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredMessage {
+    /// The message's sequence number: unique, increasing in send order; FIFO queues show it as
+    /// the message's sequence number.
+    pub seq: u64,
     pub meta: MessageMeta,
     pub content: MessageContent,
 }
@@ -115,8 +118,10 @@ pub trait Store: Send + Sync + 'static {
     async fn delete_queue(&self, name: &str) -> Result<(), StoreError>;
     /// Deletes every message in the queue, in flight or not; returns how many.
     async fn purge_queue(&self, name: &str) -> Result<u64, StoreError>;
-    /// Accepts messages; each entry gets the new message's id or why it was refused.
-    async fn send(&self, queue: &str, messages: Vec<NewMessage>) -> Result<EntryResults<MessageId>, StoreError>;
+    /// Accepts messages; each entry gets the new message's id and sequence number (for a FIFO
+    /// duplicate inside the dedup window: the original's, with `duplicate` set and nothing
+    /// enqueued) or why it was refused.
+    async fn send(&self, queue: &str, messages: Vec<NewMessage>) -> Result<EntryResults<Sent>, StoreError>;
     /// Delivers up to `request.max` messages, waiting up to the long-poll time for the first
     /// one; an empty vector when none came in time.
     async fn receive(&self, queue: &str, request: ReceiveRequest) -> Result<Vec<ReceivedMessage>, StoreError>;
@@ -124,6 +129,14 @@ pub trait Store: Send + Sync + 'static {
     /// Sets each in-flight message's remaining visibility (`0` releases it).
     async fn change_visibility(&self, queue: &str, entries: Vec<(String, u64)>)
     -> Result<EntryResults<()>, StoreError>;
+    /// As `change_visibility`, with SQS's rule (`Broker::change_visibility_lenient`): a message
+    /// whose visibility timeout passed and that nobody received since is hidden again instead
+    /// of refused with `NotInFlight`.
+    async fn change_visibility_lenient(
+        &self,
+        queue: &str,
+        entries: Vec<(String, u64)>,
+    ) -> Result<EntryResults<()>, StoreError>;
     async fn nack(&self, queue: &str, entries: Vec<NackEntry>) -> Result<EntryResults<()>, StoreError>;
     /// Up to `limit` messages in send order, without receiving them.
     async fn peek(&self, queue: &str, limit: usize) -> Result<Vec<PeekedMessage>, StoreError>;

@@ -158,6 +158,7 @@ mod tests {
             receipt: None,
             state: None,
             receive_count: 0,
+            sequence_number: None,
             sent_at: String::new(),
             sent_at_ms: 0,
             first_received_at: None,

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use sluice_core::queue::DedupEntry;
 use sluice_core::{Broker, Effect, MessageMeta, QueueAttributes, QueueId, TimeMs};
 
 /// A queue record as stored.
@@ -26,6 +27,8 @@ pub struct Disk {
     pub bodies: BTreeMap<u64, Vec<u8>>,
     /// The high-water marks: next sequence number and next queue id.
     pub high_water: Option<(u64, QueueId)>,
+    /// FIFO deduplication records by queue and key.
+    pub dedup: BTreeMap<(QueueId, String), DedupEntry>,
 }
 
 impl Disk {
@@ -53,6 +56,12 @@ impl Disk {
                 Effect::PutHighWater { next_seq, next_queue_id } => {
                     self.high_water = Some((next_seq, next_queue_id));
                 }
+                Effect::PutDedup { queue, key, id, seq, expires_at } => {
+                    self.dedup.insert((queue, key), DedupEntry { id, seq, expires_at });
+                }
+                Effect::DeleteDedup { queue, key } => {
+                    self.dedup.remove(&(queue, key));
+                }
             }
         }
     }
@@ -77,6 +86,15 @@ impl Disk {
         for seq in orphans {
             self.messages.remove(&seq);
             self.bodies.remove(&seq);
+        }
+        let mut stale = Vec::new();
+        for ((queue, key), entry) in &self.dedup {
+            if !broker.restore_dedup(*queue, key.clone(), entry.clone(), now_ms) {
+                stale.push((*queue, key.clone()));
+            }
+        }
+        for k in stale {
+            self.dedup.remove(&k);
         }
         broker.finish_restore();
         broker.tick(now_ms);

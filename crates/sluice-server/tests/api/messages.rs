@@ -13,13 +13,7 @@ fn entry_codes(answer: &Value) -> Vec<Value> {
         .as_array()
         .expect("results")
         .iter()
-        .map(|r| {
-            if r["ok"] == true {
-                json!("ok")
-            } else {
-                r["error"]["code"].clone()
-            }
-        })
+        .map(|r| if r["ok"] == true { json!("ok") } else { r["error"]["code"].clone() })
         .collect()
 }
 
@@ -52,42 +46,20 @@ async fn text_and_binary_bodies_round_trip_with_attributes() {
             200,
         )
         .await;
-    let ids: Vec<&str> = answer["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_str().expect("id"))
-        .collect();
+    let ids: Vec<&str> = answer["results"].as_array().unwrap().iter().map(|r| r["id"].as_str().expect("id")).collect();
     assert_eq!(ids.len(), 2);
     assert_ne!(ids[0], ids[1]);
 
-    let received = s
-        .receive("rt", json!({ "max": 10, "visibility_timeout_ms": 60000 }))
-        .await;
+    let received = s.receive("rt", json!({ "max": 10, "visibility_timeout_ms": 60000 })).await;
     assert_eq!(received.len(), 2, "{received:?}");
-    let text = received
-        .iter()
-        .find(|m| m["id"] == ids[0])
-        .expect("text message");
-    let binary = received
-        .iter()
-        .find(|m| m["id"] == ids[1])
-        .expect("binary message");
+    let text = received.iter().find(|m| m["id"] == ids[0]).expect("text message");
+    let binary = received.iter().find(|m| m["id"] == ids[1]).expect("binary message");
 
     assert_eq!(text["body"], "héllo ✓");
     assert!(text.get("body_base64").is_none());
-    assert_eq!(
-        text["attributes"]["s"],
-        json!({ "type": "String", "value": "v" })
-    );
-    assert_eq!(
-        text["attributes"]["n"],
-        json!({ "type": "Number.int", "value": "-12.5e3" })
-    );
-    assert_eq!(
-        text["attributes"]["b"],
-        json!({ "type": "Binary", "value": STANDARD.encode([1u8, 2, 255]) })
-    );
+    assert_eq!(text["attributes"]["s"], json!({ "type": "String", "value": "v" }));
+    assert_eq!(text["attributes"]["n"], json!({ "type": "Number.int", "value": "-12.5e3" }));
+    assert_eq!(text["attributes"]["b"], json!({ "type": "Binary", "value": STANDARD.encode([1u8, 2, 255]) }));
     assert_eq!(text["priority"], 3);
     assert_eq!(text["type"], "order.created");
     assert_eq!(text["version"], "2");
@@ -97,43 +69,22 @@ async fn text_and_binary_bodies_round_trip_with_attributes() {
     assert_eq!(text["receive_count"], 1);
     assert!(text["receipt"].as_str().is_some_and(|r| !r.is_empty()));
     let sent_ms = text["sent_at_ms"].as_u64().expect("sent_at_ms");
-    let first_ms = text["first_received_at_ms"]
-        .as_u64()
-        .expect("first_received_at_ms");
+    let first_ms = text["first_received_at_ms"].as_u64().expect("first_received_at_ms");
     assert!(first_ms >= sent_ms);
     assert!(text["first_received_at"].as_str().is_some());
-    assert!(
-        text["visible_at_ms"].as_u64().expect("visible_at_ms") >= first_ms + 59_000,
-        "{text}"
-    );
+    assert!(text["visible_at_ms"].as_u64().expect("visible_at_ms") >= first_ms + 59_000, "{text}");
     // Priority 3 beats priority 0: the text message comes first.
     assert_eq!(received[0]["id"], ids[0]);
 
     assert!(binary.get("body").is_none());
-    assert_eq!(
-        STANDARD
-            .decode(binary["body_base64"].as_str().unwrap())
-            .unwrap(),
-        bytes
-    );
+    assert_eq!(STANDARD.decode(binary["body_base64"].as_str().unwrap()).unwrap(), bytes);
 
     // Ack both; the queue is empty afterwards.
     let receipts: Vec<&Value> = received.iter().map(|m| &m["receipt"]).collect();
-    let acked = s
-        .expect(
-            "POST",
-            "/v1/queues/rt/ack",
-            Some(json!({ "receipts": receipts })),
-            200,
-        )
-        .await;
+    let acked = s.expect("POST", "/v1/queues/rt/ack", Some(json!({ "receipts": receipts })), 200).await;
     assert_eq!(entry_codes(&acked), vec![json!("ok"), json!("ok")]);
     let counts = s.counts("rt").await;
-    assert_eq!(
-        (counts["visible"].as_u64(), counts["in_flight"].as_u64()),
-        (Some(0), Some(0)),
-        "{counts}"
-    );
+    assert_eq!((counts["visible"].as_u64(), counts["in_flight"].as_u64()), (Some(0), Some(0)), "{counts}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -143,23 +94,14 @@ async fn receipts_are_checked_per_entry() {
     s.create_queue(json!({ "name": "b" })).await;
     s.send_texts("a", &["1", "2", "3"]).await;
     s.send_texts("b", &["x"]).await;
-    let from_a = s
-        .receive("a", json!({ "max": 3, "visibility_timeout_ms": 60000 }))
-        .await;
+    let from_a = s.receive("a", json!({ "max": 3, "visibility_timeout_ms": 60000 })).await;
     assert_eq!(from_a.len(), 3);
     let from_b = s.receive("b", json!({})).await;
     assert_eq!(from_b.len(), 1, "an empty body means max 1");
     let r = |i: usize| from_a[i]["receipt"].clone();
 
     // Ack the first; acking it again is stale. The batch goes on past bad entries.
-    let acked = s
-        .expect(
-            "POST",
-            "/v1/queues/a/ack",
-            Some(json!({ "receipts": [r(0)] })),
-            200,
-        )
-        .await;
+    let acked = s.expect("POST", "/v1/queues/a/ack", Some(json!({ "receipts": [r(0)] })), 200).await;
     assert_eq!(entry_codes(&acked), vec![json!("ok")]);
     let acked = s
         .expect(
@@ -171,12 +113,7 @@ async fn receipts_are_checked_per_entry() {
         .await;
     assert_eq!(
         entry_codes(&acked),
-        vec![
-            json!("stale_receipt"),
-            json!("invalid_receipt"),
-            json!("foreign_receipt"),
-            json!("ok")
-        ]
+        vec![json!("stale_receipt"), json!("invalid_receipt"), json!("foreign_receipt"), json!("ok")]
     );
 
     // Release message 2 with a zero timeout; the same receipt is then no longer in flight.
@@ -200,22 +137,12 @@ async fn receipts_are_checked_per_entry() {
         .await;
     assert_eq!(entry_codes(&again), vec![json!("not_in_flight")]);
     let nacked = s
-        .expect(
-            "POST",
-            "/v1/queues/a/nack",
-            Some(json!({ "entries": [{ "receipt": r(2) }, { "receipt": "x" }] })),
-            200,
-        )
+        .expect("POST", "/v1/queues/a/nack", Some(json!({ "entries": [{ "receipt": r(2) }, { "receipt": "x" }] })), 200)
         .await;
-    assert_eq!(
-        entry_codes(&nacked),
-        vec![json!("not_in_flight"), json!("invalid_receipt")]
-    );
+    assert_eq!(entry_codes(&nacked), vec![json!("not_in_flight"), json!("invalid_receipt")]);
 
     // Received again: a fresh receipt works, the old one is stale.
-    let second = s
-        .receive("a", json!({ "visibility_timeout_ms": 60000 }))
-        .await;
+    let second = s.receive("a", json!({ "visibility_timeout_ms": 60000 })).await;
     assert_eq!(second[0]["receive_count"], 2);
     let extend = s
         .expect(
@@ -225,29 +152,26 @@ async fn receipts_are_checked_per_entry() {
             200,
         )
         .await;
-    assert_eq!(
-        entry_codes(&extend),
-        vec![json!("ok"), json!("stale_receipt")]
-    );
+    assert_eq!(entry_codes(&extend), vec![json!("ok"), json!("stale_receipt")]);
     let bad_timeout = s
         .expect(
             "POST",
             "/v1/queues/a/visibility",
-            Some(
-                json!({ "entries": [{ "receipt": second[0]["receipt"], "timeout_ms": u64::MAX }] }),
-            ),
+            Some(json!({ "entries": [{ "receipt": second[0]["receipt"], "timeout_ms": u64::MAX }] })),
             200,
         )
         .await;
     assert_eq!(entry_codes(&bad_timeout), vec![json!("invalid_argument")]);
-    assert_eq!(
-        bad_timeout["results"][0]["error"]["details"]["field"],
-        "entries[0].timeout_ms"
-    );
+    assert_eq!(bad_timeout["results"][0]["error"]["details"]["field"], "entries[0].timeout_ms");
 
     // Nack with a delay: the message is delayed, not visible.
     let nacked = s
-        .expect("POST", "/v1/queues/a/nack", Some(json!({ "entries": [{ "receipt": second[0]["receipt"], "delay_ms": 60000, "error": "db down" }] })), 200)
+        .expect(
+            "POST",
+            "/v1/queues/a/nack",
+            Some(json!({ "entries": [{ "receipt": second[0]["receipt"], "delay_ms": 60000, "error": "db down" }] })),
+            200,
+        )
         .await;
     assert_eq!(entry_codes(&nacked), vec![json!("ok")]);
     let peeked = s.expect("GET", "/v1/queues/a/messages", None, 200).await;
@@ -265,8 +189,7 @@ async fn receipts_are_checked_per_entry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_answers_per_entry() {
     let s = TestServer::start();
-    s.create_queue(json!({ "name": "small", "message_bytes_max": 10 }))
-        .await;
+    s.create_queue(json!({ "name": "small", "message_bytes_max": 10 })).await;
     let answer = s
         .expect(
             "POST",
@@ -292,10 +215,7 @@ async fn send_answers_per_entry() {
         .iter()
         .map(|r| match r.get("id") {
             Some(_) => (json!("id"), Value::Null),
-            None => (
-                r["error"]["code"].clone(),
-                r["error"]["details"]["field"].clone(),
-            ),
+            None => (r["error"]["code"].clone(), r["error"]["details"]["field"].clone()),
         })
         .collect();
     let want = vec![
@@ -306,14 +226,8 @@ async fn send_answers_per_entry() {
         (json!("invalid_argument"), json!("messages[4].body")),
         (json!("invalid_argument"), json!("messages[5].body_base64")),
         (json!("invalid_argument"), json!("messages[6].deliver_at")),
-        (
-            json!("invalid_argument"),
-            json!("messages[7].attributes.x.type"),
-        ),
-        (
-            json!("invalid_argument"),
-            json!("messages[8].attributes.x.value"),
-        ),
+        (json!("invalid_argument"), json!("messages[7].attributes.x.type")),
+        (json!("invalid_argument"), json!("messages[8].attributes.x.value")),
         (json!("invalid_argument"), json!("messages[9].dedup_id")),
         (json!("id"), Value::Null),
     ];
@@ -327,13 +241,9 @@ async fn send_answers_per_entry() {
 async fn batch_and_body_limits() {
     let s = TestServer::start();
     s.create_queue(json!({ "name": "q" })).await;
-    let many: Vec<Value> = (0..1001)
-        .map(|i| json!({ "body": i.to_string() }))
-        .collect();
+    let many: Vec<Value> = (0..1001).map(|i| json!({ "body": i.to_string() })).collect();
     let many_receipts: Vec<String> = (0..1001).map(|i| i.to_string()).collect();
-    let thousand: Vec<Value> = (0..1000)
-        .map(|i| json!({ "body": i.to_string() }))
-        .collect();
+    let thousand: Vec<Value> = (0..1000).map(|i| json!({ "body": i.to_string() })).collect();
     check(
         &s,
         vec![
@@ -344,20 +254,8 @@ async fn batch_and_body_limits() {
                 400,
                 Some("batch_too_large"),
             ),
-            case(
-                "POST",
-                "/v1/queues/q/messages",
-                json_payload(json!({ "messages": [] })),
-                400,
-                Some("empty_batch"),
-            ),
-            case(
-                "POST",
-                "/v1/queues/q/messages",
-                json_payload(json!({ "messages": thousand })),
-                200,
-                None,
-            ),
+            case("POST", "/v1/queues/q/messages", json_payload(json!({ "messages": [] })), 400, Some("empty_batch")),
+            case("POST", "/v1/queues/q/messages", json_payload(json!({ "messages": thousand })), 200, None),
             case(
                 "POST",
                 "/v1/queues/q/ack",
@@ -365,27 +263,9 @@ async fn batch_and_body_limits() {
                 400,
                 Some("batch_too_large"),
             ),
-            case(
-                "POST",
-                "/v1/queues/q/ack",
-                json_payload(json!({ "receipts": [] })),
-                400,
-                Some("empty_batch"),
-            ),
-            case(
-                "POST",
-                "/v1/queues/q/visibility",
-                json_payload(json!({ "entries": [] })),
-                400,
-                Some("empty_batch"),
-            ),
-            case(
-                "POST",
-                "/v1/queues/q/nack",
-                json_payload(json!({ "entries": [] })),
-                400,
-                Some("empty_batch"),
-            ),
+            case("POST", "/v1/queues/q/ack", json_payload(json!({ "receipts": [] })), 400, Some("empty_batch")),
+            case("POST", "/v1/queues/q/visibility", json_payload(json!({ "entries": [] })), 400, Some("empty_batch")),
+            case("POST", "/v1/queues/q/nack", json_payload(json!({ "entries": [] })), 400, Some("empty_batch")),
             case(
                 "POST",
                 "/v1/queues/nope/messages",
@@ -401,13 +281,7 @@ async fn batch_and_body_limits() {
                 404,
                 Some("queue_not_found"),
             ),
-            case(
-                "POST",
-                "/v1/queues/nope/receive",
-                Payload::None,
-                404,
-                Some("queue_not_found"),
-            ),
+            case("POST", "/v1/queues/nope/receive", Payload::None, 404, Some("queue_not_found")),
             case(
                 "POST",
                 "/v1/queues/nope/ack",
@@ -415,29 +289,11 @@ async fn batch_and_body_limits() {
                 404,
                 Some("queue_not_found"),
             ),
-            case(
-                "GET",
-                "/v1/queues/nope/messages",
-                Payload::None,
-                404,
-                Some("queue_not_found"),
-            ),
-            case(
-                "POST",
-                "/v1/queues/q/receive",
-                json_payload(json!({ "max": 0 })),
-                400,
-                Some("invalid_argument"),
-            )
-            .field("max"),
-            case(
-                "POST",
-                "/v1/queues/q/receive",
-                json_payload(json!({ "max": 1001 })),
-                400,
-                Some("invalid_argument"),
-            )
-            .field("max"),
+            case("GET", "/v1/queues/nope/messages", Payload::None, 404, Some("queue_not_found")),
+            case("POST", "/v1/queues/q/receive", json_payload(json!({ "max": 0 })), 400, Some("invalid_argument"))
+                .field("max"),
+            case("POST", "/v1/queues/q/receive", json_payload(json!({ "max": 1001 })), 400, Some("invalid_argument"))
+                .field("max"),
             case(
                 "POST",
                 "/v1/queues/q/receive",
@@ -461,27 +317,12 @@ async fn batch_and_body_limits() {
                 Some("unsupported_media_type"),
             ),
             // Every receive field is optional, so an empty body is fine whatever its type.
+            case("POST", "/v1/queues/q/receive", Payload::Raw(Some("application/json"), vec![]), 200, None),
+            case("POST", "/v1/queues/q/receive", Payload::Raw(Some("text/plain"), vec![]), 200, None),
             case(
                 "POST",
                 "/v1/queues/q/receive",
-                Payload::Raw(Some("application/json"), vec![]),
-                200,
-                None,
-            ),
-            case(
-                "POST",
-                "/v1/queues/q/receive",
-                Payload::Raw(Some("text/plain"), vec![]),
-                200,
-                None,
-            ),
-            case(
-                "POST",
-                "/v1/queues/q/receive",
-                Payload::Raw(
-                    Some("application/cloudevents+json; charset=utf-8"),
-                    b"{}".to_vec(),
-                ),
+                Payload::Raw(Some("application/cloudevents+json; charset=utf-8"), b"{}".to_vec()),
                 200,
                 None,
             ),
@@ -499,22 +340,9 @@ async fn batch_and_body_limits() {
                 400,
                 Some("invalid_json"),
             ),
-            case(
-                "GET",
-                "/v1/queues/q/messages?limit=0",
-                Payload::None,
-                400,
-                Some("invalid_argument"),
-            )
-            .field("limit"),
-            case(
-                "GET",
-                "/v1/queues/q/messages?limit=1001",
-                Payload::None,
-                400,
-                Some("invalid_argument"),
-            )
-            .field("limit"),
+            case("GET", "/v1/queues/q/messages?limit=0", Payload::None, 400, Some("invalid_argument")).field("limit"),
+            case("GET", "/v1/queues/q/messages?limit=1001", Payload::None, 400, Some("invalid_argument"))
+                .field("limit"),
         ],
     )
     .await;
@@ -565,9 +393,7 @@ async fn peek_reports_each_state_without_receiving() {
     let s = TestServer::start();
     s.create_queue(json!({ "name": "pk" })).await;
     let in_an_hour = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
-    let deliver_at = in_an_hour
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap();
+    let deliver_at = in_an_hour.format(&time::format_description::well_known::Rfc3339).unwrap();
     let answer = s
         .expect(
             "POST",
@@ -581,60 +407,30 @@ async fn peek_reports_each_state_without_receiving() {
             200,
         )
         .await;
-    assert!(
-        answer["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|r| r["id"].is_string()),
-        "{answer}"
-    );
-    let got = s
-        .receive("pk", json!({ "visibility_timeout_ms": 60000 }))
-        .await;
+    assert!(answer["results"].as_array().unwrap().iter().all(|r| r["id"].is_string()), "{answer}");
+    let got = s.receive("pk", json!({ "visibility_timeout_ms": 60000 })).await;
     assert_eq!(got[0]["body"], "first");
 
     let peeked = s.expect("GET", "/v1/queues/pk/messages", None, 200).await;
     let messages = peeked["messages"].as_array().expect("messages");
-    let states: Vec<(&str, &str)> = messages
-        .iter()
-        .map(|m| (m["body"].as_str().unwrap(), m["state"].as_str().unwrap()))
-        .collect();
+    let states: Vec<(&str, &str)> =
+        messages.iter().map(|m| (m["body"].as_str().unwrap(), m["state"].as_str().unwrap())).collect();
     assert_eq!(
         states,
-        vec![
-            ("first", "in_flight"),
-            ("delayed", "delayed"),
-            ("scheduled", "delayed"),
-            ("last", "visible")
-        ]
+        vec![("first", "in_flight"), ("delayed", "delayed"), ("scheduled", "delayed"), ("last", "visible")]
     );
-    assert!(
-        messages.iter().all(|m| m.get("receipt").is_none()),
-        "peek hands out no receipts"
-    );
+    assert!(messages.iter().all(|m| m.get("receipt").is_none()), "peek hands out no receipts");
     assert!(messages[3].get("visible_at_ms").is_none());
-    let scheduled_at = messages[2]["visible_at_ms"]
-        .as_u64()
-        .expect("visible_at_ms");
+    let scheduled_at = messages[2]["visible_at_ms"].as_u64().expect("visible_at_ms");
     let wanted = u64::try_from(in_an_hour.unix_timestamp_nanos() / 1_000_000).unwrap();
-    assert!(
-        scheduled_at.abs_diff(wanted) <= 1,
-        "{scheduled_at} vs {wanted}"
-    );
+    assert!(scheduled_at.abs_diff(wanted) <= 1, "{scheduled_at} vs {wanted}");
 
-    let two = s
-        .expect("GET", "/v1/queues/pk/messages?limit=2", None, 200)
-        .await;
+    let two = s.expect("GET", "/v1/queues/pk/messages?limit=2", None, 200).await;
     assert_eq!(two["messages"].as_array().map(Vec::len), Some(2));
     // Peeking changed nothing.
     let counts = s.counts("pk").await;
     assert_eq!(
-        (
-            counts["visible"].as_u64(),
-            counts["in_flight"].as_u64(),
-            counts["delayed"].as_u64()
-        ),
+        (counts["visible"].as_u64(), counts["in_flight"].as_u64(), counts["delayed"].as_u64()),
         (Some(1), Some(1), Some(2)),
         "{counts}"
     );

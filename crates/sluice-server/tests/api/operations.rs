@@ -9,28 +9,14 @@ use crate::support::{Payload, TestServer, case, check, json_payload};
 async fn metrics_show_queue_gauges_counters_and_latency() {
     let s = TestServer::start();
     s.create_queue(json!({ "name": "m-dlq" })).await;
-    s.create_queue(
-        json!({ "name": "m-work", "dead_letter": { "queue": "m-dlq", "max_receive_count": 5 } }),
-    )
-    .await;
+    s.create_queue(json!({ "name": "m-work", "dead_letter": { "queue": "m-dlq", "max_receive_count": 5 } })).await;
     s.send_texts("m-work", &["a", "b"]).await;
-    s.receive("m-work", json!({ "visibility_timeout_ms": 60000 }))
-        .await;
+    s.receive("m-work", json!({ "visibility_timeout_ms": 60000 })).await;
 
-    let (status, headers, body) = s
-        .raw(
-            axum::http::Request::get("/metrics")
-                .body(axum::body::Body::empty())
-                .unwrap(),
-        )
-        .await;
+    let (status, headers, body) =
+        s.raw(axum::http::Request::get("/metrics").body(axum::body::Body::empty()).unwrap()).await;
     assert_eq!(status.as_u16(), 200);
-    assert!(
-        headers["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("text/plain")
-    );
+    assert!(headers["content-type"].to_str().unwrap().starts_with("text/plain"));
     let text = String::from_utf8(body).unwrap();
     for line in [
         "sluice_queue_visible{queue=\"m-work\"} 1",
@@ -51,28 +37,17 @@ async fn metrics_show_queue_gauges_counters_and_latency() {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");
     }
     assert!(
-        text.lines().any(
-            |l| l.starts_with("sluice_http_request_duration_seconds_bucket")
-                && l.contains("route=\"/v1/queues/{name}/messages\"")
-                && l.contains("method=\"POST\"")
-                && l.contains("status=\"200\"")
-        ),
+        text.lines().any(|l| l.starts_with("sluice_http_request_duration_seconds_bucket")
+            && l.contains("route=\"/v1/queues/{name}/messages\"")
+            && l.contains("method=\"POST\"")
+            && l.contains("status=\"200\"")),
         "no latency bucket for the send route:\n{text}"
     );
-    assert!(
-        !text.contains("sluice_queue_dlq_depth{queue=\"m-dlq\"}"),
-        "a queue without a policy has no DLQ depth"
-    );
+    assert!(!text.contains("sluice_queue_dlq_depth{queue=\"m-dlq\"}"), "a queue without a policy has no DLQ depth");
 
     // A deleted queue's gauges are gone at the next scrape.
     s.expect("DELETE", "/v1/queues/m-work", None, 204).await;
-    let (_, _, body) = s
-        .raw(
-            axum::http::Request::get("/metrics")
-                .body(axum::body::Body::empty())
-                .unwrap(),
-        )
-        .await;
+    let (_, _, body) = s.raw(axum::http::Request::get("/metrics").body(axum::body::Body::empty()).unwrap()).await;
     let text = String::from_utf8(body).unwrap();
     assert!(!text.contains("queue=\"m-work\""), "stale gauges:\n{text}");
     assert!(text.contains("sluice_queue_visible{queue=\"m-dlq\"} 0"));
@@ -82,10 +57,7 @@ async fn metrics_show_queue_gauges_counters_and_latency() {
 async fn openapi_lists_every_route() {
     let s = TestServer::start();
     let doc = s.expect("GET", "/v1/openapi.json", None, 200).await;
-    assert!(
-        doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")),
-        "{doc}"
-    );
+    assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")), "{doc}");
     let paths = doc["paths"].as_object().expect("paths");
     let want = [
         ("/v1/queues", &["get", "post"][..]),
@@ -105,28 +77,14 @@ async fn openapi_lists_every_route() {
         ("/v1/openapi.json", &["get"]),
     ];
     for (path, methods) in want {
-        let item = paths
-            .get(path)
-            .unwrap_or_else(|| panic!("{path} missing from the OpenAPI document"));
+        let item = paths.get(path).unwrap_or_else(|| panic!("{path} missing from the OpenAPI document"));
         for m in methods {
             assert!(item.get(*m).is_some(), "{m} {path} missing");
         }
     }
-    assert_eq!(
-        paths.len(),
-        want.len(),
-        "unexpected paths: {:?}",
-        paths.keys().collect::<Vec<_>>()
-    );
+    assert_eq!(paths.len(), want.len(), "unexpected paths: {:?}", paths.keys().collect::<Vec<_>>());
     let schemas = doc["components"]["schemas"].as_object().expect("schemas");
-    for name in [
-        "SendRequest",
-        "Message",
-        "Queue",
-        "ErrorResponse",
-        "RedriveTask",
-        "BatchResponse",
-    ] {
+    for name in ["SendRequest", "Message", "Queue", "ErrorResponse", "RedriveTask", "BatchResponse"] {
         assert!(schemas.contains_key(name), "schema {name} missing");
     }
 }
@@ -135,43 +93,16 @@ async fn openapi_lists_every_route() {
 async fn probes_and_protocol_errors() {
     let s = TestServer::start();
     assert_eq!(s.expect("GET", "/healthz", None, 200).await["status"], "ok");
-    assert_eq!(
-        s.expect("GET", "/readyz", None, 200).await["status"],
-        "ready"
-    );
+    assert_eq!(s.expect("GET", "/readyz", None, 200).await["status"], "ready");
     s.create_queue(json!({ "name": "q" })).await;
     check(
         &s,
         vec![
             case("GET", "/nope", Payload::None, 404, Some("not_found")),
-            case(
-                "GET",
-                "/v1/queues/q/unknown",
-                Payload::None,
-                404,
-                Some("not_found"),
-            ),
-            case(
-                "DELETE",
-                "/v1/queues",
-                Payload::None,
-                405,
-                Some("method_not_allowed"),
-            ),
-            case(
-                "PUT",
-                "/v1/queues/q",
-                Payload::None,
-                405,
-                Some("method_not_allowed"),
-            ),
-            case(
-                "GET",
-                "/v1/queues/q/ack",
-                Payload::None,
-                405,
-                Some("method_not_allowed"),
-            ),
+            case("GET", "/v1/queues/q/unknown", Payload::None, 404, Some("not_found")),
+            case("DELETE", "/v1/queues", Payload::None, 405, Some("method_not_allowed")),
+            case("PUT", "/v1/queues/q", Payload::None, 405, Some("method_not_allowed")),
+            case("GET", "/v1/queues/q/ack", Payload::None, 405, Some("method_not_allowed")),
             case(
                 "POST",
                 "/v1/queues",
@@ -189,10 +120,7 @@ async fn probes_and_protocol_errors() {
             case(
                 "POST",
                 "/v1/queues",
-                Payload::Raw(
-                    Some("application/json"),
-                    b"{\"name\":\"\xff\xfe\"}".to_vec(),
-                ),
+                Payload::Raw(Some("application/json"), b"{\"name\":\"\xff\xfe\"}".to_vec()),
                 400,
                 Some("invalid_json"),
             ),
@@ -203,13 +131,7 @@ async fn probes_and_protocol_errors() {
                 415,
                 Some("unsupported_media_type"),
             ),
-            case(
-                "POST",
-                "/v1/queues",
-                Payload::Raw(None, b"".to_vec()),
-                415,
-                Some("unsupported_media_type"),
-            ),
+            case("POST", "/v1/queues", Payload::Raw(None, b"".to_vec()), 415, Some("unsupported_media_type")),
             case(
                 "POST",
                 "/v1/queues/q/messages",
@@ -224,26 +146,13 @@ async fn probes_and_protocol_errors() {
                 400,
                 Some("invalid_json"),
             ),
-            case(
-                "POST",
-                "/v1/queues/q/ack",
-                json_payload(json!({ "receipts": "abc" })),
-                400,
-                Some("invalid_json"),
-            ),
+            case("POST", "/v1/queues/q/ack", json_payload(json!({ "receipts": "abc" })), 400, Some("invalid_json")),
         ],
     )
     .await;
     // 405 names the methods the route does take.
-    let request = axum::http::Request::delete("/v1/queues")
-        .body(axum::body::Body::empty())
-        .unwrap();
+    let request = axum::http::Request::delete("/v1/queues").body(axum::body::Body::empty()).unwrap();
     let (_, headers, _) = s.raw(request).await;
-    let allow = headers
-        .get("allow")
-        .expect("Allow header")
-        .to_str()
-        .unwrap()
-        .to_string();
+    let allow = headers.get("allow").expect("Allow header").to_str().unwrap().to_string();
     assert!(allow.contains("GET") && allow.contains("POST"), "{allow}");
 }

@@ -8,11 +8,10 @@ use axum::body::Body;
 use axum::http::Request;
 use serde_json::Value;
 use sluice_core::broker::{MoveOutcome, QueueView};
-use sluice_core::{MessageId, QueueAttributes, QueueAttributesPatch};
+use sluice_core::{QueueAttributes, QueueAttributesPatch};
 use sluice_embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 use sluice_store::{
-    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Store, StoreCounters,
-    StoreError,
+    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Store, StoreCounters, StoreError,
 };
 use tower::ServiceExt;
 
@@ -24,29 +23,16 @@ struct Poisoned(EmbeddedStore);
 
 #[async_trait]
 impl Store for Poisoned {
-    async fn create_queue(
-        &self,
-        _: &str,
-        _: QueueAttributes,
-    ) -> Result<(QueueView, bool), StoreError> {
+    async fn create_queue(&self, _: &str, _: QueueAttributes) -> Result<(QueueView, bool), StoreError> {
         Err(StoreError::Poisoned(CAUSE.to_string()))
     }
     async fn get_queue(&self, name: &str) -> Result<QueueView, StoreError> {
         self.0.get_queue(name).await
     }
-    async fn list_queues(
-        &self,
-        prefix: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<QueueView>, StoreError> {
+    async fn list_queues(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Vec<QueueView>, StoreError> {
         self.0.list_queues(prefix, after, limit).await
     }
-    async fn update_queue(
-        &self,
-        name: &str,
-        patch: QueueAttributesPatch,
-    ) -> Result<QueueView, StoreError> {
+    async fn update_queue(&self, name: &str, patch: QueueAttributesPatch) -> Result<QueueView, StoreError> {
         self.0.update_queue(name, patch).await
     }
     async fn delete_queue(&self, name: &str) -> Result<(), StoreError> {
@@ -59,21 +45,13 @@ impl Store for Poisoned {
         &self,
         queue: &str,
         messages: Vec<sluice_core::NewMessage>,
-    ) -> Result<EntryResults<MessageId>, StoreError> {
+    ) -> Result<EntryResults<sluice_core::Sent>, StoreError> {
         self.0.send(queue, messages).await
     }
-    async fn receive(
-        &self,
-        queue: &str,
-        request: ReceiveRequest,
-    ) -> Result<Vec<ReceivedMessage>, StoreError> {
+    async fn receive(&self, queue: &str, request: ReceiveRequest) -> Result<Vec<ReceivedMessage>, StoreError> {
         self.0.receive(queue, request).await
     }
-    async fn ack(
-        &self,
-        queue: &str,
-        receipts: Vec<String>,
-    ) -> Result<EntryResults<()>, StoreError> {
+    async fn ack(&self, queue: &str, receipts: Vec<String>) -> Result<EntryResults<()>, StoreError> {
         self.0.ack(queue, receipts).await
     }
     async fn change_visibility(
@@ -83,22 +61,20 @@ impl Store for Poisoned {
     ) -> Result<EntryResults<()>, StoreError> {
         self.0.change_visibility(queue, entries).await
     }
-    async fn nack(
+    async fn change_visibility_lenient(
         &self,
         queue: &str,
-        entries: Vec<NackEntry>,
+        entries: Vec<(String, u64)>,
     ) -> Result<EntryResults<()>, StoreError> {
+        self.0.change_visibility_lenient(queue, entries).await
+    }
+    async fn nack(&self, queue: &str, entries: Vec<NackEntry>) -> Result<EntryResults<()>, StoreError> {
         self.0.nack(queue, entries).await
     }
     async fn peek(&self, queue: &str, limit: usize) -> Result<Vec<PeekedMessage>, StoreError> {
         self.0.peek(queue, limit).await
     }
-    async fn move_messages(
-        &self,
-        from: &str,
-        to: Option<&str>,
-        max: u64,
-    ) -> Result<MoveOutcome, StoreError> {
+    async fn move_messages(&self, from: &str, to: Option<&str>, max: u64) -> Result<MoveOutcome, StoreError> {
         self.0.move_messages(from, to, max).await
     }
     fn poisoned(&self) -> Option<String> {
@@ -112,20 +88,14 @@ impl Store for Poisoned {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn poisoned_store_is_not_ready_and_hides_the_cause() {
     let dir = tempfile::tempdir().unwrap();
-    let inner = EmbeddedStore::open(EmbeddedConfig {
-        data_dir: dir.path().to_path_buf(),
-        durability: Durability::Fsync,
-    })
-    .unwrap();
+    let inner =
+        EmbeddedStore::open(EmbeddedConfig { data_dir: dir.path().to_path_buf(), durability: Durability::Fsync })
+            .unwrap();
     let store = Arc::new(Poisoned(inner));
     let app = sluice_server::app(store.clone() as Arc<dyn Store>);
 
     let cases = [
-        (
-            Request::get("/readyz").body(Body::empty()).unwrap(),
-            503,
-            "store_poisoned",
-        ),
+        (Request::get("/readyz").body(Body::empty()).unwrap(), 503, "store_poisoned"),
         (
             Request::post("/v1/queues")
                 .header("content-type", "application/json")
@@ -139,23 +109,14 @@ async fn poisoned_store_is_not_ready_and_hides_the_cause() {
         let label = format!("{} {}", request.method(), request.uri());
         let response = app.clone().oneshot(request).await.unwrap();
         assert_eq!(response.status().as_u16(), status, "{label}");
-        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .unwrap();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
         let text = String::from_utf8(body.to_vec()).unwrap();
-        assert!(
-            !text.contains("/var/lib/sluice"),
-            "{label} leaks the cause: {text}"
-        );
+        assert!(!text.contains("/var/lib/sluice"), "{label} leaks the cause: {text}");
         let body: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(body["error"]["code"], code, "{label}");
     }
     // Liveness is not readiness: the process still answers.
-    let response = app
-        .clone()
-        .oneshot(Request::get("/healthz").body(Body::empty()).unwrap())
-        .await
-        .unwrap();
+    let response = app.clone().oneshot(Request::get("/healthz").body(Body::empty()).unwrap()).await.unwrap();
     assert_eq!(response.status().as_u16(), 200);
     store.0.close();
 }

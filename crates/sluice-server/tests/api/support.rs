@@ -37,32 +37,18 @@ impl TestServer {
     pub fn start() -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = Arc::new(
-            EmbeddedStore::open(EmbeddedConfig {
-                data_dir: dir.path().to_path_buf(),
-                durability: Durability::Fsync,
-            })
-            .expect("open embedded store"),
+            EmbeddedStore::open(EmbeddedConfig { data_dir: dir.path().to_path_buf(), durability: Durability::Fsync })
+                .expect("open embedded store"),
         );
         let app = sluice_server::app(store.clone() as Arc<dyn Store>);
-        TestServer {
-            app,
-            store,
-            _dir: dir,
-        }
+        TestServer { app, store, _dir: dir }
     }
 
     pub async fn raw(&self, request: Request<Body>) -> (StatusCode, HeaderMap, Vec<u8>) {
-        let response = self
-            .app
-            .clone()
-            .oneshot(request)
-            .await
-            .expect("the router never fails");
+        let response = self.app.clone().oneshot(request).await.expect("the router never fails");
         let status = response.status();
         let headers = response.headers().clone();
-        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .expect("read body");
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("read body");
         (status, headers, body.to_vec())
     }
 
@@ -70,12 +56,8 @@ impl TestServer {
         let builder = Request::builder().method(method).uri(path);
         let request = match payload {
             Payload::None => builder.body(Body::empty()),
-            Payload::Json(v) => builder
-                .header("content-type", "application/json")
-                .body(Body::from(v.to_string())),
-            Payload::Raw(Some(ct), bytes) => {
-                builder.header("content-type", ct).body(Body::from(bytes))
-            }
+            Payload::Json(v) => builder.header("content-type", "application/json").body(Body::from(v.to_string())),
+            Payload::Raw(Some(ct), bytes) => builder.header("content-type", ct).body(Body::from(bytes)),
             Payload::Raw(None, bytes) => builder.body(Body::from(bytes)),
         }
         .expect("request");
@@ -84,23 +66,14 @@ impl TestServer {
             Value::Null
         } else {
             serde_json::from_slice(&body).unwrap_or_else(|e| {
-                panic!(
-                    "{method} {path}: answer is not JSON ({e}): {}",
-                    String::from_utf8_lossy(&body)
-                )
+                panic!("{method} {path}: answer is not JSON ({e}): {}", String::from_utf8_lossy(&body))
             })
         };
         (status, value)
     }
 
     /// A call that must succeed with `status`; returns the body.
-    pub async fn expect(
-        &self,
-        method: &str,
-        path: &str,
-        body: Option<Value>,
-        status: u16,
-    ) -> Value {
+    pub async fn expect(&self, method: &str, path: &str, body: Option<Value>, status: u16) -> Value {
         let payload = body.map_or(Payload::None, Payload::Json);
         let (got, value) = self.call(method, path, payload).await;
         assert_eq!(got.as_u16(), status, "{method} {path}: {value}");
@@ -115,42 +88,23 @@ impl TestServer {
     pub async fn send_texts(&self, queue: &str, bodies: &[&str]) -> Vec<String> {
         let messages: Vec<Value> = bodies.iter().map(|b| json!({ "body": b })).collect();
         let answer = self
-            .expect(
-                "POST",
-                &format!("/v1/queues/{queue}/messages"),
-                Some(json!({ "messages": messages })),
-                200,
-            )
+            .expect("POST", &format!("/v1/queues/{queue}/messages"), Some(json!({ "messages": messages })), 200)
             .await;
         answer["results"]
             .as_array()
             .expect("results")
             .iter()
-            .map(|r| {
-                r["id"]
-                    .as_str()
-                    .unwrap_or_else(|| panic!("send failed: {r}"))
-                    .to_string()
-            })
+            .map(|r| r["id"].as_str().unwrap_or_else(|| panic!("send failed: {r}")).to_string())
             .collect()
     }
 
     pub async fn receive(&self, queue: &str, body: Value) -> Vec<Value> {
-        let answer = self
-            .expect(
-                "POST",
-                &format!("/v1/queues/{queue}/receive"),
-                Some(body),
-                200,
-            )
-            .await;
+        let answer = self.expect("POST", &format!("/v1/queues/{queue}/receive"), Some(body), 200).await;
         answer["messages"].as_array().expect("messages").clone()
     }
 
     pub async fn counts(&self, queue: &str) -> Value {
-        self.expect("GET", &format!("/v1/queues/{queue}"), None, 200)
-            .await["counts"]
-            .clone()
+        self.expect("GET", &format!("/v1/queues/{queue}"), None, 200).await["counts"].clone()
     }
 }
 
@@ -173,14 +127,7 @@ pub fn case(
     status: u16,
     code: Option<&'static str>,
 ) -> Case {
-    Case {
-        method,
-        path: path.into(),
-        payload,
-        status,
-        code,
-        field: None,
-    }
+    Case { method, path: path.into(), payload, status, code, field: None }
 }
 
 impl Case {
@@ -197,18 +144,12 @@ pub async fn check(server: &TestServer, cases: Vec<Case>) {
         let label = format!("{} {}", c.method, c.path);
         let (status, body) = server.call(c.method, &c.path, c.payload).await;
         if status.as_u16() != c.status {
-            failures.push(format!(
-                "{label}: status {status}, want {}: {body}",
-                c.status
-            ));
+            failures.push(format!("{label}: status {status}, want {}: {body}", c.status));
             continue;
         }
         if let Some(code) = c.code {
             if body["error"]["code"] != code {
-                failures.push(format!(
-                    "{label}: code {}, want {code}",
-                    body["error"]["code"]
-                ));
+                failures.push(format!("{label}: code {}, want {code}", body["error"]["code"]));
             }
             if body["error"]["message"].as_str().is_none_or(str::is_empty) {
                 failures.push(format!("{label}: error without a message: {body}"));
@@ -217,18 +158,10 @@ pub async fn check(server: &TestServer, cases: Vec<Case>) {
         if let Some(field) = c.field
             && body["error"]["details"]["field"] != field
         {
-            failures.push(format!(
-                "{label}: details.field {}, want {field}",
-                body["error"]["details"]["field"]
-            ));
+            failures.push(format!("{label}: details.field {}, want {field}", body["error"]["details"]["field"]));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} case(s) failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} case(s) failed:\n{}", failures.len(), failures.join("\n"));
 }
 
 pub fn json_payload(v: Value) -> Payload {

@@ -75,9 +75,18 @@ struct CreateArgs {
     name: String,
     #[command(flatten)]
     attributes: AttributeArgs,
-    /// Make it a FIFO queue (strict order per message group).
+    /// Make it a FIFO queue (strict order per message group; every send needs --group).
     #[arg(long)]
     fifo: bool,
+    /// FIFO: deduplicate sends without --dedup-id by the SHA-256 of their body.
+    #[arg(long, requires = "fifo")]
+    content_based_dedup: bool,
+    /// FIFO: how long a dedup id is remembered (default 5m).
+    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_ms, requires = "fifo")]
+    dedup_window: Option<u64>,
+    /// FIFO: dedup ids are unique per queue (default) or per message group.
+    #[arg(long, value_name = "SCOPE", value_parser = ["queue", "message-group"], requires = "fifo")]
+    dedup_scope: Option<String>,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -164,6 +173,11 @@ async fn create(args: CreateArgs) -> Result<()> {
         receive_wait_ms: a.receive_wait,
         dead_letter,
         fifo: args.fifo.then_some(true),
+        content_based_dedup: args.content_based_dedup.then_some(true),
+        dedup_window_ms: args.dedup_window,
+        dedup_scope: args.dedup_scope.as_deref().map(|s| {
+            if s == "message-group" { sluice_api::DedupScope::MessageGroup } else { sluice_api::DedupScope::Queue }
+        }),
         tags: a.tags(),
     };
     let created = args.client.client()?.create_queue(&request).await?;
@@ -241,6 +255,8 @@ async fn update(args: UpdateArgs) -> Result<()> {
         message_bytes_max: a.message_bytes_max,
         receive_wait_ms: a.receive_wait,
         dead_letter,
+        content_based_dedup: None,
+        dedup_window_ms: None,
         tags: a.tags(),
     };
     if request == UpdateQueueRequest::default() {

@@ -62,6 +62,12 @@ pub struct Args {
     /// An id tying related messages together.
     #[arg(long, value_name = "ID")]
     correlation_id: Option<String>,
+    /// Message group: required on FIFO queues (order is kept per group).
+    #[arg(long, value_name = "GROUP")]
+    group: Option<String>,
+    /// FIFO: a resend with the same id inside the dedup window enqueues nothing.
+    #[arg(long, value_name = "ID")]
+    dedup_id: Option<String>,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -81,6 +87,8 @@ pub async fn run(args: Args) -> Result<()> {
         message_type: args.message_type.clone(),
         source: args.source.clone(),
         correlation_id: args.correlation_id.clone(),
+        group_id: args.group.clone(),
+        dedup_id: args.dedup_id.clone(),
         ..Default::default()
     };
     let entries = read_entries(&args, &template).await?;

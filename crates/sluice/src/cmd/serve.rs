@@ -38,6 +38,16 @@ pub struct Args {
     /// `info,sluice_server=debug`.
     #[arg(long, env = "SLUICE_LOG", default_value = "info", value_name = "LEVEL")]
     log_level: String,
+    /// AWS account id in SQS queue URLs and ARNs, and in STS GetCallerIdentity.
+    #[arg(long, env = "SLUICE_ACCOUNT", default_value = "000000000000", value_name = "ID")]
+    account: String,
+    /// AWS region in SQS ARNs.
+    #[arg(long, env = "SLUICE_REGION", default_value = "us-east-1", value_name = "REGION")]
+    region: String,
+    /// Verify SigV4 signatures of SQS requests against this access key (repeatable). Without
+    /// any, every request is accepted whatever it is signed with.
+    #[arg(long = "access-key", env = "SLUICE_ACCESS_KEYS", value_name = "ID:SECRET", value_delimiter = ',')]
+    access_keys: Vec<sluice_server::AccessKey>,
 }
 
 fn parse_durability(s: &str) -> Result<Durability, String> {
@@ -71,7 +81,16 @@ pub async fn run(args: Args) -> Result<()> {
     let signals = Signals::install()?;
     announce(addr)?;
 
-    let served = sluice_server::run(listener, Arc::clone(&store) as Arc<dyn Store>, signals.first()).await;
+    if !args.access_keys.is_empty() {
+        tracing::info!(keys = args.access_keys.len(), "verifying SigV4 signatures of AWS requests");
+    }
+    let server_config = sluice_server::ServerConfig {
+        account: args.account.clone(),
+        region: args.region.clone(),
+        access_keys: args.access_keys.clone(),
+    };
+    let served =
+        sluice_server::run_with(listener, Arc::clone(&store) as Arc<dyn Store>, server_config, signals.first()).await;
     tracing::info!("stopped accepting; syncing the store");
     // Close even when serving failed: the last batch of acknowledged writes must reach disk.
     let closing = Arc::clone(&store);

@@ -1,0 +1,209 @@
+//! Queue actions: CreateQueue, GetQueueUrl, ListQueues, DeleteQueue, GetQueueAttributes,
+//! SetQueueAttributes and PurgeQueue.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sluice_core::broker::QueueView;
+use sluice_core::name::validate_queue_name;
+use sluice_core::{BrokerError, QueueAttributes};
+use sluice_store::StoreError;
+
+use super::{Ctx, Page, output};
+use crate::convert::now_ms;
+use crate::sqs::errors::SqsError;
+use crate::sqs::input::{Int, parse, required};
+use crate::sqs::queue_attributes::{self, Request};
+
+type Outcome = Result<Option<Value>, SqsError>;
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct QueueUrlOutput {
+    queue_url: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "PascalCase", default)]
+struct CreateQueueInput {
+    queue_name: Option<String>,
+    attributes: Option<BTreeMap<String, String>>,
+    /// Lowercase in the JSON protocol (a quirk of the model); `Tag.N` in Query.
+    #[serde(rename = "tags", alias = "Tags")]
+    tags: Option<BTreeMap<String, String>>,
+}
+
+pub async fn create_queue(ctx: &Ctx<'_>, input: Value) -> Outcome {
+    let input: CreateQueueInput = parse(input)?;
+    let name = required(&input.queue_name, "QueueName")?;
+    let attributes = input.attributes.unwrap_or_default();
+    if name.ends_with(".fifo") {
+        return Err(SqsError::invalid_value(
+            "QueueName",
+            name,
+            "FIFO queues are not supported by this Sluice version yet.",
+        ));
+    }
+    validate_queue_name(name).map_err(queue_attributes::core_error)?;
+    let patch = queue_attributes::patch(&attributes, Request::Create, ctx.account())?;
+    match ctx.store().get_queue(name).await {
+        Ok(existing) => return same_queue(ctx, &existing, &attributes),
+        Err(StoreError::Broker(BrokerError::QueueNotFound(_))) => {}
+        Err(e) => return Err(e.into()),
+    }
+    if ctx.state.sqs.deleted_recently(name, now_ms()) {
+        return Err(SqsError::queue_deleted_recently());
+    }
+    let mut config = QueueAttributes::default().apply(&patch);
+    config.tags = input.tags.unwrap_or_default();
+    match ctx.store().create_queue(name, config).await {
+        Ok((view, _)) => output(QueueUrlOutput { queue_url: ctx.queue_url(&view.name) }),
+        // Created by someone else since the look-up above.
+        Err(StoreError::Broker(BrokerError::QueueExists(_))) => same_queue(ctx, &ctx.queue(name).await?, &attributes),
+        Err(e) => Err(attribute_error(e, &attributes)),
+    }
+}
+
+/// CreateQueue on an existing queue answers its URL when every attribute the request names
+/// has the queue's value (attributes it does not name are not compared, as in AWS).
+fn same_queue(ctx: &Ctx<'_>, existing: &QueueView, attributes: &BTreeMap<String, String>) -> Outcome {
+    for (name, value) in attributes {
+        let one = BTreeMap::from([(name.clone(), value.clone())]);
+        let patch = queue_attributes::patch(&one, Request::Create, ctx.account())?;
+        if existing.attributes.apply(&patch) != existing.attributes {
+            return Err(SqsError::queue_name_exists(name));
+        }
+    }
+    output(QueueUrlOutput { queue_url: ctx.queue_url(&existing.name) })
+}
+
+/// A store refusal of new attributes, in SQS's words.
+fn attribute_error(e: StoreError, attributes: &BTreeMap<String, String>) -> SqsError {
+    match e {
+        StoreError::Broker(BrokerError::Invalid(v)) => queue_attributes::core_error(v),
+        StoreError::Broker(BrokerError::DeadLetterQueueNotFound(_)) => SqsError::invalid_value(
+            "RedrivePolicy",
+            attributes.get("RedrivePolicy").map_or("", String::as_str),
+            "Dead letter target does not exist.",
+        ),
+        other => other.into(),
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "PascalCase", default)]
+struct GetQueueUrlInput {
+    queue_name: Option<String>,
+    #[serde(rename = "QueueOwnerAWSAccountId")]
+    owner: Option<String>,
+}
+
+pub async fn get_queue_url(ctx: &Ctx<'_>, input: Value) -> Outcome {
+    let input: GetQueueUrlInput = parse(input)?;
+    let name = required(&input.queue_name, "QueueName")?;
+    if input.owner.as_deref().is_some_and(|owner| !owner.is_empty() && owner != ctx.account()) {
+        return Err(SqsError::queue_does_not_exist());
+    }
+    let view = ctx.queue(name).await?;
+    output(QueueUrlOutput { queue_url: ctx.queue_url(&view.name) })
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "PascalCase", default)]
+struct ListQueuesInput {
+    queue_name_prefix: Option<String>,
+    max_results: Option<Int>,
+    next_token: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct ListQueuesOutput {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    queue_urls: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_token: Option<String>,
+}
+
+pub async fn list_queues(ctx: &Ctx<'_>, input: Value) -> Outcome {
+    let input: ListQueuesInput = parse(input)?;
+    let page = Page::read(&input.max_results, &input.next_token)?;
+    let prefix = input.queue_name_prefix.unwrap_or_default();
+    // One more than asked tells whether another page follows.
+    let queues = ctx.store().list_queues(&prefix, page.after.as_deref(), page.limit() + 1).await?;
+    let mut names: Vec<String> = queues.into_iter().map(|q| q.name).collect();
+    let next_token = page.cut(&mut names);
+    output(ListQueuesOutput { queue_urls: names.iter().map(|n| ctx.queue_url(n)).collect(), next_token })
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "PascalCase", default)]
+struct QueueUrlInput {
+    queue_url: Option<String>,
+}
+
+pub async fn delete_queue(ctx: &Ctx<'_>, input: Value) -> Outcome {
+    let input: QueueUrlInput = parse(input)?;
+    let name = ctx.queue_name(&input.queue_url)?;
+    ctx.store().delete_queue(&name).await?;
+    ctx.state.sqs.record_delete(&name, now_ms());
+    Ok(None)
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "PascalCase", default)]
+struct GetQueueAttributesInput {
+    queue_url: Option<String>,
+    attribute_names: Option<Vec<String>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct AttributesOutput {
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    attributes: BTreeMap<String, String>,
+}
+
+pub async fn get_queue_attributes(ctx: &Ctx<'_>, input: Value) -> Outcome {
+    let input: GetQueueAttributesInput = parse(input)?;
+    let name = ctx.queue_name(&input.queue_url)?;
+    let view = ctx.queue(&name).await?;
+    let all = queue_attributes::render(&view, ctx.region(), ctx.account());
+    let attributes = queue_attributes::select(all, input.attribute_names.as_deref().unwrap_or_default())?;
+    output(AttributesOutput { attributes })
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "PascalCase", default)]
+struct SetQueueAttributesInput {
+    queue_url: Option<String>,
+    attributes: Option<BTreeMap<String, String>>,
+}
+
+pub async fn set_queue_attributes(ctx: &Ctx<'_>, input: Value) -> Outcome {
+    let input: SetQueueAttributesInput = parse(input)?;
+    let name = ctx.queue_name(&input.queue_url)?;
+    let Some(attributes) = input.attributes else {
+        return Err(ctx.after_queue_check(&name, SqsError::missing_parameter("Attributes")).await);
+    };
+    let patch = match queue_attributes::patch(&attributes, Request::Set, ctx.account()) {
+        Ok(p) => p,
+        Err(e) => return Err(ctx.after_queue_check(&name, e).await),
+    };
+    ctx.store().update_queue(&name, patch).await.map_err(|e| attribute_error(e, &attributes))?;
+    Ok(None)
+}
+
+pub async fn purge_queue(ctx: &Ctx<'_>, input: Value) -> Outcome {
+    let input: QueueUrlInput = parse(input)?;
+    let name = ctx.queue_name(&input.queue_url)?;
+    if !ctx.state.sqs.start_purge(&name, now_ms()) {
+        return Err(ctx.after_queue_check(&name, SqsError::purge_in_progress(&name)).await);
+    }
+    if let Err(e) = ctx.store().purge_queue(&name).await {
+        ctx.state.sqs.cancel_purge(&name);
+        return Err(e.into());
+    }
+    Ok(None)
+}

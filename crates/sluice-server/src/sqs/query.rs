@@ -1,0 +1,220 @@
+//! The Query protocol's input: `Action=...&Version=...&...` parameters from a form body or a
+//! GET query string, turned into the JSON protocol's shape so that every action reads one
+//! input format.
+//!
+//! Query flattens lists and maps into numbered names (`AttributeName.1`,
+//! `Attribute.1.Name`/`Attribute.1.Value`, `SendMessageBatchRequestEntry.2.MessageAttribute.1.Value.StringValue`).
+//! The table in [`hint`] says, for each such name, which JSON member it becomes and how its
+//! numbered items are built; the names come from the query model
+//! (`shared/reference/aws-data/sqs-query-model-2012-11-05.json`).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use super::errors::SqsError;
+use super::limits::QUERY_PARAMS_MAX;
+
+/// Parameters that frame the request rather than belong to the action's input.
+const FRAMING: &[&str] = &[
+    "Action",
+    "Version",
+    "AWSAccessKeyId",
+    "Signature",
+    "SignatureMethod",
+    "SignatureVersion",
+    "Timestamp",
+    "Expires",
+    "SecurityToken",
+    "X-Amz-Algorithm",
+    "X-Amz-Credential",
+    "X-Amz-Date",
+    "X-Amz-Expires",
+    "X-Amz-SignedHeaders",
+    "X-Amz-Signature",
+    "X-Amz-Security-Token",
+];
+
+/// Decodes `application/x-www-form-urlencoded` text (a body or a query string).
+pub fn decode(text: &[u8]) -> Result<Vec<(String, String)>, SqsError> {
+    let mut params = Vec::new();
+    for (k, v) in form_urlencoded::parse(text) {
+        if params.len() == QUERY_PARAMS_MAX {
+            return Err(SqsError::invalid_parameter_value(format!(
+                "A request may carry at most {QUERY_PARAMS_MAX} parameters."
+            )));
+        }
+        params.push((k.into_owned(), v.into_owned()));
+    }
+    Ok(params)
+}
+
+/// The value of the first parameter called `name`.
+pub fn get<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+}
+
+/// How a flattened name becomes a JSON member.
+#[derive(Debug, Clone, Copy)]
+enum Hint {
+    /// `Name.N` (or `Name.N.Field` for structures) → a JSON array named `json`.
+    List { json: &'static str, items_are_structures: bool },
+    /// `Name.N.<key>` and `Name.N.<value>` → a JSON object named `json`.
+    Map { json: &'static str, key: &'static str, value: &'static str, values_are_structures: bool },
+}
+
+fn hint(name: &str) -> Option<Hint> {
+    let list = |json, items_are_structures| Some(Hint::List { json, items_are_structures });
+    let map = |json, key, value, values_are_structures| Some(Hint::Map { json, key, value, values_are_structures });
+    match name {
+        "Attribute" => map("Attributes", "Name", "Value", false),
+        "Tag" => map("Tags", "Key", "Value", false),
+        "MessageAttribute" => map("MessageAttributes", "Name", "Value", true),
+        "MessageSystemAttribute" => map("MessageSystemAttributes", "Name", "Value", true),
+        "AttributeName" => list("AttributeNames", false),
+        "MessageAttributeName" => list("MessageAttributeNames", false),
+        "MessageSystemAttributeName" => list("MessageSystemAttributeNames", false),
+        "AWSAccountId" => list("AWSAccountIds", false),
+        "ActionName" => list("Actions", false),
+        "TagKey" => list("TagKeys", false),
+        "SendMessageBatchRequestEntry"
+        | "DeleteMessageBatchRequestEntry"
+        | "ChangeMessageVisibilityBatchRequestEntry" => list("Entries", true),
+        _ => None,
+    }
+}
+
+/// The parameters split on `.` into a tree: `A.1.B=x` is `A → 1 → B = x`.
+#[derive(Debug, Default)]
+struct Node {
+    value: Option<String>,
+    children: BTreeMap<String, Node>,
+}
+
+/// The action's input in the JSON protocol's shape.
+pub fn to_input(params: &[(String, String)]) -> Result<Value, SqsError> {
+    let mut root = Node::default();
+    for (key, value) in params {
+        if FRAMING.contains(&key.as_str()) {
+            continue;
+        }
+        let mut node = &mut root;
+        for part in key.split('.') {
+            node = node.children.entry(part.to_string()).or_default();
+        }
+        node.value = Some(value.clone());
+    }
+    structure(&root, "")
+}
+
+fn structure(node: &Node, path: &str) -> Result<Value, SqsError> {
+    let mut out = Map::new();
+    for (name, child) in &node.children {
+        let here = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
+        match hint(name) {
+            Some(Hint::List { json, items_are_structures }) => {
+                let mut items = Vec::new();
+                for (index, item) in numbered(child, &here)? {
+                    let at = format!("{here}.{index}");
+                    items.push(if items_are_structures { structure(item, &at)? } else { leaf(item) });
+                }
+                out.insert(json.to_string(), Value::Array(items));
+            }
+            Some(Hint::Map { json, key, value, values_are_structures }) => {
+                let mut entries = Map::new();
+                for (index, item) in numbered(child, &here)? {
+                    let at = format!("{here}.{index}");
+                    let k = item.children.get(key).and_then(|n| n.value.clone());
+                    let k = k.ok_or_else(|| SqsError::missing_parameter(&format!("{at}.{key}")))?;
+                    let v = item
+                        .children
+                        .get(value)
+                        .ok_or_else(|| SqsError::missing_parameter(&format!("{at}.{value}")))?;
+                    let v = if values_are_structures { structure(v, &format!("{at}.{value}"))? } else { leaf(v) };
+                    entries.insert(k, v);
+                }
+                out.insert(json.to_string(), Value::Object(entries));
+            }
+            None if child.children.is_empty() => {
+                out.insert(name.clone(), leaf(child));
+            }
+            None => {
+                out.insert(name.clone(), structure(child, &here)?);
+            }
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+fn leaf(node: &Node) -> Value {
+    Value::String(node.value.clone().unwrap_or_default())
+}
+
+/// The numbered items of a flattened list or map, in numeric order (`.10` after `.9`).
+fn numbered<'a>(node: &'a Node, path: &str) -> Result<Vec<(u32, &'a Node)>, SqsError> {
+    let mut items = Vec::with_capacity(node.children.len());
+    for (index, item) in &node.children {
+        let n: u32 = index
+            .parse()
+            .map_err(|_| SqsError::invalid_parameter_value(format!("The parameter {path}.{index} is not valid.")))?;
+        items.push((n, item));
+    }
+    items.sort_by_key(|(n, _)| *n);
+    Ok(items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn input(query: &str) -> Value {
+        to_input(&decode(query.as_bytes()).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn scalars_lists_and_maps() {
+        assert_eq!(
+            input(
+                "Action=CreateQueue&Version=2012-11-05&QueueName=q&Attribute.1.Name=DelaySeconds&Attribute.1.Value=5&Tag.1.Key=team&Tag.1.Value=a+b"
+            ),
+            json!({"QueueName": "q", "Attributes": {"DelaySeconds": "5"}, "Tags": {"team": "a b"}})
+        );
+        assert_eq!(
+            input("AttributeName.2=B&AttributeName.10=C&AttributeName.1=A&MaxNumberOfMessages=3"),
+            json!({"AttributeNames": ["A", "B", "C"], "MaxNumberOfMessages": "3"})
+        );
+    }
+
+    #[test]
+    fn batch_entries_nest_their_attributes() {
+        let got = input(concat!(
+            "SendMessageBatchRequestEntry.1.Id=a&SendMessageBatchRequestEntry.1.MessageBody=x%0Dy",
+            "&SendMessageBatchRequestEntry.1.MessageAttribute.1.Name=k",
+            "&SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.DataType=String",
+            "&SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.StringValue=v",
+            "&SendMessageBatchRequestEntry.2.Id=b&SendMessageBatchRequestEntry.2.MessageBody=z",
+        ));
+        assert_eq!(
+            got,
+            json!({"Entries": [
+                {"Id": "a", "MessageBody": "x\ry", "MessageAttributes": {"k": {"DataType": "String", "StringValue": "v"}}},
+                {"Id": "b", "MessageBody": "z"},
+            ]})
+        );
+    }
+
+    #[test]
+    fn broken_numbering_is_refused() {
+        let e = to_input(&decode(b"AttributeName.x=A").unwrap()).unwrap_err();
+        assert_eq!(e.code, "InvalidParameterValue");
+        let e = to_input(&decode(b"Attribute.1.Value=5").unwrap()).unwrap_err();
+        assert_eq!(e.message, "The request must contain the parameter Attribute.1.Name.");
+    }
+
+    #[test]
+    fn too_many_parameters_are_refused_while_decoding() {
+        let query = "a=1&".repeat(QUERY_PARAMS_MAX + 1);
+        assert!(decode(query.as_bytes()).is_err());
+    }
+}
