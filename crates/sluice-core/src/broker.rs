@@ -589,6 +589,7 @@ impl Broker {
             }
             bytes += meta.size_bytes;
             let meta = self.messages.get_mut(&seq).expect("message exists");
+            queue.served(meta);
             queue.unindex(seq, meta);
             meta.in_flight = true;
             meta.visible_at = now_ms.saturating_add(visibility_ms);
@@ -611,7 +612,9 @@ impl Broker {
     fn dead_letter_target(&self, id: QueueId) -> Option<(QueueId, u32)> {
         let dl = self.queues[&id].attributes.dead_letter.as_ref()?;
         let dlq = *self.names.get(&dl.queue)?;
-        (dlq != id).then_some((dlq, dl.max_receive_count))
+        // A dead-letter queue deleted and recreated as the other type is no target.
+        let same_type = self.queues[&dlq].is_fifo() == self.queues[&id].is_fifo();
+        (dlq != id && same_type).then_some((dlq, dl.max_receive_count))
     }
 
     fn move_to_dead_letter(&mut self, seq: u64, dlq: QueueId, now_ms: TimeMs) {
@@ -933,6 +936,7 @@ impl Broker {
                 }
             }
             assert_eq!(queue.in_flight, in_flight, "in-flight count of queue {id}");
+            queue.check_fair();
             assert_eq!(self.scheduled.get(id).copied(), queue.next_due(), "schedule of queue {id}");
             seen += queue.members.len();
         }
@@ -966,12 +970,75 @@ fn fifo_send_rules(attributes: &QueueAttributes, message: &NewMessage) -> Result
     };
     Ok(match attributes.dedup_scope {
         DedupScope::Queue => id,
-        // The group and the id, separated by a byte neither can contain.
-        DedupScope::MessageGroup => format!("{group}\u{0}{id}"),
+        // The group's length first, so that no (group, id) pair can spell another's key.
+        DedupScope::MessageGroup => format!("{}:{group}{id}", group.len()),
     })
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod fair_tests {
+    use super::*;
+    use crate::message::MessageEnvelope;
+
+    fn grouped(group: Option<&str>, priority: u8) -> NewMessage {
+        NewMessage {
+            body: b"x".to_vec(),
+            priority,
+            envelope: MessageEnvelope { group_id: group.map(str::to_string), ..Default::default() },
+            ..Default::default()
+        }
+    }
+
+    fn groups_of(broker: &Broker, deliveries: &[Delivery]) -> Vec<String> {
+        deliveries
+            .iter()
+            .map(|d| broker.message(d.seq).and_then(|m| m.group_id.clone()).unwrap_or_else(|| "-".into()))
+            .collect()
+    }
+
+    #[test]
+    fn a_quiet_group_is_served_next_despite_a_noisy_backlog() {
+        let mut b = Broker::new();
+        let (q, _) = b.create_queue("q", QueueAttributes::default(), 0).unwrap();
+        for i in 0..1_000 {
+            b.send(q, &grouped(Some("noisy"), 0), MessageId(i), 0).unwrap();
+        }
+        let first = b.receive(q, 2, None, 1);
+        assert_eq!(groups_of(&b, &first), ["noisy", "noisy"]);
+        b.send(q, &grouped(Some("quiet"), 0), MessageId(5_000), 2).unwrap();
+        let next = b.receive(q, 3, None, 3);
+        assert_eq!(groups_of(&b, &next), ["quiet", "noisy", "noisy"]);
+        b.check_invariants(3);
+    }
+
+    #[test]
+    fn groups_take_turns_within_a_priority_and_priority_still_comes_first() {
+        let mut b = Broker::new();
+        let (q, _) = b.create_queue("q", QueueAttributes::default(), 0).unwrap();
+        let mut id = 0;
+        for group in ["a", "a", "a", "b", "b", "c"] {
+            id += 1;
+            b.send(q, &grouped(Some(group), 0), MessageId(id), 0).unwrap();
+        }
+        b.send(q, &grouped(None, 5), MessageId(100), 0).unwrap();
+        let got = b.receive(q, 7, None, 1);
+        assert_eq!(groups_of(&b, &got), ["-", "a", "b", "c", "a", "b", "a"]);
+        b.check_invariants(1);
+    }
+
+    #[test]
+    fn without_groups_order_is_priority_then_send_order() {
+        let mut b = Broker::new();
+        let (q, _) = b.create_queue("q", QueueAttributes::default(), 0).unwrap();
+        for (i, p) in [0u8, 3, 0, 3].into_iter().enumerate() {
+            b.send(q, &grouped(None, p), MessageId(i as u128), 0).unwrap();
+        }
+        let got: Vec<u128> = b.receive(q, 4, None, 1).iter().map(|d| d.meta.id.0).collect();
+        assert_eq!(got, [1, 3, 0, 2]);
+    }
 }

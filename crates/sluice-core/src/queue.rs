@@ -4,6 +4,12 @@
 //! The indexes hold sequence numbers; the metadata itself lives in the broker's message map so
 //! that a message can change queues (dead-lettering, redrive) without being copied.
 //!
+//! A standard queue schedules fairly across message groups (fair queues): within the highest
+//! priority that has visible messages, the group served least recently goes first, and a group
+//! with nothing visible is forgotten, so a quiet group's next message is served next however
+//! long a noisy group's backlog is. Messages without a group form one group of their own; a
+//! queue without groups therefore delivers by priority, then send order.
+//!
 //! A FIFO queue also keeps its message groups: a group may deliver only while none of its
 //! messages is in flight and its oldest message is visible, and then from that oldest message
 //! on, so order within a group is send order and a failing head blocks only its own group.
@@ -34,6 +40,8 @@ pub struct Queue {
     pub(crate) in_flight: usize,
     /// FIFO queues only: message groups and which of them may deliver now.
     pub(crate) fifo: FifoIndex,
+    /// Standard queues only: fair scheduling across message groups.
+    pub(crate) fair: FairIndex,
     /// FIFO queues only: deduplication keys still inside their window.
     pub(crate) dedup: HashMap<String, DedupEntry>,
     pub(crate) dedup_expiry: BTreeSet<(TimeMs, String)>,
@@ -46,6 +54,71 @@ pub struct DedupEntry {
     pub id: crate::MessageId,
     pub seq: u64,
     pub expires_at: TimeMs,
+}
+
+/// Fair scheduling of a standard queue's visible messages (see the module docs).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FairIndex {
+    /// Per priority, highest first: each group's visible messages, and the groups in the order
+    /// they should be served.
+    lanes: std::collections::BTreeMap<Reverse<u8>, Lane>,
+    /// When each group with visible messages was last served (0: not since it had a backlog).
+    last_served: HashMap<String, u64>,
+    clock: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Lane {
+    groups: HashMap<String, BTreeSet<u64>>,
+    order: BTreeSet<(u64, String)>,
+}
+
+impl FairIndex {
+    fn insert(&mut self, priority: u8, group: &str, seq: u64) {
+        let served = *self.last_served.entry(group.to_string()).or_insert(0);
+        let lane = self.lanes.entry(Reverse(priority)).or_default();
+        let seqs = lane.groups.entry(group.to_string()).or_default();
+        if seqs.is_empty() {
+            lane.order.insert((served, group.to_string()));
+        }
+        seqs.insert(seq);
+    }
+
+    fn remove(&mut self, priority: u8, group: &str, seq: u64) {
+        let Some(lane) = self.lanes.get_mut(&Reverse(priority)) else { return };
+        let Some(seqs) = lane.groups.get_mut(group) else { return };
+        seqs.remove(&seq);
+        if seqs.is_empty() {
+            lane.groups.remove(group);
+            let served = self.last_served.get(group).copied().unwrap_or(0);
+            lane.order.remove(&(served, group.to_string()));
+            if lane.groups.is_empty() {
+                self.lanes.remove(&Reverse(priority));
+            }
+            if !self.lanes.values().any(|l| l.groups.contains_key(group)) {
+                self.last_served.remove(group);
+            }
+        }
+    }
+
+    fn next(&self) -> Option<u64> {
+        let lane = self.lanes.values().next()?;
+        let (_, group) = lane.order.first()?;
+        lane.groups[group].first().copied()
+    }
+
+    /// Records that `group` was just served, moving it behind every other group.
+    fn served(&mut self, group: &str) {
+        let Some(old) = self.last_served.get(group).copied() else { return };
+        self.clock += 1;
+        let now = self.clock;
+        self.last_served.insert(group.to_string(), now);
+        for lane in self.lanes.values_mut() {
+            if lane.order.remove(&(old, group.to_string())) {
+                lane.order.insert((now, group.to_string()));
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -83,6 +156,7 @@ impl Queue {
             by_age: BTreeSet::new(),
             in_flight: 0,
             fifo: FifoIndex::default(),
+            fair: FairIndex::default(),
             dedup: HashMap::new(),
             dedup_expiry: BTreeSet::new(),
         }
@@ -120,7 +194,7 @@ impl Queue {
     /// it is visible, so that one receive returns as many messages of one group as it can.
     pub(crate) fn next_ready(&self, continuing: Option<(&str, u64)>) -> Option<u64> {
         if !self.is_fifo() {
-            return self.ready.first().map(|(_, seq)| *seq);
+            return self.fair.next();
         }
         if let Some((group, last)) = continuing
             && let Some(g) = self.fifo.groups.get(group)
@@ -154,6 +228,9 @@ impl Queue {
             }
         } else {
             self.ready.insert(self.ready_key(seq, meta));
+            if !self.is_fifo() {
+                self.fair.insert(meta.priority, group_of(meta), seq);
+            }
         }
         if self.is_fifo() {
             if meta.in_flight {
@@ -165,7 +242,11 @@ impl Queue {
 
     /// Takes `seq` out of `ready` or `timers`, as indexed for `meta`.
     pub(crate) fn unindex(&mut self, seq: u64, meta: &MessageMeta) {
-        if !self.ready.remove(&self.ready_key(seq, meta)) {
+        if self.ready.remove(&self.ready_key(seq, meta)) {
+            if !self.is_fifo() {
+                self.fair.remove(meta.priority, group_of(meta), seq);
+            }
+        } else {
             let removed = self.timers.remove(&(meta.visible_at, seq));
             assert!(removed, "message {seq} missing from the indexes of queue {}", self.id);
             if meta.in_flight {
@@ -219,6 +300,25 @@ impl Queue {
 
     pub fn delayed_count(&self) -> usize {
         self.timers.len() - self.in_flight
+    }
+
+    /// Checks the fair index against the ready set (tests and invariant checks).
+    pub(crate) fn check_fair(&self) {
+        if self.is_fifo() {
+            return;
+        }
+        let indexed: usize = self.fair.lanes.values().flat_map(|l| l.groups.values()).map(BTreeSet::len).sum();
+        assert_eq!(indexed, self.ready.len(), "fair index of queue {} disagrees with the ready set", self.id);
+        for lane in self.fair.lanes.values() {
+            assert_eq!(lane.order.len(), lane.groups.len(), "fair order of queue {}", self.id);
+        }
+    }
+
+    /// Standard queues: records that a receive just served `meta`'s group.
+    pub(crate) fn served(&mut self, meta: &MessageMeta) {
+        if !self.is_fifo() {
+            self.fair.served(group_of(meta));
+        }
     }
 
     /// FIFO queues: how many message groups hold messages.
