@@ -4,6 +4,7 @@
 mod ack;
 mod bench;
 mod dlq;
+mod migrate;
 mod peek;
 mod queue;
 mod receive;
@@ -24,6 +25,7 @@ pub enum Command {
     Peek(peek::Args),
     Dlq(dlq::Args),
     Bench(bench::Args),
+    Migrate(migrate::Args),
 }
 
 impl Command {
@@ -37,6 +39,7 @@ impl Command {
             Command::Peek(args) => peek::run(args).await,
             Command::Dlq(args) => dlq::run(args).await,
             Command::Bench(args) => bench::run(args).await,
+            Command::Migrate(args) => migrate::run(args).await,
         }
     }
 }

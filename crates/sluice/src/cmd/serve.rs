@@ -38,6 +38,10 @@ pub struct Args {
     /// `info,sluice_server=debug`.
     #[arg(long, env = "SLUICE_LOG", default_value = "info", value_name = "LEVEL")]
     log_level: String,
+    /// Keep all state in PostgreSQL instead of the embedded store (`postgres://USER@HOST/DB`);
+    /// any number of servers may share one database. Migrations run at start.
+    #[arg(long, env = "SLUICE_STORE", value_name = "URL")]
+    store: Option<String>,
     /// AWS account id in SQS queue URLs and ARNs, and in STS GetCallerIdentity.
     #[arg(long, env = "SLUICE_ACCOUNT", default_value = "000000000000", value_name = "ID")]
     account: String,
@@ -59,6 +63,9 @@ pub async fn run(args: Args) -> Result<()> {
     let listener = bind(&args.addr).await?;
     let addr = listener.local_addr().context("reading the listening address")?;
 
+    if let Some(url) = args.store.clone() {
+        return serve_postgres(args, &url, listener, addr).await;
+    }
     let config = EmbeddedConfig { data_dir: args.data_dir.clone(), durability: args.durability };
     // Opening replays the data directory, which is blocking disk work.
     let store = tokio::task::spawn_blocking(move || EmbeddedStore::open(config))
@@ -81,20 +88,48 @@ pub async fn run(args: Args) -> Result<()> {
     let signals = Signals::install()?;
     announce(addr)?;
 
-    if !args.access_keys.is_empty() {
-        tracing::info!(keys = args.access_keys.len(), "verifying SigV4 signatures of AWS requests");
-    }
-    let server_config = sluice_server::ServerConfig {
-        account: args.account.clone(),
-        region: args.region.clone(),
-        access_keys: args.access_keys.clone(),
-    };
     let served =
-        sluice_server::run_with(listener, Arc::clone(&store) as Arc<dyn Store>, server_config, signals.first()).await;
+        sluice_server::run_with(listener, Arc::clone(&store) as Arc<dyn Store>, server_config(&args), signals.first())
+            .await;
     tracing::info!("stopped accepting; syncing the store");
     // Close even when serving failed: the last batch of acknowledged writes must reach disk.
     let closing = Arc::clone(&store);
     tokio::task::spawn_blocking(move || closing.close()).await.context("closing the store failed unexpectedly")?;
+    served.context("serving failed")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn server_config(args: &Args) -> sluice_server::ServerConfig {
+    if !args.access_keys.is_empty() {
+        tracing::info!(keys = args.access_keys.len(), "verifying SigV4 signatures of AWS requests");
+    }
+    sluice_server::ServerConfig {
+        account: args.account.clone(),
+        region: args.region.clone(),
+        access_keys: args.access_keys.clone(),
+    }
+}
+
+/// `serve --store postgres://…`: every write is committed by PostgreSQL before it is
+/// acknowledged, so there is nothing to sync at shutdown.
+async fn serve_postgres(args: Args, url: &str, listener: TcpListener, addr: SocketAddr) -> Result<()> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(hinted(
+            format!("--store {url:?} is not a PostgreSQL URL"),
+            "give postgres://USER@HOST:PORT/DATABASE, or leave --store out for the embedded store",
+        ));
+    }
+    let store =
+        sluice_postgres::PostgresStore::connect(url, sluice_postgres::PostgresOptions::default()).await.map_err(
+            |e| hinted(format!("cannot use PostgreSQL: {e}"), "check that the database is up and the URL is right"),
+        )?;
+    tracing::info!(%addr, "PostgreSQL store open");
+    let signals = Signals::install()?;
+    announce(addr)?;
+    let served =
+        sluice_server::run_with(listener, Arc::new(store) as Arc<dyn Store>, server_config(&args), signals.first())
+            .await;
     served.context("serving failed")?;
     tracing::info!("stopped");
     Ok(())

@@ -1,0 +1,394 @@
+//! Sluice's scale-out backend: every queue and message lives in PostgreSQL tables, so any number
+//! of Sluice nodes can serve the same queues from one database.
+//!
+//! The rules are sluice-core's, restated as SQL over rows instead of applied by `Broker` to
+//! in-memory indexes (which one node cannot share with another). What is reused from core as
+//! is: validation (`NewMessage::validate`, `QueueAttributes::validate`, queue names, limits),
+//! the receipt format, `MessageMeta::state`, `QueueAttributes::apply`/`same_config`.
+//!
+//! How the pieces fit (see also the module docs):
+//! - `migrate`: versioned SQL files applied at connect (and by `migrate` for `sluice migrate`).
+//! - `queues`, `messages`, `receive`: one module per group of `Store` calls. Every call is one
+//!   statement or one transaction; a receive picks rows with `FOR UPDATE SKIP LOCKED`, so
+//!   consumers on different nodes never wait for, nor get, each other's messages.
+//! - `wake`: LISTEN/NOTIFY and per-queue timers wake long polls on every node.
+//! - `sweep`: a background task per store ends expired holds (dead-lettering exhausted
+//!   messages), applies retention and removes orphans; several nodes never double-process,
+//!   because every row is taken with `FOR UPDATE SKIP LOCKED` and re-checked, and an advisory
+//!   lock keeps all but one node from even scanning.
+//! - `transactional`: `sluice_send` from the application's own transaction.
+//!
+//! Time is the database's clock (`sluice_now_ms()` in SQL), so nodes with drifting clocks agree
+//! on when holds and delays end.
+
+mod codec;
+mod messages;
+pub mod migrate;
+mod queues;
+mod receive;
+mod sweep;
+mod transactional;
+mod wake;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use sluice_core::broker::{MoveOutcome, QueueView, Sent};
+use sluice_core::{NewMessage, QueueAttributes, QueueAttributesPatch};
+use sluice_store::{
+    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Store, StoreCounters, StoreError,
+};
+use tokio::task::JoinHandle;
+
+pub use migrate::{MigrateError, MigrationReport};
+pub use transactional::{TransactionalSendError, send_in_transaction};
+
+/// Longest schema name accepted in [`PostgresOptions::schema`]: the NOTIFY channel
+/// `sluice_wake_<schema>` must fit PostgreSQL's 63-byte identifiers.
+pub const SCHEMA_NAME_LEN_MAX: usize = 48;
+
+/// How a store connects and runs.
+#[derive(Debug, Clone)]
+pub struct PostgresOptions {
+    /// Schema holding Sluice's tables, created if missing; the connection's default search_path
+    /// (normally `public`) when `None`. Lowercase letters, digits and `_`, starting with a letter
+    /// or `_`, at most `SCHEMA_NAME_LEN_MAX` bytes.
+    pub schema: Option<String>,
+    /// Most connections the store holds (the LISTEN connection comes on top).
+    pub pool_connections_max: usize,
+    /// How often the sweeper looks for expired holds, messages past retention and orphans.
+    pub sweep_interval_ms: u64,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        PostgresOptions { schema: None, pool_connections_max: 16, sweep_interval_ms: 250 }
+    }
+}
+
+/// Why a store could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("invalid PostgreSQL URL: {0}")]
+    Url(String),
+    #[error("invalid schema name {0:?}: use 1 to {SCHEMA_NAME_LEN_MAX} lowercase letters, digits and '_'")]
+    Schema(String),
+    #[error("cannot connect to PostgreSQL: {0}")]
+    Database(String),
+    #[error(transparent)]
+    Migrate(#[from] MigrateError),
+}
+
+impl From<tokio_postgres::Error> for ConnectError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        ConnectError::Database(describe(&e))
+    }
+}
+
+/// A database error in words: tokio-postgres displays a server error only as "db error".
+pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
+        None => e.to_string(),
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    sent: AtomicU64,
+    received: AtomicU64,
+    acked: AtomicU64,
+    dead_lettered: AtomicU64,
+    expired: AtomicU64,
+    batches: AtomicU64,
+    records: AtomicU64,
+}
+
+impl Counters {
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// One committed write touching `records` rows.
+    fn committed(&self, records: u64) {
+        if records > 0 {
+            Counters::add(&self.batches, 1);
+            Counters::add(&self.records, records);
+        }
+    }
+}
+
+/// What every part of a store shares: the pool, the wake-up registry, the counters.
+pub(crate) struct Inner {
+    pool: Pool,
+    /// The NOTIFY channel of this schema.
+    channel: String,
+    wakers: Arc<wake::Wakers>,
+    counters: Counters,
+}
+
+/// Maps a database failure to the error a store call returns.
+///
+/// `StoreError` has no variant for "the database failed this call" (transient, retryable), so
+/// this uses `Poisoned`, which the server answers with 503 and a message that hides the cause.
+/// Unlike the embedded store's poisoning, nothing is sticky: the next call tries the database
+/// again, and `Store::poisoned` stays `None`. A call that fails this way changed nothing, except
+/// in the one case no client library can rule out: the connection dropping while a COMMIT was
+/// in flight, when the change may or may not have been made.
+pub(crate) fn db_error<E: std::error::Error + 'static>(e: E) -> StoreError {
+    let text = match (&e as &dyn std::error::Error).downcast_ref::<tokio_postgres::Error>() {
+        Some(pg) => describe(pg),
+        None => e.to_string(),
+    };
+    tracing::error!("PostgreSQL call failed: {text}");
+    StoreError::Poisoned(format!("database error: {text}"))
+}
+
+impl Inner {
+    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        self.pool.get().await.map_err(db_error)
+    }
+
+    /// Wakes long polls on `queues`, here at once and on every node through NOTIFY. Called after
+    /// the change committed; a failure only delays waiters until their safety re-check, so it is
+    /// logged, not returned.
+    async fn notify(&self, queues: &[u64]) {
+        if queues.is_empty() {
+            return;
+        }
+        for &q in queues {
+            self.wakers.wake(q);
+        }
+        let ids: Vec<i64> = queues.iter().map(|&q| q as i64).collect();
+        let result = async {
+            let client = self.pool.get().await.map_err(|e| e.to_string())?;
+            let statement = client.prepare_cached(messages::NOTIFY).await.map_err(|e| e.to_string())?;
+            client.execute(&statement, &[&self.channel, &ids]).await.map_err(|e| e.to_string())
+        }
+        .await;
+        if let Err(e) = result {
+            tracing::warn!("could not notify other nodes of new work in queues {queues:?}: {e}");
+        }
+    }
+}
+
+/// The PostgreSQL store. Dropping it stops its background tasks and closes its connections.
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl PostgresStore {
+    /// Connects, applies pending migrations, starts listening for wake-ups and starts the
+    /// sweeper. Fails if the database cannot be reached.
+    pub async fn connect(url: &str, options: PostgresOptions) -> Result<PostgresStore, ConnectError> {
+        let config = pg_config(url, &options)?;
+        let mut client = connect_one(&config).await?;
+        let report = migrate::apply(&mut client).await?;
+        if !report.applied.is_empty() {
+            tracing::info!("applied migrations {:?}; schema at version {}", report.applied, report.version);
+        }
+        let schema: String = client.query_one("SELECT current_schema()", &[]).await?.get(0);
+        drop(client);
+        let channel = format!("sluice_wake_{schema}");
+
+        let manager = Manager::from_config(
+            config.clone(),
+            tokio_postgres::NoTls,
+            ManagerConfig { recycling_method: RecyclingMethod::Fast },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_connections_max.max(1))
+            .runtime(Runtime::Tokio1)
+            .create_timeout(Some(Duration::from_secs(10)))
+            .wait_timeout(Some(Duration::from_secs(30)))
+            .build()
+            .map_err(|e| ConnectError::Database(e.to_string()))?;
+        let wakers = Arc::new(wake::Wakers::default());
+        let listener = wake::listen(&config, &channel).await?;
+        let inner =
+            Arc::new(Inner { pool, channel: channel.clone(), wakers: wakers.clone(), counters: Counters::default() });
+        let tasks = vec![
+            tokio::spawn(wake::run(config, channel, wakers, listener)),
+            tokio::spawn(sweep::run(inner.clone(), Duration::from_millis(options.sweep_interval_ms.max(1)))),
+        ];
+        Ok(PostgresStore { inner, tasks })
+    }
+
+    /// Runs one sweep now (normally the background task's job); returns false when another
+    /// node holds the sweep lease.
+    pub async fn sweep_now(&self) -> Result<bool, StoreError> {
+        sweep::sweep_once(&self.inner, true).await
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Applies pending migrations to the database at `url` (for `sluice migrate`). The schema is
+/// the first on the URL's search_path; see [`migrate_with`] to name one.
+pub async fn migrate(url: &str) -> Result<MigrationReport, ConnectError> {
+    migrate_with(url, &PostgresOptions::default()).await
+}
+
+/// Applies pending migrations to `options.schema` (created if missing).
+pub async fn migrate_with(url: &str, options: &PostgresOptions) -> Result<MigrationReport, ConnectError> {
+    let config = pg_config(url, options)?;
+    let mut client = connect_one(&config).await?;
+    Ok(migrate::apply(&mut client).await?)
+}
+
+fn pg_config(url: &str, options: &PostgresOptions) -> Result<tokio_postgres::Config, ConnectError> {
+    let mut config: tokio_postgres::Config =
+        url.parse().map_err(|e: tokio_postgres::Error| ConnectError::Url(e.to_string()))?;
+    if config.get_application_name().is_none() {
+        config.application_name("sluice");
+    }
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(10));
+    }
+    if let Some(schema) = &options.schema {
+        let ok = !schema.is_empty()
+            && schema.len() <= SCHEMA_NAME_LEN_MAX
+            && schema.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            && !schema.as_bytes()[0].is_ascii_digit();
+        if !ok {
+            return Err(ConnectError::Schema(schema.clone()));
+        }
+        config.options(format!("-c search_path={schema}"));
+    }
+    Ok(config)
+}
+
+/// One connection outside the pool, its driver spawned; creates the configured schema if it
+/// is missing.
+async fn connect_one(config: &tokio_postgres::Config) -> Result<tokio_postgres::Client, ConnectError> {
+    let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!("PostgreSQL connection ended: {e}");
+        }
+    });
+    let schema: Option<String> = client.query_one("SELECT current_schema()", &[]).await?.get(0);
+    if schema.is_none() {
+        // The search_path names a schema that does not exist yet: create the first one.
+        let path: String = client.query_one("SHOW search_path", &[]).await?.get(0);
+        let first = path.split(',').next().unwrap_or("").trim().trim_matches('"').to_string();
+        if first.is_empty() || first.starts_with('$') {
+            return Err(ConnectError::Database(format!(
+                "no schema to create Sluice's tables in (search_path {path:?})"
+            )));
+        }
+        // Nodes starting together would race on the catalog's unique index: one at a time.
+        client
+            .batch_execute(&format!(
+                "BEGIN;
+                 SELECT pg_advisory_xact_lock(hashtext('sluice_create_schema:' || {}));
+                 CREATE SCHEMA IF NOT EXISTS {};
+                 COMMIT;",
+                quote_literal(&first),
+                wake::quote_ident(&first)
+            ))
+            .await?;
+    }
+    Ok(client)
+}
+
+/// `text` as a quoted SQL string literal.
+fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn create_queue(&self, name: &str, attributes: QueueAttributes) -> Result<(QueueView, bool), StoreError> {
+        queues::create(&self.inner, name, attributes).await
+    }
+
+    async fn get_queue(&self, name: &str) -> Result<QueueView, StoreError> {
+        queues::get(&self.inner, name).await
+    }
+
+    async fn list_queues(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Vec<QueueView>, StoreError> {
+        queues::list(&self.inner, prefix, after, limit).await
+    }
+
+    async fn update_queue(&self, name: &str, patch: QueueAttributesPatch) -> Result<QueueView, StoreError> {
+        queues::update(&self.inner, name, patch).await
+    }
+
+    async fn delete_queue(&self, name: &str) -> Result<(), StoreError> {
+        queues::delete(&self.inner, name).await
+    }
+
+    async fn purge_queue(&self, name: &str) -> Result<u64, StoreError> {
+        queues::purge(&self.inner, name).await
+    }
+
+    async fn send(&self, queue: &str, messages: Vec<NewMessage>) -> Result<EntryResults<Sent>, StoreError> {
+        messages::send(&self.inner, queue, messages).await
+    }
+
+    async fn receive(&self, queue: &str, request: ReceiveRequest) -> Result<Vec<ReceivedMessage>, StoreError> {
+        receive::receive(&self.inner, queue, request).await
+    }
+
+    async fn ack(&self, queue: &str, receipts: Vec<String>) -> Result<EntryResults<()>, StoreError> {
+        messages::ack(&self.inner, queue, receipts).await
+    }
+
+    async fn change_visibility(
+        &self,
+        queue: &str,
+        entries: Vec<(String, u64)>,
+    ) -> Result<EntryResults<()>, StoreError> {
+        messages::change_visibility(&self.inner, queue, entries, false).await
+    }
+
+    async fn change_visibility_lenient(
+        &self,
+        queue: &str,
+        entries: Vec<(String, u64)>,
+    ) -> Result<EntryResults<()>, StoreError> {
+        messages::change_visibility(&self.inner, queue, entries, true).await
+    }
+
+    async fn nack(&self, queue: &str, entries: Vec<NackEntry>) -> Result<EntryResults<()>, StoreError> {
+        messages::nack(&self.inner, queue, entries).await
+    }
+
+    async fn peek(&self, queue: &str, limit: usize) -> Result<Vec<PeekedMessage>, StoreError> {
+        messages::peek(&self.inner, queue, limit).await
+    }
+
+    async fn move_messages(&self, from: &str, to: Option<&str>, max: u64) -> Result<MoveOutcome, StoreError> {
+        messages::move_messages(&self.inner, from, to, max).await
+    }
+
+    /// Never poisoned: the database owns durability, and after a failed call the next one simply
+    /// reads the database's state again (see `db_error`).
+    fn poisoned(&self) -> Option<String> {
+        None
+    }
+
+    fn counters(&self) -> StoreCounters {
+        let c = &self.inner.counters;
+        StoreCounters {
+            messages_sent: c.sent.load(Ordering::Relaxed),
+            messages_received: c.received.load(Ordering::Relaxed),
+            messages_acked: c.acked.load(Ordering::Relaxed),
+            messages_dead_lettered: c.dead_lettered.load(Ordering::Relaxed),
+            messages_expired: c.expired.load(Ordering::Relaxed),
+            batches_committed: c.batches.load(Ordering::Relaxed),
+            records_committed: c.records.load(Ordering::Relaxed),
+        }
+    }
+}

@@ -1,0 +1,615 @@
+//! Message calls other than receive: send, ack, visibility changes, nack, peek and redrive moves.
+//!
+//! A receipt is core's `Receipt` (queue id, sequence number, delivery epoch) and is checked as
+//! `Broker` checks it: another queue's receipt is `ForeignReceipt`; a receipt whose row is gone,
+//! moved or received again since (any other epoch) is `StaleReceipt`; a current receipt of a
+//! message whose hold already ended is `NotInFlight` for calls that need a hold. Batch entries of
+//! one call run in one transaction, in order, so a receipt given twice behaves as it does when
+//! the embedded store applies the entries one after another.
+
+use std::collections::{BTreeSet, HashMap};
+
+use deadpool_postgres::GenericClient;
+use futures::future::try_join_all;
+use sluice_core::broker::{MoveOutcome, Sent};
+use sluice_core::limits::{DELAY_MS_MAX, ERROR_REASON_LEN_MAX, VISIBILITY_TIMEOUT_MS_MAX};
+use sluice_core::{EntryError, MessageId, NewMessage, QueueAttributes, Receipt, TimeMs, ValidationError};
+use sluice_store::{EntryResults, NackEntry, PeekedMessage, StoreError};
+use tokio_postgres::types::ToSql;
+
+use crate::codec::{self, message_columns, ms};
+use crate::queues::lookup;
+use crate::{Inner, db_error};
+
+/// Wakes long polls on the listed queues, on every node (see `wake`).
+pub const NOTIFY: &str = "SELECT pg_notify($1, q::text) FROM unnest($2::int8[]) AS q";
+
+/// Inserts a batch in the order given, so sequence numbers follow send order. Inserts nothing
+/// when the queue is gone.
+const INSERT: &str = "
+INSERT INTO messages (queue_id, id, priority, sent_at, visible_at, size_bytes, group_id, body, body_binary,
+                      attributes, system_attributes, envelope)
+SELECT $1, r.id, r.priority, sluice_now_ms(),
+       CASE WHEN r.deliver_at IS NULL THEN sluice_now_ms() + r.delay_ms
+            ELSE greatest(r.deliver_at, sluice_now_ms()) END,
+       r.size_bytes, r.group_id, r.body, r.body_binary, r.attributes, r.system_attributes, r.envelope
+FROM unnest($2::uuid[], $3::int2[], $4::int8[], $5::int8[], $6::int8[], $7::text[], $8::bytea[], $9::bool[],
+            $10::jsonb[], $11::jsonb[], $12::jsonb[])
+     WITH ORDINALITY AS r(id, priority, delay_ms, deliver_at, size_bytes, group_id, body, body_binary,
+                          attributes, system_attributes, envelope, ord)
+WHERE EXISTS (SELECT 1 FROM queues WHERE id = $1)
+ORDER BY r.ord
+RETURNING seq, id";
+
+/// Deletes the messages whose receipts are current; returns which (seq, epoch) pairs matched.
+const ACK: &str = "
+DELETE FROM messages m
+USING unnest($2::int8[], $3::int8[]) AS r(seq, epoch)
+WHERE m.seq = r.seq AND m.epoch = r.epoch AND m.queue_id = $1
+RETURNING m.seq, r.epoch";
+
+/// Sets a held message's remaining visibility (`$4` ms from now). Answers whether the receipt
+/// is current, whether the message was held, and the queue to wake.
+const EXTEND: &str = "
+WITH cur AS (
+    SELECT m.seq, (m.in_flight AND m.visible_at > sluice_now_ms()) AS held
+    FROM messages m
+    WHERE m.seq = $2 AND m.queue_id = $1 AND m.epoch = $3
+    FOR UPDATE
+), done AS (
+    UPDATE messages m SET visible_at = sluice_now_ms() + $4
+    FROM cur
+    WHERE m.seq = cur.seq AND cur.held
+    RETURNING m.queue_id, false AS dead
+)
+SELECT EXISTS (SELECT 1 FROM cur) AS matched,
+       coalesce((SELECT held FROM cur), false) AS held,
+       (SELECT queue_id FROM done) AS queue_id,
+       coalesce((SELECT dead FROM done), false) AS dead";
+
+/// Ends a hold (core's `make_available`): the message becomes visible `$4` ms from now with
+/// `$5` as its last error when one is given, or, if it used up its receives and the queue's
+/// dead-letter queue exists, moves there at once with a new epoch. Same answer as `EXTEND`.
+const END_HOLD: &str = "
+WITH q AS (
+    SELECT s.id, s.name, s.max_receive_count, d.id AS dlq_id
+    FROM queues s
+    LEFT JOIN queues d ON d.name = s.dead_letter_queue AND d.id <> s.id
+    WHERE s.id = $1
+), cur AS (
+    SELECT m.seq, (m.in_flight AND m.visible_at > sluice_now_ms()) AS held,
+           (q.dlq_id IS NOT NULL AND m.receive_count >= q.max_receive_count) AS dead
+    FROM messages m CROSS JOIN q
+    WHERE m.seq = $2 AND m.queue_id = $1 AND m.epoch = $3
+    FOR UPDATE OF m
+), done AS (
+    UPDATE messages m SET
+        in_flight = false,
+        last_error = coalesce($5, m.last_error),
+        queue_id = CASE WHEN cur.dead THEN q.dlq_id ELSE m.queue_id END,
+        epoch = CASE WHEN cur.dead THEN m.epoch + 1 ELSE m.epoch END,
+        dead_letter_source = CASE WHEN cur.dead THEN q.name ELSE m.dead_letter_source END,
+        visible_at = CASE WHEN cur.dead THEN sluice_now_ms() ELSE sluice_now_ms() + $4 END
+    FROM cur CROSS JOIN q
+    WHERE m.seq = cur.seq AND cur.held
+    RETURNING m.queue_id, cur.dead
+)
+SELECT EXISTS (SELECT 1 FROM cur) AS matched,
+       coalesce((SELECT held FROM cur), false) AS held,
+       (SELECT queue_id FROM done) AS queue_id,
+       coalesce((SELECT dead FROM done), false) AS dead";
+
+/// SQS's lenient visibility change with a timeout (`Broker::change_visibility_lenient`): the
+/// message is hidden for `$4` ms from now whether its hold is still on or already ran out, as
+/// long as the receipt is current (nobody received it since). A hold that ran out on a message
+/// with no receives left is ended the way the sweeper would (dead-lettered) and answers `dead`.
+const REHIDE: &str = "
+WITH q AS (
+    SELECT s.id, s.name, s.max_receive_count, d.id AS dlq_id
+    FROM queues s
+    LEFT JOIN queues d ON d.name = s.dead_letter_queue AND d.id <> s.id
+    WHERE s.id = $1
+), cur AS (
+    SELECT m.seq, (m.in_flight AND m.visible_at > sluice_now_ms()) AS held,
+           (m.in_flight AND m.visible_at <= sluice_now_ms()
+            AND q.dlq_id IS NOT NULL AND m.receive_count >= q.max_receive_count) AS dead
+    FROM messages m CROSS JOIN q
+    WHERE m.seq = $2 AND m.queue_id = $1 AND m.epoch = $3
+    FOR UPDATE OF m
+), done AS (
+    UPDATE messages m SET
+        in_flight = NOT cur.dead,
+        queue_id = CASE WHEN cur.dead THEN q.dlq_id ELSE m.queue_id END,
+        epoch = CASE WHEN cur.dead THEN m.epoch + 1 ELSE m.epoch END,
+        dead_letter_source = CASE WHEN cur.dead THEN q.name ELSE m.dead_letter_source END,
+        visible_at = CASE WHEN cur.dead THEN sluice_now_ms() ELSE sluice_now_ms() + $4 END
+    FROM cur CROSS JOIN q
+    WHERE m.seq = cur.seq
+    RETURNING m.queue_id, cur.dead
+)
+SELECT EXISTS (SELECT 1 FROM cur) AS matched,
+       coalesce((SELECT held FROM cur), false) AS held,
+       (SELECT queue_id FROM done) AS queue_id,
+       coalesce((SELECT dead FROM done), false) AS dead";
+
+const PEEK: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    ", sluice_now_ms() AS now FROM messages m WHERE m.queue_id = $1 ORDER BY m.sent_at, m.seq LIMIT $2"
+);
+
+/// One redrive step: up to `$2` visible messages of queue `$1`, in delivery order, each to `$3`
+/// or (when `$3` is null) back to the queue it was dead-lettered from, if that exists. Moved
+/// messages start over: receive count 0, a new epoch, visible at once, no dead-letter source.
+const MOVE: &str = "
+WITH cand AS (
+    SELECT m.seq, coalesce($3::int8, src.id) AS target
+    FROM messages m
+    LEFT JOIN queues src ON src.name = m.dead_letter_source AND src.id <> $1
+    WHERE m.queue_id = $1 AND m.visible_at <= sluice_now_ms() AND coalesce($3::int8, src.id) IS NOT NULL
+    ORDER BY m.priority DESC, m.seq
+    LIMIT $2
+    FOR UPDATE OF m SKIP LOCKED
+)
+UPDATE messages m SET
+    queue_id = cand.target, receive_count = 0, epoch = m.epoch + 1, in_flight = false,
+    visible_at = sluice_now_ms(), dead_letter_source = NULL
+FROM cand
+WHERE m.seq = cand.seq
+RETURNING m.queue_id, m.priority, m.seq";
+
+/// After a move: visible messages of `$1` that could not move (no `to`, and no source queue to
+/// go back to) ahead of the last one moved (`$2`, `$3`; all of them when null), and the visible
+/// messages left.
+const MOVE_REPORT: &str = "
+SELECT
+    (SELECT count(*) FROM messages m
+       LEFT JOIN queues src ON src.name = m.dead_letter_source AND src.id <> $1
+     WHERE m.queue_id = $1 AND m.visible_at <= sluice_now_ms() AND src.id IS NULL AND $4
+       AND ($2::int2 IS NULL OR m.priority > $2 OR (m.priority = $2 AND m.seq < $3))) AS failed,
+    (SELECT count(*) FROM messages m WHERE m.queue_id = $1 AND m.visible_at <= sluice_now_ms()) AS visible";
+
+fn now_ms() -> TimeMs {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as TimeMs).unwrap_or(0)
+}
+
+fn new_message_id() -> uuid::Uuid {
+    uuid::Uuid::now_v7()
+}
+
+/// The checks core's `Broker::send` makes before accepting a message. `now_ms` (this node's
+/// clock) only matters for `deliver_at`, to refuse a time beyond retention; the message's actual
+/// times come from the database's clock.
+pub fn admit(message: &NewMessage, attributes: &QueueAttributes, now_ms: TimeMs) -> Result<(), EntryError> {
+    message.validate()?;
+    // FIFO queues are refused at creation on this backend (see `queues::create`).
+    if message.dedup_id.is_some() {
+        return Err(ValidationError::new("dedup_id", "only FIFO queues deduplicate; this queue is standard").into());
+    }
+    let size_bytes = message.size_bytes();
+    if size_bytes > attributes.message_bytes_max {
+        return Err(EntryError::MessageTooLarge { size_bytes, max_bytes: attributes.message_bytes_max });
+    }
+    let visible_in_ms = match (message.delay_ms, message.deliver_at_ms) {
+        (_, Some(at)) => at.saturating_sub(now_ms),
+        (Some(delay), None) => delay,
+        (None, None) => attributes.delay_ms,
+    };
+    if visible_in_ms >= attributes.retention_ms {
+        let field = if message.deliver_at_ms.is_some() { "deliver_at" } else { "delay_ms" };
+        return Err(ValidationError::new(
+            field,
+            format!(
+                "the message would become visible after this queue's retention ({} ms) ends",
+                attributes.retention_ms
+            ),
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// The parameters of `INSERT`, one array per column.
+#[derive(Default)]
+struct Batch {
+    ids: Vec<uuid::Uuid>,
+    priorities: Vec<i16>,
+    delays_ms: Vec<i64>,
+    deliver_at_ms: Vec<Option<i64>>,
+    sizes_bytes: Vec<i64>,
+    group_ids: Vec<Option<String>>,
+    bodies: Vec<Vec<u8>>,
+    binary: Vec<bool>,
+    attributes: Vec<serde_json::Value>,
+    system_attributes: Vec<serde_json::Value>,
+    envelopes: Vec<serde_json::Value>,
+}
+
+impl Batch {
+    fn push(&mut self, id: uuid::Uuid, m: NewMessage, queue: &QueueAttributes) {
+        self.ids.push(id);
+        self.priorities.push(i16::from(m.priority));
+        // Bounded by DELAY_MS_MAX and retention; the casts cannot wrap.
+        self.delays_ms.push(m.delay_ms.unwrap_or(queue.delay_ms) as i64);
+        self.deliver_at_ms.push(m.deliver_at_ms.map(|t| t.min(i64::MAX as u64) as i64));
+        self.sizes_bytes.push(m.size_bytes() as i64);
+        self.group_ids.push(m.envelope.group_id.clone());
+        self.attributes.push(codec::attributes_to_json(&m.attributes));
+        self.system_attributes.push(codec::attributes_to_json(&m.system_attributes));
+        self.envelopes.push(codec::envelope_to_json(&m.envelope));
+        self.binary.push(m.body_binary);
+        self.bodies.push(m.body);
+    }
+}
+
+pub async fn send(inner: &Inner, queue: &str, messages: Vec<NewMessage>) -> Result<EntryResults<Sent>, StoreError> {
+    let client = inner.client().await?;
+    let q = lookup(&client, queue).await?;
+    let now = now_ms();
+    let mut admitted = Vec::with_capacity(messages.len());
+    let mut batch = Batch::default();
+    for m in messages {
+        match admit(&m, &q.attributes, now) {
+            Ok(()) => {
+                let id = new_message_id();
+                admitted.push(Ok(id));
+                batch.push(id, m, &q.attributes);
+            }
+            Err(e) => admitted.push(Err(e)),
+        }
+    }
+    let seqs =
+        if batch.ids.is_empty() { HashMap::new() } else { insert(inner, &client, (queue, q.id), &batch).await? };
+    Ok(admitted
+        .into_iter()
+        .map(|r| r.map(|id| Sent { seq: ms(seqs[&id]), id: MessageId(id.as_u128()), duplicate: false }))
+        .collect())
+}
+
+/// Inserts the batch and wakes the queue's long polls; answers each new message's sequence
+/// number by id.
+async fn insert(
+    inner: &Inner,
+    client: &deadpool_postgres::Client,
+    (name, queue): (&str, u64),
+    batch: &Batch,
+) -> Result<HashMap<uuid::Uuid, i64>, StoreError> {
+    let queue_id = queue as i64;
+    let insert = client.prepare_cached(INSERT).await.map_err(db_error)?;
+    let notify = client.prepare_cached(NOTIFY).await.map_err(db_error)?;
+    let woken = vec![queue_id];
+    let insert_params: [&(dyn ToSql + Sync); 12] = [
+        &queue_id,
+        &batch.ids,
+        &batch.priorities,
+        &batch.delays_ms,
+        &batch.deliver_at_ms,
+        &batch.sizes_bytes,
+        &batch.group_ids,
+        &batch.bodies,
+        &batch.binary,
+        &batch.attributes,
+        &batch.system_attributes,
+        &batch.envelopes,
+    ];
+    let notify_params: [&(dyn ToSql + Sync); 2] = [&inner.channel, &woken];
+    // Pipelined on one connection: the NOTIFY runs (and commits) only after the INSERT has
+    // committed, so a woken waiter always finds the new rows. Sent as its own transaction,
+    // it holds PostgreSQL's global notify lock only briefly, not across the INSERT's WAL flush.
+    let (rows, _) = tokio::try_join!(client.query(&insert, &insert_params), client.execute(&notify, &notify_params))
+        .map_err(db_error)?;
+    if rows.is_empty() {
+        // The queue was deleted between the look-up and the insert.
+        return Err(sluice_core::BrokerError::QueueNotFound(name.to_string()).into());
+    }
+    inner.wakers.wake(queue);
+    crate::Counters::add(&inner.counters.sent, rows.len() as u64);
+    inner.counters.committed(rows.len() as u64);
+    Ok(rows.iter().map(|r| (r.get("id"), r.get("seq"))).collect())
+}
+
+fn decode_receipt(text: &str) -> Result<Receipt, EntryError> {
+    Receipt::decode(text).map_err(|e| EntryError::InvalidReceipt(e.0.to_string()))
+}
+
+/// The receipt's (seq, epoch) for SQL, or `ForeignReceipt` when it names another queue.
+fn check_receipt(receipt: &Receipt, queue: u64) -> Result<(i64, i64), EntryError> {
+    if receipt.queue != queue {
+        return Err(EntryError::ForeignReceipt);
+    }
+    // A sequence number beyond i64 was never handed out: the receipt names nothing current.
+    let seq = i64::try_from(receipt.seq).map_err(|_| EntryError::StaleReceipt)?;
+    Ok((seq, i64::from(receipt.epoch)))
+}
+
+fn parse_receipt(text: &str, queue: u64) -> Result<(i64, i64), EntryError> {
+    check_receipt(&decode_receipt(text)?, queue)
+}
+
+pub async fn ack(inner: &Inner, queue: &str, receipts: Vec<String>) -> Result<EntryResults<()>, StoreError> {
+    let client = inner.client().await?;
+    let q = lookup(&client, queue).await?;
+    let parsed: Vec<Result<(i64, i64), EntryError>> = receipts.iter().map(|r| parse_receipt(r, q.id)).collect();
+    let pairs: BTreeSet<(i64, i64)> = parsed.iter().filter_map(|p| p.as_ref().ok().copied()).collect();
+    let mut deleted = BTreeSet::new();
+    if !pairs.is_empty() {
+        let (seqs, epochs): (Vec<i64>, Vec<i64>) = pairs.into_iter().unzip();
+        let statement = client.prepare_cached(ACK).await.map_err(db_error)?;
+        let rows = client.query(&statement, &[&(q.id as i64), &seqs, &epochs]).await.map_err(db_error)?;
+        deleted = rows.iter().map(|r| (r.get::<_, i64>(0), r.get::<_, i64>(1))).collect();
+    }
+    let acked = deleted.len() as u64;
+    // The first entry naming a deleted message gets the success; any repeat finds it gone.
+    let results = parsed
+        .into_iter()
+        .map(|p| p.and_then(|pair| if deleted.remove(&pair) { Ok(()) } else { Err(EntryError::StaleReceipt) }))
+        .collect();
+    crate::Counters::add(&inner.counters.acked, acked);
+    inner.counters.committed(acked);
+    Ok(results)
+}
+
+/// What an `EXTEND`, `END_HOLD` or `REHIDE` statement found for one entry.
+struct HoldOutcome {
+    /// The receipt names the message's current delivery in this queue.
+    matched: bool,
+    /// The message was held (in flight, timeout not passed) when the statement looked.
+    held: bool,
+    /// The queue the message is in after the change, if it changed.
+    queue: Option<i64>,
+    /// The message moved to the dead-letter queue.
+    dead: bool,
+}
+
+/// Which statement an entry of a visibility or nack call runs, and how its outcome reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum HoldKind {
+    /// New remaining visibility for a held message (`EXTEND`).
+    Extend,
+    /// End the hold: visible after a delay, or dead-lettered (`END_HOLD`); release and nack.
+    End,
+    /// SQS's lenient change with a timeout: hide again even if the hold ran out (`REHIDE`).
+    Rehide,
+    /// SQS's lenient release: as `End`, and a hold that already ran out is left as it is.
+    EndLenient,
+}
+
+impl HoldKind {
+    fn sql(self) -> &'static str {
+        match self {
+            HoldKind::Extend => EXTEND,
+            HoldKind::End | HoldKind::EndLenient => END_HOLD,
+            HoldKind::Rehide => REHIDE,
+        }
+    }
+
+    /// The entry's result, as `Broker::change_visibility[_lenient]` and `Broker::nack` answer.
+    fn result(self, o: &HoldOutcome) -> Result<(), EntryError> {
+        if !o.matched {
+            return Err(EntryError::StaleReceipt);
+        }
+        match self {
+            HoldKind::Extend | HoldKind::End if !o.held => Err(EntryError::NotInFlight),
+            // The hold had run out with no receives left: the message went to the dead-letter
+            // queue (as the broker's tick would have done first), so the receipt is stale.
+            HoldKind::Rehide if o.dead => Err(EntryError::StaleReceipt),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// One entry ready for SQL.
+struct HoldChange {
+    kind: HoldKind,
+    seq: i64,
+    epoch: i64,
+    /// The new timeout (extend, rehide) or the delay before visible (end).
+    ms: i64,
+    error: Option<String>,
+}
+
+/// Runs the checked entries of a visibility or nack call in one transaction, in order
+/// (pipelined), and wakes the queues whose timers or visible sets changed.
+async fn change_holds(
+    inner: &Inner,
+    queue_id: u64,
+    checked: Vec<Result<HoldChange, EntryError>>,
+) -> Result<EntryResults<()>, StoreError> {
+    let mut client = inner.client().await?;
+    let tx = client.transaction().await.map_err(db_error)?;
+    let id = queue_id as i64;
+    let mut statements = std::collections::HashMap::new();
+    for c in checked.iter().flatten() {
+        if let std::collections::hash_map::Entry::Vacant(v) = statements.entry(c.kind) {
+            v.insert(tx.prepare_cached(c.kind.sql()).await.map_err(db_error)?);
+        }
+    }
+    let (tx_ref, statements) = (&tx, &statements);
+    let runs = checked.iter().flatten().map(|c| async move {
+        let statement = &statements[&c.kind];
+        let row = if c.kind.sql() == END_HOLD {
+            tx_ref.query_one(statement, &[&id, &c.seq, &c.epoch, &c.ms, &c.error]).await?
+        } else {
+            tx_ref.query_one(statement, &[&id, &c.seq, &c.epoch, &c.ms]).await?
+        };
+        Ok::<_, tokio_postgres::Error>(HoldOutcome {
+            matched: row.get("matched"),
+            held: row.get("held"),
+            queue: row.get("queue_id"),
+            dead: row.get("dead"),
+        })
+    });
+    let outcomes = try_join_all(runs).await.map_err(db_error)?;
+    tx.commit().await.map_err(db_error)?;
+    let changed = outcomes.iter().filter(|o| o.queue.is_some()).count() as u64;
+    let dead = outcomes.iter().filter(|o| o.dead).count() as u64;
+    crate::Counters::add(&inner.counters.dead_lettered, dead);
+    inner.counters.committed(changed);
+    let woken: BTreeSet<u64> = outcomes.iter().filter_map(|o| o.queue).map(ms).collect();
+    inner.notify(&woken.into_iter().collect::<Vec<_>>()).await;
+    let mut outcomes = outcomes.iter();
+    Ok(checked
+        .into_iter()
+        .map(|c| c.and_then(|c| c.kind.result(outcomes.next().expect("one outcome per checked entry"))))
+        .collect())
+}
+
+/// Sets held messages' remaining visibility; `lenient` is SQS's rule (see `HoldKind::Rehide`).
+pub async fn change_visibility(
+    inner: &Inner,
+    queue: &str,
+    entries: Vec<(String, u64)>,
+    lenient: bool,
+) -> Result<EntryResults<()>, StoreError> {
+    let q = {
+        let client = inner.client().await?;
+        lookup(&client, queue).await?
+    };
+    let checked = entries
+        .into_iter()
+        .map(|(receipt, timeout_ms)| {
+            // Core checks the timeout before the receipt's queue and epoch.
+            let receipt = decode_receipt(&receipt)?;
+            if timeout_ms > VISIBILITY_TIMEOUT_MS_MAX {
+                return Err(timeout_error());
+            }
+            let (seq, epoch) = check_receipt(&receipt, q.id)?;
+            let kind = match (lenient, timeout_ms) {
+                (false, 0) => HoldKind::End,
+                (false, _) => HoldKind::Extend,
+                (true, 0) => HoldKind::EndLenient,
+                (true, _) => HoldKind::Rehide,
+            };
+            Ok(HoldChange { kind, seq, epoch, ms: timeout_ms as i64, error: None })
+        })
+        .collect();
+    change_holds(inner, q.id, checked).await
+}
+
+fn timeout_error() -> EntryError {
+    ValidationError::new("timeout_ms", format!("must be at most {VISIBILITY_TIMEOUT_MS_MAX}")).into()
+}
+
+pub async fn nack(inner: &Inner, queue: &str, entries: Vec<NackEntry>) -> Result<EntryResults<()>, StoreError> {
+    let q = {
+        let client = inner.client().await?;
+        lookup(&client, queue).await?
+    };
+    let checked = entries
+        .into_iter()
+        .map(|entry| {
+            // Core checks the arguments before the receipt's queue and epoch.
+            let receipt = decode_receipt(&entry.receipt)?;
+            if entry.delay_ms > DELAY_MS_MAX {
+                return Err(ValidationError::new("delay_ms", format!("must be at most {DELAY_MS_MAX}")).into());
+            }
+            if entry.error.as_ref().is_some_and(|e| e.len() > ERROR_REASON_LEN_MAX) {
+                return Err(
+                    ValidationError::new("error", format!("must be at most {ERROR_REASON_LEN_MAX} bytes")).into()
+                );
+            }
+            let (seq, epoch) = check_receipt(&receipt, q.id)?;
+            Ok(HoldChange { kind: HoldKind::End, seq, epoch, ms: entry.delay_ms as i64, error: entry.error })
+        })
+        .collect();
+    change_holds(inner, q.id, checked).await
+}
+
+pub async fn peek(inner: &Inner, queue: &str, limit: usize) -> Result<Vec<PeekedMessage>, StoreError> {
+    let client = inner.client().await?;
+    let q = lookup(&client, queue).await?;
+    let statement = client.prepare_cached(PEEK).await.map_err(db_error)?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = client.query(&statement, &[&(q.id as i64), &limit]).await.map_err(db_error)?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let now = ms(row.get("now"));
+        match codec::message_from_row(row) {
+            Ok((_, message)) => out.push(PeekedMessage { state: message.meta.state(now), message }),
+            Err(e) => tracing::error!("peek skips an unreadable message of queue {queue:?}: {e}"),
+        }
+    }
+    Ok(out)
+}
+
+pub async fn move_messages(inner: &Inner, from: &str, to: Option<&str>, max: u64) -> Result<MoveOutcome, StoreError> {
+    let mut client = inner.client().await?;
+    let source = lookup(&client, from).await?;
+    let target = match to {
+        Some(t) => Some(lookup(&client, t).await?.id),
+        None => None,
+    };
+    let from_id = source.id as i64;
+    let tx = client.transaction().await.map_err(db_error)?;
+    let mut moved_rows = Vec::new();
+    // Moving a queue into itself moves nothing: every visible message counts as failed.
+    let movable = target != Some(source.id);
+    if movable && max > 0 {
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        let target = target.map(|t| t as i64);
+        moved_rows = tx.query(MOVE, &[&from_id, &max, &target]).await.map_err(db_error)?;
+    }
+    let moved = moved_rows.len() as u64;
+    // The last moved in delivery order bounds the messages that were passed over as unmovable;
+    // a step that moved fewer than `max` saw them all.
+    let last = if moved == max {
+        moved_rows.iter().map(|r| (r.get::<_, i16>("priority"), r.get::<_, i64>("seq"))).max_by_key(|&(p, s)| (-p, s))
+    } else {
+        None
+    };
+    // Only a move back to the sources can fail for single messages; one with a target either
+    // moves every message it reaches or (into itself) none.
+    let can_fail = target.is_none() || !movable;
+    let (last_priority, last_seq) = (last.map(|l| l.0), last.map(|l| l.1));
+    let report = if movable {
+        tx.query_one(MOVE_REPORT, &[&from_id, &last_priority, &last_seq, &can_fail]).await.map_err(db_error)?
+    } else {
+        tx.query_one(
+            "SELECT count(*) AS failed, count(*) AS visible FROM messages m
+             WHERE m.queue_id = $1 AND m.visible_at <= sluice_now_ms()",
+            &[&from_id],
+        )
+        .await
+        .map_err(db_error)?
+    };
+    tx.commit().await.map_err(db_error)?;
+    inner.counters.committed(moved);
+    let woken: BTreeSet<u64> = moved_rows.iter().map(|r| ms(r.get("queue_id"))).collect();
+    inner.notify(&woken.into_iter().collect::<Vec<_>>()).await;
+    Ok(MoveOutcome { moved, failed: ms(report.get("failed")), remaining_visible: ms(report.get("visible")) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admit_applies_the_brokers_send_checks() {
+        let queue = QueueAttributes { message_bytes_max: 10, ..Default::default() };
+        let now = 1_000_000;
+        let text = |body: &str| NewMessage { body: body.as_bytes().to_vec(), ..Default::default() };
+        assert_eq!(admit(&text("ok"), &queue, now), Ok(()));
+        assert_eq!(
+            admit(&text("eleven byte"), &queue, now),
+            Err(EntryError::MessageTooLarge { size_bytes: 11, max_bytes: 10 })
+        );
+        let late = NewMessage { delay_ms: Some(queue.retention_ms), ..text("x") };
+        assert!(matches!(admit(&late, &queue, now), Err(EntryError::Invalid(v)) if v.field == "delay_ms"));
+        let at = NewMessage { deliver_at_ms: Some(now + queue.retention_ms), ..text("x") };
+        assert!(matches!(admit(&at, &queue, now), Err(EntryError::Invalid(v)) if v.field == "deliver_at"));
+        let past = NewMessage { deliver_at_ms: Some(now - 5), ..text("x") };
+        assert_eq!(admit(&past, &queue, now), Ok(()));
+        let bad = NewMessage { priority: 10, ..text("x") };
+        assert!(matches!(admit(&bad, &queue, now), Err(EntryError::Invalid(v)) if v.field == "priority"));
+    }
+
+    #[test]
+    fn receipts_are_checked_as_the_broker_checks_them() {
+        let r = Receipt { queue: 7, seq: 3, epoch: 2 }.encode();
+        assert_eq!(parse_receipt(&r, 7), Ok((3, 2)));
+        assert_eq!(parse_receipt(&r, 8), Err(EntryError::ForeignReceipt));
+        assert!(matches!(parse_receipt("garbage", 7), Err(EntryError::InvalidReceipt(_))));
+        let huge = Receipt { queue: 7, seq: u64::MAX, epoch: 1 }.encode();
+        assert_eq!(parse_receipt(&huge, 7), Err(EntryError::StaleReceipt));
+    }
+}

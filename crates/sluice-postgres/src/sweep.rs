@@ -1,0 +1,142 @@
+//! The sweeper: time-driven work that no caller triggers, done by one node at a time.
+//!
+//! Every `sweep_interval_ms` each store tries `pg_try_advisory_xact_lock` on a key derived from
+//! its schema. The node that gets it (the lease lasts one transaction, so a node that dies
+//! mid-sweep releases it at once) does, in that transaction:
+//! 1. ends holds whose visibility timeout passed: a message that used up its receives moves to
+//!    the dead-letter queue (new epoch, visible at once), any other just stops being in flight
+//!    (it was already receivable, as "visible" means `visible_at <= now`);
+//! 2. deletes messages past their queue's retention;
+//! 3. deletes messages left under a deleted queue's id by a send that raced the delete.
+//!
+//! The lease only saves work: correctness never depends on it, because every statement takes
+//! its rows with `FOR UPDATE SKIP LOCKED` and re-checks them, so two sweepers (or a sweeper and
+//! a receive) can never both act on one message. Receives do not wait for the sweeper either:
+//! they take expired holds themselves and dead-letter exhausted messages they meet.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_store::StoreError;
+
+use crate::codec::ms;
+use crate::{Counters, Inner, db_error};
+
+/// Most rows one statement of a sweep touches; a full batch makes the sweeper go again at once.
+const SWEEP_BATCH_MAX: i64 = 1_000;
+/// Retention (a scan over every queue) runs on every this-many sweeps.
+const RETENTION_EVERY_SWEEPS: u64 = 8;
+/// How long a deleted queue's id is watched for orphans before it is forgotten: far longer
+/// than any send statement that looked the queue up before the delete can take.
+const DELETED_QUEUE_GRACE_MS: i64 = 10 * 60 * 1000;
+
+const LEASE: &str = "SELECT pg_try_advisory_xact_lock(hashtext('sluice_sweep:' || current_schema()))";
+
+const END_HOLDS: &str = "
+WITH due AS (
+    SELECT m.seq, s.name AS source, d.id AS dlq_id,
+           (d.id IS NOT NULL AND m.receive_count >= s.max_receive_count) AS dead
+    FROM messages m
+    JOIN queues s ON s.id = m.queue_id
+    LEFT JOIN queues d ON d.name = s.dead_letter_queue AND d.id <> s.id
+    WHERE m.in_flight AND m.visible_at <= sluice_now_ms()
+    ORDER BY m.visible_at
+    LIMIT $1
+    FOR UPDATE OF m SKIP LOCKED
+)
+UPDATE messages m SET
+    in_flight = false,
+    queue_id = CASE WHEN due.dead THEN due.dlq_id ELSE m.queue_id END,
+    epoch = CASE WHEN due.dead THEN m.epoch + 1 ELSE m.epoch END,
+    dead_letter_source = CASE WHEN due.dead THEN due.source ELSE m.dead_letter_source END,
+    visible_at = CASE WHEN due.dead THEN sluice_now_ms() ELSE m.visible_at END
+FROM due
+WHERE m.seq = due.seq
+RETURNING m.queue_id, due.dead";
+
+const RETENTION: &str = "
+DELETE FROM messages
+WHERE seq IN (
+    SELECT e.seq
+    FROM queues q
+    CROSS JOIN LATERAL (
+        SELECT m.seq FROM messages m
+        WHERE m.queue_id = q.id AND m.sent_at <= sluice_now_ms() - q.retention_ms
+        ORDER BY m.sent_at
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED
+    ) e
+    LIMIT $1
+)";
+
+const ORPHANS: &str = "
+DELETE FROM messages
+WHERE seq IN (
+    SELECT o.seq
+    FROM deleted_queues d
+    CROSS JOIN LATERAL (SELECT m.seq FROM messages m WHERE m.queue_id = d.id LIMIT $1) o
+    LIMIT $1
+)";
+
+const FORGET_DELETED: &str = "
+DELETE FROM deleted_queues d
+WHERE d.deleted_at < sluice_now_ms() - $1
+  AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.queue_id = d.id)";
+
+/// The background loop; runs until the store is dropped (which aborts it).
+pub async fn run(inner: Arc<Inner>, interval: Duration) {
+    let mut sweeps: u64 = 0;
+    loop {
+        tokio::time::sleep(interval).await;
+        let with_retention = sweeps.is_multiple_of(RETENTION_EVERY_SWEEPS);
+        sweeps += 1;
+        // A full batch means more is due: go again without sleeping, a bounded number of times
+        // so that one sweep cannot starve the rest of the runtime.
+        for _ in 0..16 {
+            match sweep_pass(&inner, with_retention).await {
+                Ok(SweepPass { more: true, .. }) => continue,
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!("sweep failed (retrying next interval): {e}");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+struct SweepPass {
+    leased: bool,
+    more: bool,
+}
+
+/// One sweep, if this node gets the lease; returns whether it did.
+pub async fn sweep_once(inner: &Inner, with_retention: bool) -> Result<bool, StoreError> {
+    Ok(sweep_pass(inner, with_retention).await?.leased)
+}
+
+async fn sweep_pass(inner: &Inner, with_retention: bool) -> Result<SweepPass, StoreError> {
+    let mut client = inner.client().await?;
+    let tx = client.transaction().await.map_err(db_error)?;
+    let leased: bool = tx.query_one(LEASE, &[]).await.map_err(db_error)?.get(0);
+    if !leased {
+        return Ok(SweepPass { leased: false, more: false });
+    }
+    let ended = tx.query(END_HOLDS, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)?;
+    let expired = if with_retention { tx.execute(RETENTION, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)? } else { 0 };
+    let orphans = tx.execute(ORPHANS, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)?;
+    tx.execute(FORGET_DELETED, &[&DELETED_QUEUE_GRACE_MS]).await.map_err(db_error)?;
+    tx.commit().await.map_err(db_error)?;
+    drop(client);
+
+    let mut dead_letter_queues: Vec<u64> =
+        ended.iter().filter(|r| r.get::<_, bool>("dead")).map(|r| ms(r.get("queue_id"))).collect();
+    Counters::add(&inner.counters.dead_lettered, dead_letter_queues.len() as u64);
+    Counters::add(&inner.counters.expired, expired);
+    inner.counters.committed(ended.len() as u64 + expired + orphans);
+    dead_letter_queues.sort_unstable();
+    dead_letter_queues.dedup();
+    inner.notify(&dead_letter_queues).await;
+    let full = |n: u64| n >= SWEEP_BATCH_MAX as u64;
+    Ok(SweepPass { leased: true, more: full(ended.len() as u64) || full(expired) || full(orphans) })
+}
