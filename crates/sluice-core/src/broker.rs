@@ -944,8 +944,11 @@ impl Broker {
     }
 }
 
-/// Checks what a FIFO queue demands of a send and returns its deduplication key.
-fn fifo_send_rules(attributes: &QueueAttributes, message: &NewMessage) -> Result<String, ValidationError> {
+/// Checks what a FIFO queue demands of a send and returns its deduplication key (the dedup id,
+/// or the body's SHA-256 with content-based dedup; prefixed by the group under
+/// `DedupScope::MessageGroup`). Public so that backends that cannot run `Broker` over shared
+/// state (PostgreSQL) apply the same rules.
+pub fn fifo_send_rules(attributes: &QueueAttributes, message: &NewMessage) -> Result<String, ValidationError> {
     let Some(group) = &message.envelope.group_id else {
         return Err(ValidationError::new("group_id", "FIFO queues need a group_id on every message"));
     };
@@ -960,7 +963,7 @@ fn fifo_send_rules(attributes: &QueueAttributes, message: &NewMessage) -> Result
     }
     let id = match &message.dedup_id {
         Some(id) => id.clone(),
-        None if attributes.content_based_dedup => sha256_hex(&message.body),
+        None if attributes.content_based_dedup => content_dedup_id(&message.body),
         None => {
             return Err(ValidationError::new(
                 "dedup_id",
@@ -975,7 +978,9 @@ fn fifo_send_rules(attributes: &QueueAttributes, message: &NewMessage) -> Result
     })
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+/// The dedup id of a FIFO message sent without one to a queue with content-based dedup: the
+/// lowercase hex SHA-256 of its body (as SQS).
+pub fn content_dedup_id(bytes: &[u8]) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -1040,5 +1045,17 @@ mod fair_tests {
         }
         let got: Vec<u128> = b.receive(q, 4, None, 1).iter().map(|d| d.meta.id.0).collect();
         assert_eq!(got, [1, 3, 0, 2]);
+    }
+}
+
+#[cfg(test)]
+mod dedup_tests {
+    #[test]
+    fn content_dedup_id_is_the_hex_sha256_of_the_body() {
+        // FIPS 180-2 test vector.
+        assert_eq!(
+            super::content_dedup_id(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 }

@@ -67,3 +67,13 @@ pub const MOVE_TASK_LIST_MAX: u64 = 10;
 /// for a new queue within it.
 pub const PURGE_INTERVAL_MS: u64 = 60_000;
 pub const DELETED_NAME_COOLDOWN_MS: u64 = 60_000;
+
+/// `ReceiveRequestAttemptId` (FIFO): a retried receive with the same id within this window
+/// returns the same messages and receipt handles. The answers are remembered in memory only
+/// (a restart forgets them, and the retry then receives afresh), at most this many answers
+/// and this many message bytes in all; past either bound the oldest are forgotten first.
+pub const RECEIVE_ATTEMPT_WINDOW_MS: u64 = 5 * 60 * 1000;
+pub const RECEIVE_ATTEMPTS_MAX: usize = 10_000;
+pub const RECEIVE_ATTEMPT_BYTES_MAX: u64 = 64 * 1024 * 1024;
+/// `ReceiveRequestAttemptId` length, in characters.
+pub const RECEIVE_ATTEMPT_ID_LEN_MAX: usize = 128;

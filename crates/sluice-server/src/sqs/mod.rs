@@ -10,6 +10,7 @@
 //! rules) is kept in [`SqsState`].
 
 mod actions;
+mod attempts;
 mod detect;
 mod errors;
 mod input;
@@ -40,11 +41,13 @@ use errors::SqsError;
 use limits::{DELETED_NAME_COOLDOWN_MS, PURGE_INTERVAL_MS, REQUEST_BYTES_MAX};
 
 /// State that exists only for SQS's sake and only in memory: when each queue was last purged
-/// and when each name was last deleted, for the two 60-second rules. Losing it at a restart
-/// only lifts those rules early.
+/// and when each name was last deleted, for the two 60-second rules, and the answers of FIFO
+/// receives made with a `ReceiveRequestAttemptId` (`attempts.rs`). Losing it at a restart
+/// only lifts the 60-second rules early and makes a retried receive receive afresh.
 #[derive(Debug, Default)]
 pub(crate) struct SqsState {
     recent: Mutex<Recent>,
+    attempts: Mutex<attempts::Attempts>,
 }
 
 #[derive(Debug, Default)]
@@ -81,6 +84,11 @@ impl SqsState {
         recent.deleted_at_ms.retain(|_, at| now_ms.saturating_sub(*at) < DELETED_NAME_COOLDOWN_MS);
         recent.deleted_at_ms.insert(queue.to_string(), now_ms);
         recent.purged_at_ms.remove(queue);
+    }
+
+    /// The lock is held for map operations only, never across an await.
+    fn attempts(&self) -> MutexGuard<'_, attempts::Attempts> {
+        self.attempts.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn deleted_recently(&self, queue: &str, now_ms: u64) -> bool {

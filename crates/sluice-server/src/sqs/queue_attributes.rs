@@ -11,8 +11,9 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
+use sluice_core::attributes::DedupScope;
 use sluice_core::broker::QueueView;
-use sluice_core::{DeadLetter, QueueAttributesPatch, ValidationError};
+use sluice_core::{DeadLetter, QueueAttributes, QueueAttributesPatch, ValidationError};
 
 use super::errors::SqsError;
 use super::limits::*;
@@ -23,6 +24,16 @@ const REDRIVE_ALLOW_POLICY: &str = "RedriveAllowPolicy";
 const KMS_MASTER_KEY_ID: &str = "KmsMasterKeyId";
 const KMS_REUSE: &str = "KmsDataKeyReusePeriodSeconds";
 const SSE_ENABLED: &str = "SqsManagedSseEnabled";
+pub const FIFO_QUEUE: &str = "FifoQueue";
+const CONTENT_BASED_DEDUP: &str = "ContentBasedDeduplication";
+/// Kept in `sqs_attributes` only once SetQueueAttributes changed it: the scope the queue
+/// reports from then on. Deduplication keeps the scope chosen at creation (the core's
+/// `dedup_scope`), as AWS does (LocalStack's recordings of real AWS,
+/// `test_fifo_change_to_high_throughput_after_creation`).
+const DEDUP_SCOPE: &str = "DeduplicationScope";
+/// Kept in `sqs_attributes` when not the default `perQueue`; Sluice has no throughput quota.
+const THROUGHPUT_LIMIT: &str = "FifoThroughputLimit";
+const PER_MESSAGE_GROUP: &str = "perMessageGroupId";
 
 /// Every name `GetQueueAttributes` knows (the model's `QueueAttributeName`, less `All`).
 const KNOWN: &[&str] = &[
@@ -56,13 +67,51 @@ pub enum Request {
     Set,
 }
 
-/// Reads SQS attributes into a patch. `account` is needed to resolve the dead-letter ARN.
+/// SQS attributes read for the core: a patch, plus what only a new queue takes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Patch {
+    pub core: QueueAttributesPatch,
+    /// CreateQueue of a FIFO queue: the deduplication scope, fixed for the queue's life.
+    pub dedup_scope: Option<DedupScope>,
+}
+
+impl Patch {
+    pub fn apply_to(&self, attributes: &QueueAttributes) -> QueueAttributes {
+        let mut next = attributes.apply(&self.core);
+        if let Some(scope) = self.dedup_scope {
+            next.dedup_scope = scope;
+        }
+        next
+    }
+}
+
+/// The attributes of a new queue: AWS's defaults, FIFO or not, with `attributes` applied.
+pub fn new_queue(
+    attributes: &BTreeMap<String, String>,
+    fifo: bool,
+    account: &str,
+) -> Result<QueueAttributes, SqsError> {
+    let config =
+        patch(attributes, Request::Create, fifo, account)?.apply_to(&QueueAttributes { fifo, ..Default::default() });
+    check_fifo(&config)?;
+    Ok(config)
+}
+
+/// Whether CreateQueue asks for a FIFO queue: `FifoQueue` is `true`, in any case.
+pub fn wants_fifo(attributes: &BTreeMap<String, String>) -> bool {
+    attributes.get(FIFO_QUEUE).is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// Reads SQS attributes into a patch for a queue that is (or, at creation, will be) FIFO or
+/// standard. `account` is needed to resolve the dead-letter ARN.
 pub fn patch(
     attributes: &BTreeMap<String, String>,
     request: Request,
+    fifo: bool,
     account: &str,
-) -> Result<QueueAttributesPatch, SqsError> {
+) -> Result<Patch, SqsError> {
     let mut p = QueueAttributesPatch::default();
+    let mut dedup_scope = None;
     for (name, value) in attributes {
         let seconds_ms = |min: u64, max: u64| whole_number(name, value, min, max).map(|s| s * 1000);
         match name.as_str() {
@@ -96,10 +145,35 @@ pub fn patch(
                 p.sqs_attributes.insert(name.clone(), (s != KMS_REUSE_SECONDS_DEFAULT).then(|| s.to_string()));
             }
             SSE_ENABLED => {}
-            "FifoQueue" if request == Request::Create && value.eq_ignore_ascii_case("true") => {
-                return Err(fifo_unsupported());
+            // At creation `fifo` was read from this very value; afterwards only `true` is no change.
+            FIFO_QUEUE if fifo => {
+                if request == Request::Set && !value.eq_ignore_ascii_case("true") {
+                    return Err(SqsError::invalid_attribute_value(
+                        "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported.",
+                    ));
+                }
             }
-            "DeduplicationScope" | "FifoThroughputLimit" => {
+            CONTENT_BASED_DEDUP if fifo => p.content_based_dedup = Some(boolean(name, value)?),
+            DEDUP_SCOPE if fifo => {
+                let scope = match value.as_str() {
+                    "queue" => DedupScope::Queue,
+                    "messageGroup" => DedupScope::MessageGroup,
+                    _ => return Err(invalid(name)),
+                };
+                match request {
+                    Request::Create => dedup_scope = Some(scope),
+                    Request::Set => {
+                        p.sqs_attributes.insert(name.clone(), Some(value.clone()));
+                    }
+                }
+            }
+            THROUGHPUT_LIMIT if fifo => {
+                if value != "perQueue" && value != PER_MESSAGE_GROUP {
+                    return Err(invalid(name));
+                }
+                p.sqs_attributes.insert(name.clone(), (value == PER_MESSAGE_GROUP).then(|| value.clone()));
+            }
+            DEDUP_SCOPE | THROUGHPUT_LIMIT => {
                 return Err(SqsError::invalid_attribute_name(format!(
                     "You can specify the {name} only when FifoQueue is set to true."
                 )));
@@ -118,13 +192,31 @@ pub fn patch(
         }
         p.sqs_attributes.insert(SSE_ENABLED.to_string(), (!enabled).then(|| "false".to_string()));
     }
-    Ok(p)
+    Ok(Patch { core: p, dedup_scope })
 }
 
-pub fn fifo_unsupported() -> SqsError {
-    SqsError::invalid_attribute_value(
-        "Invalid value for the parameter FifoQueue. Reason: FIFO queues are not supported by this Sluice version yet.",
-    )
+/// The deduplication scope a FIFO queue reports: the last one set, else the one it was
+/// created with.
+pub fn reported_scope(attributes: &QueueAttributes) -> &str {
+    match attributes.sqs_attributes.get(DEDUP_SCOPE) {
+        Some(scope) => scope,
+        None => match attributes.dedup_scope {
+            DedupScope::Queue => "queue",
+            DedupScope::MessageGroup => "messageGroup",
+        },
+    }
+}
+
+/// AWS's rule across FIFO attributes: `FifoThroughputLimit=perMessageGroupId` only with
+/// `DeduplicationScope=messageGroup` (checked on the queue's configuration as it would be).
+pub fn check_fifo(attributes: &QueueAttributes) -> Result<(), SqsError> {
+    let per_group = attributes.sqs_attributes.get(THROUGHPUT_LIMIT).is_some_and(|v| v == PER_MESSAGE_GROUP);
+    if attributes.fifo && per_group && reported_scope(attributes) != "messageGroup" {
+        return Err(SqsError::invalid_attribute_value(
+            "Invalid value for the parameter FifoThroughputLimit. Reason: The perMessageGroupId value is allowed only when the value for DeduplicationScope is messageGroup.",
+        ));
+    }
+    Ok(())
 }
 
 fn invalid(name: &str) -> SqsError {
@@ -219,6 +311,9 @@ pub fn core_error(e: ValidationError) -> SqsError {
         "message_bytes_max" => "MaximumMessageSize",
         "receive_wait_ms" => "ReceiveMessageWaitTimeSeconds",
         "dead_letter" => "RedrivePolicy",
+        "fifo" => FIFO_QUEUE,
+        "content_based_dedup" => CONTENT_BASED_DEDUP,
+        "dedup_scope" => DEDUP_SCOPE,
         "tags" => return SqsError::invalid_parameter_value(format!("Invalid tags: {}", e.message)),
         "name" => {
             return SqsError::invalid_parameter_value(
@@ -230,7 +325,9 @@ pub fn core_error(e: ValidationError) -> SqsError {
     SqsError::invalid_attribute_value(format!("Invalid value for the parameter {name}. Reason: {}", e.message))
 }
 
-/// Everything `GetQueueAttributes` with `All` returns for a standard queue, by name.
+/// Everything `GetQueueAttributes` with `All` returns, by name: a standard queue's set, and
+/// for a FIFO queue also `FifoQueue`, `ContentBasedDeduplication`, `DeduplicationScope` and
+/// `FifoThroughputLimit` (reference §2.1).
 pub fn render(view: &QueueView, region: &str, account: &str) -> BTreeMap<String, String> {
     let a = &view.attributes;
     let s = &view.stats;
@@ -263,11 +360,18 @@ pub fn render(view: &QueueView, region: &str, account: &str) -> BTreeMap<String,
             out.insert(name.to_string(), v.clone());
         }
     }
+    if a.fifo {
+        out.insert(FIFO_QUEUE.to_string(), "true".to_string());
+        out.insert(CONTENT_BASED_DEDUP.to_string(), a.content_based_dedup.to_string());
+        out.insert(DEDUP_SCOPE.to_string(), reported_scope(a).to_string());
+        let limit = a.sqs_attributes.get(THROUGHPUT_LIMIT).map_or("perQueue", String::as_str);
+        out.insert(THROUGHPUT_LIMIT.to_string(), limit.to_string());
+    }
     out
 }
 
 /// The attributes asked for: `All`, or each name (unknown names are an error, names that do
-/// not apply to a standard queue are simply absent).
+/// not apply to the queue, such as `FifoQueue` of a standard queue, are simply absent).
 pub fn select(all: BTreeMap<String, String>, names: &[String]) -> Result<BTreeMap<String, String>, SqsError> {
     if names.iter().any(|n| n == "All") {
         return Ok(all);
@@ -296,7 +400,7 @@ mod tests {
     }
 
     fn apply(pairs: &[(&str, &str)]) -> Result<QueueAttributes, SqsError> {
-        patch(&attrs(pairs), Request::Create, ACCOUNT).map(|p| QueueAttributes::default().apply(&p))
+        new_queue(&attrs(pairs), false, ACCOUNT)
     }
 
     #[test]
@@ -338,8 +442,8 @@ mod tests {
             let a = apply(&[("RedrivePolicy", &policy)]).unwrap();
             assert_eq!(a.dead_letter, Some(DeadLetter { queue: "dlq".into(), max_receive_count: 3 }));
         }
-        let removed = patch(&attrs(&[("RedrivePolicy", "")]), Request::Set, ACCOUNT).unwrap();
-        assert_eq!(removed.dead_letter, Some(None));
+        let removed = patch(&attrs(&[("RedrivePolicy", "")]), Request::Set, false, ACCOUNT).unwrap();
+        assert_eq!(removed.core.dead_letter, Some(None));
         let e = apply(&[("RedrivePolicy", &format!(r#"{{"deadLetterTargetArn":"{arn}","maxReceiveCount":0}}"#))])
             .unwrap_err();
         assert!(e.message.contains("valid values are from 1 to 1000"), "{}", e.message);
@@ -348,20 +452,117 @@ mod tests {
     }
 
     #[test]
-    fn fifo_and_unknown_attributes() {
-        assert!(apply(&[("FifoQueue", "true")]).unwrap_err().message.contains("FIFO queues are not supported"));
+    fn fifo_attributes_on_a_standard_queue_are_refused_as_aws_does() {
         assert_eq!(apply(&[("FifoQueue", "false")]).unwrap_err().message, "Unknown Attribute FifoQueue.");
-        let e = patch(&attrs(&[("FifoQueue", "true")]), Request::Set, ACCOUNT).unwrap_err();
+        let e = patch(&attrs(&[("FifoQueue", "true")]), Request::Set, false, ACCOUNT).unwrap_err();
         assert_eq!((e.code, e.message.as_str()), ("InvalidAttributeName", "Unknown Attribute FifoQueue."));
         assert_eq!(
             apply(&[("ContentBasedDeduplication", "false")]).unwrap_err().message,
             "Unknown Attribute ContentBasedDeduplication."
         );
-        assert_eq!(
-            apply(&[("DeduplicationScope", "queue")]).unwrap_err().message,
-            "You can specify the DeduplicationScope only when FifoQueue is set to true."
-        );
+        for name in ["DeduplicationScope", "FifoThroughputLimit"] {
+            for request in [Request::Create, Request::Set] {
+                let e = patch(&attrs(&[(name, "queue")]), request, false, ACCOUNT).unwrap_err();
+                assert_eq!(
+                    (e.code, e.message),
+                    ("InvalidAttributeName", format!("You can specify the {name} only when FifoQueue is set to true."))
+                );
+            }
+        }
         assert_eq!(apply(&[("QueueArn", "x")]).unwrap_err().code, "InvalidAttributeName");
+    }
+
+    fn fifo(pairs: &[(&str, &str)]) -> Result<QueueAttributes, SqsError> {
+        new_queue(&attrs(pairs), true, ACCOUNT)
+    }
+
+    #[test]
+    fn fifo_attributes_at_creation() {
+        let a = fifo(&[("FifoQueue", "True"), ("ContentBasedDeduplication", "TRUE")]).unwrap();
+        assert!(a.fifo && a.content_based_dedup);
+        assert_eq!(a.dedup_scope, DedupScope::Queue);
+        assert!(a.sqs_attributes.is_empty(), "defaults are not stored: {:?}", a.sqs_attributes);
+        let a = fifo(&[("DeduplicationScope", "messageGroup"), ("FifoThroughputLimit", "perMessageGroupId")]).unwrap();
+        assert_eq!(a.dedup_scope, DedupScope::MessageGroup);
+        assert_eq!(a.sqs_attributes.get("FifoThroughputLimit").map(String::as_str), Some("perMessageGroupId"));
+        assert!(!a.sqs_attributes.contains_key("DeduplicationScope"));
+        // perQueue is the default and not stored, so it reads back like a queue that never said it.
+        assert_eq!(fifo(&[("FifoThroughputLimit", "perQueue")]).unwrap(), fifo(&[]).unwrap());
+        for (name, bad) in [
+            ("ContentBasedDeduplication", "yes"),
+            ("DeduplicationScope", "group"),
+            ("DeduplicationScope", "Queue"),
+            ("FifoThroughputLimit", "perGroup"),
+        ] {
+            let e = fifo(&[(name, bad)]).unwrap_err();
+            assert_eq!(
+                (e.code, e.message),
+                ("InvalidAttributeValue", format!("Invalid value for the parameter {name}."))
+            );
+        }
+        let e = fifo(&[("FifoThroughputLimit", "perMessageGroupId")]).unwrap_err();
+        assert_eq!(e.code, "InvalidAttributeValue");
+        assert!(e.message.starts_with("Invalid value for the parameter FifoThroughputLimit. Reason:"), "{}", e.message);
+    }
+
+    #[test]
+    fn fifo_attributes_afterwards() {
+        let created = fifo(&[("DeduplicationScope", "queue")]).unwrap();
+        let set = |pairs: &[(&str, &str)]| patch(&attrs(pairs), Request::Set, true, ACCOUNT);
+        let e = set(&[("FifoQueue", "false")]).unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (
+                "InvalidAttributeValue",
+                "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported."
+            )
+        );
+        assert_eq!(set(&[("FifoQueue", "true")]).unwrap().apply_to(&created), created);
+        // The scope reported changes; the scope deduplication uses stays the creation's.
+        let high = set(&[("DeduplicationScope", "messageGroup"), ("FifoThroughputLimit", "perMessageGroupId")])
+            .unwrap()
+            .apply_to(&created);
+        assert_eq!(high.dedup_scope, DedupScope::Queue);
+        assert_eq!(reported_scope(&high), "messageGroup");
+        check_fifo(&high).unwrap();
+        let view = QueueView {
+            id: 1,
+            name: "q.fifo".into(),
+            attributes: high.clone(),
+            created_at: 0,
+            modified_at: 0,
+            stats: Default::default(),
+        };
+        let shown = render(&view, "us-east-1", ACCOUNT);
+        assert_eq!(shown["DeduplicationScope"], "messageGroup");
+        assert_eq!(shown["FifoThroughputLimit"], "perMessageGroupId");
+        let back = set(&[("FifoThroughputLimit", "perQueue")]).unwrap().apply_to(&high);
+        assert!(!back.sqs_attributes.contains_key("FifoThroughputLimit"));
+        // perMessageGroupId needs the messageGroup scope, as the queue would report it.
+        let per_group = set(&[("FifoThroughputLimit", "perMessageGroupId")]).unwrap().apply_to(&created);
+        assert_eq!(check_fifo(&per_group).unwrap_err().code, "InvalidAttributeValue");
+        let toggled = set(&[("ContentBasedDeduplication", "true")]).unwrap().apply_to(&created);
+        assert!(toggled.content_based_dedup);
+    }
+
+    #[test]
+    fn fifo_queues_show_their_four_attributes() {
+        let view = |attributes: QueueAttributes| QueueView {
+            id: 1,
+            name: "q".into(),
+            attributes,
+            created_at: 0,
+            modified_at: 0,
+            stats: Default::default(),
+        };
+        let standard = render(&view(QueueAttributes::default()), "us-east-1", ACCOUNT);
+        let fifo_queue = render(&view(fifo(&[("ContentBasedDeduplication", "true")]).unwrap()), "us-east-1", ACCOUNT);
+        let added: Vec<&String> = fifo_queue.keys().filter(|k| !standard.contains_key(*k)).collect();
+        assert_eq!(added, ["ContentBasedDeduplication", "DeduplicationScope", "FifoQueue", "FifoThroughputLimit"]);
+        assert_eq!(fifo_queue["FifoQueue"], "true");
+        assert_eq!(fifo_queue["ContentBasedDeduplication"], "true");
+        assert_eq!(fifo_queue["DeduplicationScope"], "queue");
+        assert_eq!(fifo_queue["FifoThroughputLimit"], "perQueue");
     }
 
     #[test]
@@ -370,8 +571,14 @@ mod tests {
         assert_eq!(a.sqs_attributes.get("SqsManagedSseEnabled").map(String::as_str), Some("false"));
         assert_eq!(a.sqs_attributes.get("KmsDataKeyReusePeriodSeconds").map(String::as_str), Some("6000"));
         let back = a.apply(
-            &patch(&attrs(&[("KmsMasterKeyId", ""), ("KmsDataKeyReusePeriodSeconds", "300")]), Request::Set, ACCOUNT)
-                .unwrap(),
+            &patch(
+                &attrs(&[("KmsMasterKeyId", ""), ("KmsDataKeyReusePeriodSeconds", "300")]),
+                Request::Set,
+                false,
+                ACCOUNT,
+            )
+            .unwrap()
+            .core,
         );
         assert!(!back.sqs_attributes.contains_key("KmsMasterKeyId"));
         assert!(!back.sqs_attributes.contains_key("KmsDataKeyReusePeriodSeconds"));

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::messages;
-use super::send::{Digests, SendEntry, send_error};
-use super::{Ctx, output};
+use super::send::{Digests, SendEntry, send_error, sequence_number};
+use super::{Ctx, is_fifo_name, output};
 use crate::sqs::errors::{BatchError, SqsError};
 use crate::sqs::input::{Int, parse};
 use crate::sqs::limits::{BATCH_ENTRIES_MAX, BATCH_ENTRY_ID_LEN_MAX, BATCH_PAYLOAD_BYTES_MAX};
@@ -73,6 +73,27 @@ struct SendBatchResult {
     message_id: String,
     #[serde(flatten)]
     digests: Digests,
+    #[serde(rename = "SequenceNumber", skip_serializing_if = "Option::is_none")]
+    sequence_number: Option<String>,
+}
+
+/// FIFO rules that refuse a whole SendMessageBatch rather than one entry, as AWS does
+/// (LocalStack's recordings of real AWS, `test_send_batch_missing_*_for_fifo_queue`): an
+/// entry without a deduplication id on a queue without content-based deduplication, or
+/// without a group id. The queue is read only when an entry lacks a deduplication id.
+async fn check_fifo_batch(ctx: &Ctx<'_>, name: &str, entries: &[SendEntry]) -> Result<(), SqsError> {
+    let missing = |v: &Option<String>| v.as_deref().is_none_or(str::is_empty);
+    if entries.iter().any(|e| missing(&e.message_deduplication_id))
+        && !ctx.queue(name).await?.attributes.content_based_dedup
+    {
+        return Err(SqsError::invalid_parameter_value(
+            "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
+        ));
+    }
+    if entries.iter().any(|e| missing(&e.message_group_id)) {
+        return Err(SqsError::invalid_parameter_value("The request must contain the parameter MessageGroupId."));
+    }
+    Ok(())
 }
 
 pub async fn send_message_batch(ctx: &Ctx<'_>, input: Value) -> Outcome {
@@ -86,11 +107,15 @@ pub async fn send_message_batch(ctx: &Ctx<'_>, input: Value) -> Outcome {
     if let Err(e) = checked {
         return Err(ctx.after_queue_check(&name, e).await);
     }
+    let fifo = is_fifo_name(&name);
+    if fifo && let Err(e) = check_fifo_batch(ctx, &name, &entries).await {
+        return Err(ctx.after_queue_check(&name, e).await);
+    }
     let mut failed = Vec::new();
     let mut ready = Vec::with_capacity(entries.len());
     for entry in entries {
         let id = entry.id.clone().unwrap_or_default();
-        match entry.prepare(ctx.sender(), ctx.trace_header.as_deref()) {
+        match entry.prepare(ctx.sender(), ctx.trace_header.as_deref(), fifo) {
             Ok(prepared) => ready.push((id, prepared)),
             Err(e) => failed.push(e.entry(&id)),
         }
@@ -108,7 +133,12 @@ pub async fn send_message_batch(ctx: &Ctx<'_>, input: Value) -> Outcome {
         }
         for ((id, digests), result) in ids.into_iter().zip(digests).zip(results) {
             match result {
-                Ok(sent) => successful.push(SendBatchResult { id, message_id: sent.id.to_string(), digests }),
+                Ok(sent) => successful.push(SendBatchResult {
+                    id,
+                    message_id: sent.id.to_string(),
+                    digests,
+                    sequence_number: sequence_number(&sent, fifo),
+                }),
                 Err(e) => failed.push(send_error(&e, true).entry(&id)),
             }
         }

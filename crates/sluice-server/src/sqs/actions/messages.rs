@@ -11,11 +11,15 @@ use sluice_core::EntryError;
 use sluice_core::message::AttributeData;
 use sluice_store::{ReceiveRequest, ReceivedMessage};
 
-use super::send::SENDER_ID;
-use super::{Ctx, output};
+use super::send::{DEDUP_ID, SENDER_ID};
+use super::{Ctx, is_fifo_name, output};
+use crate::convert::now_ms;
+use crate::sqs::attempts::Attempt;
 use crate::sqs::errors::{SqsError, receipt_error};
 use crate::sqs::input::{Int, optional_int, parse, required, signed};
-use crate::sqs::limits::{RECEIVE_MESSAGES_MAX, VISIBILITY_TIMEOUT_SECONDS_MAX, WAIT_SECONDS_MAX};
+use crate::sqs::limits::{
+    RECEIVE_ATTEMPT_ID_LEN_MAX, RECEIVE_MESSAGES_MAX, VISIBILITY_TIMEOUT_SECONDS_MAX, WAIT_SECONDS_MAX,
+};
 use crate::sqs::md5;
 use crate::sqs::message_attributes::{self, TRACE_HEADER};
 
@@ -31,8 +35,8 @@ struct ReceiveMessageInput {
     max_number_of_messages: Option<Int>,
     visibility_timeout: Option<Int>,
     wait_time_seconds: Option<Int>,
-    // `ReceiveRequestAttemptId` is FIFO only: AWS ignores it on standard queues, and so does
-    // Sluice (unknown members are skipped).
+    /// FIFO only: AWS ignores it on standard queues, and so does Sluice.
+    receive_request_attempt_id: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -62,16 +66,77 @@ struct MessageOutput {
 pub async fn receive_message(ctx: &Ctx<'_>, input: Value) -> Outcome {
     let input: ReceiveMessageInput = parse(input)?;
     let name = ctx.queue_name(&input.queue_url)?;
-    let request = match receive_request(&input) {
+    let fifo = is_fifo_name(&name);
+    let attempt_id = input.receive_request_attempt_id.as_deref().filter(|_| fifo);
+    let checked = receive_request(&input).and_then(|request| {
+        attempt_id.map_or(Ok(()), check_attempt_id)?;
+        Ok(request)
+    });
+    let request = match checked {
         Ok(r) => r,
         Err(e) => return Err(ctx.after_queue_check(&name, e).await),
     };
-    let received = ctx.store().receive(&name, request).await?;
+    let received = match attempt_id {
+        Some(id) => receive_attempt(ctx, &name, id, request).await?,
+        None => ctx.store().receive(&name, request).await?,
+    };
     let mut system_names = input.attribute_names.unwrap_or_default();
     system_names.extend(input.message_system_attribute_names.unwrap_or_default());
     let attribute_names = input.message_attribute_names.unwrap_or_default();
-    let messages = received.iter().map(|r| render(ctx, r, &system_names, &attribute_names)).collect();
+    let messages = received.iter().map(|r| render(ctx, r, &system_names, &attribute_names, fifo)).collect();
     output(ReceiveMessageOutput { messages })
+}
+
+/// `ReceiveRequestAttemptId`: 1 to 128 ASCII letters, digits and punctuation.
+fn check_attempt_id(id: &str) -> Result<(), SqsError> {
+    let ok = !id.is_empty()
+        && id.chars().count() <= RECEIVE_ATTEMPT_ID_LEN_MAX
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || c.is_ascii_punctuation());
+    if ok {
+        return Ok(());
+    }
+    Err(SqsError::invalid_value(
+        "ReceiveRequestAttemptId",
+        id,
+        "ReceiveRequestAttemptId can only include alphanumeric and punctuation characters. 1 to 128 in length.",
+    ))
+}
+
+/// A FIFO receive with an attempt id. The first call receives and remembers the answer; a
+/// retry within five minutes gets the same messages and receipt handles again, with their
+/// visibility timeout restarted (as AWS documents), provided that each is still held by that
+/// receive: once one was deleted, released, received again or its visibility timeout passed,
+/// the receive is not retryable and the retry is refused as AWS refuses it.
+async fn receive_attempt(
+    ctx: &Ctx<'_>,
+    queue: &str,
+    id: &str,
+    request: ReceiveRequest,
+) -> Result<Vec<ReceivedMessage>, SqsError> {
+    let recalled = ctx.state.sqs.attempts().recall(queue, id, now_ms());
+    if let Some(attempt) = recalled {
+        let entries = attempt.messages.iter().map(|m| (m.receipt.clone(), attempt.visibility_ms)).collect();
+        let results = ctx.store().change_visibility(queue, entries).await?;
+        if results.iter().all(Result::is_ok) {
+            return Ok(attempt.messages);
+        }
+        ctx.state.sqs.attempts().discard(queue, id);
+        return Err(SqsError::invalid_value(
+            "ReceiveRequestAttemptId",
+            id,
+            "The receiveRequestAttemptId is not valid anymore since the receive call is not retryable.",
+        ));
+    }
+    let received = ctx.store().receive(queue, request).await?;
+    let now = now_ms();
+    // The queue's default when the request named none: read back from the deliveries.
+    let visibility_ms = request
+        .visibility_timeout_ms
+        .or_else(|| received.first().map(|m| m.message.meta.visible_at.saturating_sub(now)))
+        .unwrap_or(0);
+    let attempt = Attempt { messages: received.clone(), visibility_ms };
+    ctx.state.sqs.attempts().remember(queue, id, attempt, now);
+    Ok(received)
 }
 
 fn receive_request(input: &ReceiveMessageInput) -> Result<ReceiveRequest, SqsError> {
@@ -108,6 +173,7 @@ fn render(
     received: &ReceivedMessage,
     system_names: &[String],
     attribute_names: &[String],
+    fifo: bool,
 ) -> MessageOutput {
     let content = &received.message.content;
     // SQS bodies are text. A body sent as bytes through the native API comes back base64, so
@@ -123,14 +189,20 @@ fn render(
         receipt_handle: received.receipt.clone(),
         md5_of_body: md5::of_body(body.as_bytes()),
         body,
-        attributes: system_attributes(ctx, received, system_names),
+        attributes: system_attributes(ctx, received, system_names, fifo),
         md5_of_message_attributes: md5::of_attributes(&selected),
         message_attributes: (!selected.is_empty()).then(|| message_attributes::render(&selected)),
     }
 }
 
-/// The system attributes a receive asked for, by name or with `All`.
-fn system_attributes(ctx: &Ctx<'_>, received: &ReceivedMessage, names: &[String]) -> BTreeMap<&'static str, String> {
+/// The system attributes a receive asked for, by name or with `All`. FIFO messages also have
+/// `SequenceNumber` and `MessageDeduplicationId`.
+fn system_attributes(
+    ctx: &Ctx<'_>,
+    received: &ReceivedMessage,
+    names: &[String],
+    fifo: bool,
+) -> BTreeMap<&'static str, String> {
     let all = names.iter().any(|n| n == "All");
     let wanted = |name: &str| all || names.iter().any(|n| n == name);
     let meta = &received.message.meta;
@@ -139,11 +211,13 @@ fn system_attributes(ctx: &Ctx<'_>, received: &ReceivedMessage, names: &[String]
         Some(AttributeData::Text(t)) => Some(t.clone()),
         _ => None,
     };
-    let candidates: [(&'static str, Option<String>); 7] = [
+    let candidates: [(&'static str, Option<String>); 9] = [
         (SENDER_ID, Some(text(SENDER_ID).unwrap_or_else(|| ctx.account().to_string()))),
         ("SentTimestamp", Some(meta.sent_at.to_string())),
         ("ApproximateReceiveCount", Some(meta.receive_count.to_string())),
         ("ApproximateFirstReceiveTimestamp", Some(meta.first_received_at.unwrap_or(meta.sent_at).to_string())),
+        ("SequenceNumber", fifo.then(|| received.message.seq.to_string())),
+        (DEDUP_ID, text(DEDUP_ID).filter(|_| fifo)),
         ("MessageGroupId", content.envelope.group_id.clone()),
         (TRACE_HEADER, text(TRACE_HEADER)),
         ("DeadLetterQueueSourceArn", meta.dead_letter_source.as_deref().map(|q| ctx.queue_arn(q))),
@@ -217,12 +291,26 @@ pub fn visibility_timeout_ms(value: &Option<Int>) -> Result<u64, SqsError> {
 /// SQS answers success for a message whose visibility timeout already ran out and that
 /// nobody received since, and hides it again: the store's lenient variant has that rule. A
 /// handle whose message was deleted or received again is `InvalidParameterValue`, as in SQS.
+///
+/// On a FIFO queue a message whose visibility timeout ran out is no longer the handle's to
+/// hide: AWS refuses the handle as expired, so the store's strict variant is used there.
 pub async fn change_visibility(
     ctx: &Ctx<'_>,
     queue: &str,
     entries: Vec<(String, u64)>,
 ) -> Result<Vec<Result<(), SqsError>>, SqsError> {
     let handles: Vec<String> = entries.iter().map(|(h, _)| h.clone()).collect();
+    if is_fifo_name(queue) {
+        let results = ctx.store().change_visibility(queue, entries).await?;
+        return answers(results, &handles, |e, handle| {
+            Err(match e {
+                EntryError::NotInFlight => {
+                    SqsError::invalid_value("ReceiptHandle", handle, "The receipt handle has expired.")
+                }
+                other => receipt_error(other, handle),
+            })
+        });
+    }
     let results = ctx.store().change_visibility_lenient(queue, entries).await?;
     answers(results, &handles, |e, handle| Err(receipt_error(e, handle)))
 }

@@ -92,6 +92,16 @@ pub async fn dispatch(ctx: &Ctx<'_>, action: &str, input: Value) -> Result<Optio
     }
 }
 
+/// Whether the SQS layer applies FIFO rules to a queue's messages (SendMessage's required
+/// `MessageGroupId`, `SequenceNumber`, `ReceiveRequestAttemptId`, expired FIFO handles):
+/// decided by the name, without a store call on the hot path. Through SQS a FIFO queue's name
+/// always ends in `.fifo`, and the core refuses that suffix to a standard queue. A FIFO queue
+/// created through the native API without the suffix is treated as standard by these rules
+/// (the core still enforces its own: group id, dedup, order).
+pub fn is_fifo_name(name: &str) -> bool {
+    name.ends_with(sluice_core::limits::FIFO_SUFFIX)
+}
+
 /// What an action needs beyond its input: the server's state and configuration, and the
 /// request's host (queue URLs echo it), path (a queue URL itself) and caller.
 pub struct Ctx<'a> {

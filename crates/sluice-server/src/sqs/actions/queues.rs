@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sluice_core::BrokerError;
 use sluice_core::broker::QueueView;
 use sluice_core::name::validate_queue_name;
-use sluice_core::{BrokerError, QueueAttributes};
 use sluice_store::StoreError;
 
-use super::{Ctx, Page, output};
+use super::{Ctx, Page, is_fifo_name, output};
 use crate::convert::now_ms;
 use crate::sqs::errors::SqsError;
 use crate::sqs::input::{Int, parse, required};
@@ -38,15 +38,14 @@ pub async fn create_queue(ctx: &Ctx<'_>, input: Value) -> Outcome {
     let input: CreateQueueInput = parse(input)?;
     let name = required(&input.queue_name, "QueueName")?;
     let attributes = input.attributes.unwrap_or_default();
-    if name.ends_with(".fifo") {
-        return Err(SqsError::invalid_value(
-            "QueueName",
-            name,
-            "FIFO queues are not supported by this Sluice version yet.",
-        ));
+    // A FIFO queue is asked for with `FifoQueue=true`, and its name must end in `.fifo`; a
+    // standard queue's name may not (the dot is not among its characters).
+    let fifo = queue_attributes::wants_fifo(&attributes);
+    if fifo != is_fifo_name(name) {
+        return Err(queue_name_error(fifo));
     }
-    validate_queue_name(name).map_err(queue_attributes::core_error)?;
-    let patch = queue_attributes::patch(&attributes, Request::Create, ctx.account())?;
+    validate_queue_name(name).map_err(|_| queue_name_error(fifo))?;
+    let mut config = queue_attributes::new_queue(&attributes, fifo, ctx.account())?;
     match ctx.store().get_queue(name).await {
         Ok(existing) => return same_queue(ctx, &existing, &attributes),
         Err(StoreError::Broker(BrokerError::QueueNotFound(_))) => {}
@@ -55,7 +54,6 @@ pub async fn create_queue(ctx: &Ctx<'_>, input: Value) -> Outcome {
     if ctx.state.sqs.deleted_recently(name, now_ms()) {
         return Err(SqsError::queue_deleted_recently());
     }
-    let mut config = QueueAttributes::default().apply(&patch);
     config.tags = input.tags.unwrap_or_default();
     match ctx.store().create_queue(name, config).await {
         Ok((view, _)) => output(QueueUrlOutput { queue_url: ctx.queue_url(&view.name) }),
@@ -65,13 +63,31 @@ pub async fn create_queue(ctx: &Ctx<'_>, input: Value) -> Outcome {
     }
 }
 
+/// AWS's refusal of a queue name, which for a FIFO queue also says the name must end in
+/// `.fifo`.
+fn queue_name_error(fifo: bool) -> SqsError {
+    SqsError::invalid_parameter_value(if fifo {
+        "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix and be 1 to 80 in length"
+    } else {
+        "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
+    })
+}
+
 /// CreateQueue on an existing queue answers its URL when every attribute the request names
 /// has the queue's value (attributes it does not name are not compared, as in AWS).
 fn same_queue(ctx: &Ctx<'_>, existing: &QueueView, attributes: &BTreeMap<String, String>) -> Outcome {
+    let current = &existing.attributes;
     for (name, value) in attributes {
         let one = BTreeMap::from([(name.clone(), value.clone())]);
-        let patch = queue_attributes::patch(&one, Request::Create, ctx.account())?;
-        if existing.attributes.apply(&patch) != existing.attributes {
+        let patch = queue_attributes::patch(&one, Request::Create, current.fifo, ctx.account())?;
+        // The scope is compared as the queue reports it, which SetQueueAttributes may have
+        // changed since the creation fixed the one deduplication uses.
+        let same = if name == "DeduplicationScope" {
+            value == queue_attributes::reported_scope(current)
+        } else {
+            patch.apply_to(current) == *current
+        };
+        if !same {
             return Err(SqsError::queue_name_exists(name));
         }
     }
@@ -81,6 +97,16 @@ fn same_queue(ctx: &Ctx<'_>, existing: &QueueView, attributes: &BTreeMap<String,
 /// A store refusal of new attributes, in SQS's words.
 fn attribute_error(e: StoreError, attributes: &BTreeMap<String, String>) -> SqsError {
     match e {
+        // The core's rule that a dead-letter queue is of its source's type (FIFO or standard).
+        StoreError::Broker(BrokerError::Invalid(v))
+            if v.field == "dead_letter.queue" && v.message.contains("dead-letter queue must be a") =>
+        {
+            SqsError::invalid_value(
+                "RedrivePolicy",
+                attributes.get("RedrivePolicy").map_or("", String::as_str),
+                "Dead-letter queue must be same type of queue as the source..",
+            )
+        }
         StoreError::Broker(BrokerError::Invalid(v)) => queue_attributes::core_error(v),
         StoreError::Broker(BrokerError::DeadLetterQueueNotFound(_)) => SqsError::invalid_value(
             "RedrivePolicy",
@@ -184,14 +210,15 @@ struct SetQueueAttributesInput {
 pub async fn set_queue_attributes(ctx: &Ctx<'_>, input: Value) -> Outcome {
     let input: SetQueueAttributesInput = parse(input)?;
     let name = ctx.queue_name(&input.queue_url)?;
+    // Which attributes are allowed depends on the queue's type, so the queue comes first (a
+    // missing queue is also reported before a bad parameter, as AWS does).
+    let view = ctx.queue(&name).await?;
     let Some(attributes) = input.attributes else {
-        return Err(ctx.after_queue_check(&name, SqsError::missing_parameter("Attributes")).await);
+        return Err(SqsError::missing_parameter("Attributes"));
     };
-    let patch = match queue_attributes::patch(&attributes, Request::Set, ctx.account()) {
-        Ok(p) => p,
-        Err(e) => return Err(ctx.after_queue_check(&name, e).await),
-    };
-    ctx.store().update_queue(&name, patch).await.map_err(|e| attribute_error(e, &attributes))?;
+    let patch = queue_attributes::patch(&attributes, Request::Set, view.attributes.fifo, ctx.account())?;
+    queue_attributes::check_fifo(&patch.apply_to(&view.attributes))?;
+    ctx.store().update_queue(&name, patch.core).await.map_err(|e| attribute_error(e, &attributes))?;
     Ok(None)
 }
 

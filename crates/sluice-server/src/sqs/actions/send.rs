@@ -7,20 +7,25 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sluice_core::message::AttributeData;
-use sluice_core::{AttributeValue, EntryError, MessageEnvelope, NewMessage};
+use sluice_core::{AttributeValue, EntryError, MessageEnvelope, NewMessage, Sent};
 
-use super::{Ctx, output};
+use super::{Ctx, is_fifo_name, output};
 use crate::sqs::errors::SqsError;
 use crate::sqs::input::{Int, optional_int, parse, required, signed};
 use crate::sqs::limits::{DELAY_SECONDS_MAX, FIFO_ID_LEN_MAX};
-use crate::sqs::md5;
 use crate::sqs::message_attributes::{self, AttributeIn, TRACE_HEADER};
+use crate::sqs::md5;
 
 type Outcome = Result<Option<Value>, SqsError>;
 
 /// Where the sender's identity is kept among a message's system attributes, for the
 /// `SenderId` attribute receivers may ask for.
 pub const SENDER_ID: &str = "SenderId";
+
+/// Where a FIFO message's deduplication id is kept among its system attributes, for the
+/// `MessageDeduplicationId` attribute receivers may ask for: the id the sender gave, or the
+/// SHA-256 of the body that content-based deduplication uses.
+pub const DEDUP_ID: &str = "MessageDeduplicationId";
 
 /// One message to send: SendMessage's parameters, or one SendMessageBatch entry.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -70,10 +75,14 @@ impl SendEntry {
         (body + attributes) as u64
     }
 
-    /// Applies AWS's rules for one message and builds what the store takes. `sender` is kept
-    /// as the message's `SenderId`; `trace` (the request's X-Ray header) becomes its
-    /// `AWSTraceHeader` unless the message carries one.
-    pub fn prepare(self, sender: &str, trace: Option<&str>) -> Result<Prepared, SqsError> {
+    /// Applies AWS's rules for one message to a FIFO or a standard queue and builds what the
+    /// store takes. `sender` is kept as the message's `SenderId`; `trace` (the request's X-Ray
+    /// header) becomes its `AWSTraceHeader` unless the message carries one.
+    ///
+    /// FIFO: `MessageGroupId` is required; a per-message `DelaySeconds` other than 0 is
+    /// refused (the queue's delay applies); without a `MessageDeduplicationId` the core
+    /// deduplicates by content if the queue says so, and refuses the message otherwise.
+    pub fn prepare(self, sender: &str, trace: Option<&str>, fifo: bool) -> Result<Prepared, SqsError> {
         let body = required(&self.message_body, "MessageBody")?;
         let delay_seconds = optional_int(
             &self.delay_seconds,
@@ -89,13 +98,28 @@ impl SendEntry {
         let system = message_attributes::system_attributes(self.message_system_attributes.as_ref())?;
         check_fifo_id("MessageGroupId", self.message_group_id.as_deref())?;
         check_fifo_id("MessageDeduplicationId", self.message_deduplication_id.as_deref())?;
-        if let Some(dedup) = &self.message_deduplication_id {
-            return Err(SqsError::invalid_value(
-                "MessageDeduplicationId",
-                dedup,
-                "The request includes a parameter that is not valid for this queue type.",
-            ));
-        }
+        let delay_ms = if fifo {
+            if let Some(delay) = delay_seconds.filter(|d| *d != 0) {
+                return Err(SqsError::invalid_value(
+                    "DelaySeconds",
+                    delay,
+                    "The request include parameter that is not valid for this queue type.",
+                ));
+            }
+            if self.message_group_id.is_none() {
+                return Err(SqsError::missing_parameter("MessageGroupId"));
+            }
+            None
+        } else {
+            if let Some(dedup) = &self.message_deduplication_id {
+                return Err(SqsError::invalid_value(
+                    "MessageDeduplicationId",
+                    dedup,
+                    "The request includes a parameter that is not valid for this queue type.",
+                ));
+            }
+            delay_seconds.map(|s| s * 1000)
+        };
         let digests = Digests {
             body: md5::of_body(body.as_bytes()),
             attributes: md5::of_attributes(&attributes),
@@ -109,17 +133,24 @@ impl SendEntry {
             system_attributes
                 .insert(TRACE_HEADER.to_string(), AttributeValue { data_type: "String".to_string(), value });
         }
-        system_attributes.insert(
-            SENDER_ID.to_string(),
-            AttributeValue { data_type: "String".to_string(), value: AttributeData::Text(sender.to_string()) },
-        );
+        let text =
+            |value: String| AttributeValue { data_type: "String".to_string(), value: AttributeData::Text(value) };
+        system_attributes.insert(SENDER_ID.to_string(), text(sender.to_string()));
+        let body = self.message_body.unwrap_or_default().into_bytes();
+        if fifo {
+            // Without an explicit id the core uses the body's SHA-256 if the queue deduplicates
+            // by content (and refuses the message if not, so this label is then never seen).
+            let dedup_id = self.message_deduplication_id.clone().unwrap_or_else(|| sluice_core::broker::content_dedup_id(&body));
+            system_attributes.insert(DEDUP_ID.to_string(), text(dedup_id));
+        }
         let message = NewMessage {
-            body: self.message_body.unwrap_or_default().into_bytes(),
+            body,
             body_binary: false,
             attributes,
             system_attributes,
-            delay_ms: delay_seconds.map(|s| s * 1000),
+            delay_ms,
             envelope: MessageEnvelope { group_id: self.message_group_id, ..Default::default() },
+            dedup_id: self.message_deduplication_id,
             ..Default::default()
         };
         Ok(Prepared { message, digests })
@@ -152,6 +183,12 @@ pub fn send_error(e: &EntryError, batch: bool) -> SqsError {
                 "One or more parameters {verb}. Reason: Message must be shorter than {max_bytes} bytes."
             ))
         }
+        // FIFO rules the core checks: these need the queue's configuration (content-based
+        // deduplication) or are met only by a FIFO queue without the `.fifo` name.
+        EntryError::Invalid(v) if v.field == "dedup_id" => SqsError::invalid_parameter_value(
+            "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
+        ),
+        EntryError::Invalid(v) if v.field == "group_id" => SqsError::missing_parameter("MessageGroupId"),
         EntryError::Invalid(v) => match v.field.strip_prefix("attributes.").and_then(|f| f.strip_suffix(".value")) {
             Some(name) => SqsError::invalid_parameter_value(format!(
                 "Can't cast the value of message (user) attribute '{name}' to a number."
@@ -176,18 +213,32 @@ struct SendMessageOutput {
     message_id: String,
     #[serde(flatten)]
     digests: Digests,
+    #[serde(rename = "SequenceNumber", skip_serializing_if = "Option::is_none")]
+    sequence_number: Option<String>,
+}
+
+/// A FIFO message's `SequenceNumber`: the store's sequence number, as a decimal string
+/// (increasing in send order, with gaps, as AWS's). A duplicate inside the deduplication
+/// window is answered with the original message's id and sequence number.
+pub fn sequence_number(sent: &Sent, fifo: bool) -> Option<String> {
+    fifo.then(|| sent.seq.to_string())
 }
 
 pub async fn send_message(ctx: &Ctx<'_>, input: Value) -> Outcome {
     let input: SendMessageInput = parse(input)?;
     let name = ctx.queue_name(&input.queue_url)?;
-    let prepared = match input.entry.prepare(ctx.sender(), ctx.trace_header.as_deref()) {
+    let fifo = is_fifo_name(&name);
+    let prepared = match input.entry.prepare(ctx.sender(), ctx.trace_header.as_deref(), fifo) {
         Ok(p) => p,
         Err(e) => return Err(ctx.after_queue_check(&name, e).await),
     };
     let mut results = ctx.store().send(&name, vec![prepared.message]).await?;
     match results.pop() {
-        Some(Ok(sent)) => output(SendMessageOutput { message_id: sent.id.to_string(), digests: prepared.digests }),
+        Some(Ok(sent)) => output(SendMessageOutput {
+            message_id: sent.id.to_string(),
+            digests: prepared.digests,
+            sequence_number: sequence_number(&sent, fifo),
+        }),
         Some(Err(e)) => Err(send_error(&e, false)),
         None => Err(SqsError::internal()),
     }
@@ -203,14 +254,14 @@ mod tests {
 
     #[test]
     fn a_prepared_message_carries_its_digests_and_sender() {
-        let p = entry("msg").prepare("AKID", None).unwrap();
+        let p = entry("msg").prepare("AKID", None, false).unwrap();
         assert_eq!(p.digests.body, "6e2baaf3b97dbeef01c0043275f9a0e7");
         assert_eq!(p.digests.attributes, None);
         assert_eq!(p.digests.system_attributes, None);
         assert_eq!(p.message.system_attributes[SENDER_ID].value, AttributeData::Text("AKID".into()));
         assert_eq!(p.message.delay_ms, None);
         // The X-Ray header is kept, but an explicit AWSTraceHeader wins and is what is digested.
-        let traced = entry("msg").prepare("s", Some("Root=1")).unwrap();
+        let traced = entry("msg").prepare("s", Some("Root=1"), false).unwrap();
         assert_eq!(traced.message.system_attributes[TRACE_HEADER].value, AttributeData::Text("Root=1".into()));
         assert_eq!(traced.digests.system_attributes, None);
         let explicit = SendEntry {
@@ -224,14 +275,14 @@ mod tests {
             )])),
             ..entry("msg")
         };
-        let p = explicit.prepare("s", Some("Root=1")).unwrap();
+        let p = explicit.prepare("s", Some("Root=1"), false).unwrap();
         assert_eq!(p.message.system_attributes[TRACE_HEADER].value, AttributeData::Text("Root=2".into()));
         assert!(p.digests.system_attributes.is_some());
     }
 
     #[test]
     fn aws_send_rules() {
-        let code = |e: SendEntry| e.prepare("s", None).err().map(|e| (e.code, e.message));
+        let code = |e: SendEntry| e.prepare("s", None, false).err().map(|e| (e.code, e.message));
         assert_eq!(
             code(entry("")),
             Some(("MissingParameter", "The request must contain the parameter MessageBody.".to_string()))
@@ -247,8 +298,81 @@ mod tests {
         let dedup = SendEntry { message_deduplication_id: Some("d".into()), ..entry("x") };
         assert!(code(dedup).unwrap().1.ends_with("not valid for this queue type."));
         let ok = SendEntry { message_group_id: Some("g-1".into()), delay_seconds: Some(Int::new(900)), ..entry("x") };
-        let p = ok.prepare("s", None).unwrap();
+        let p = ok.prepare("s", None, false).unwrap();
         assert_eq!((p.message.envelope.group_id.as_deref(), p.message.delay_ms), (Some("g-1"), Some(900_000)));
+    }
+
+    #[test]
+    fn aws_fifo_send_rules() {
+        let fifo = |e: SendEntry| e.prepare("s", None, true);
+        let grouped = |body: &str| SendEntry { message_group_id: Some("g".into()), ..entry(body) };
+        let e = fifo(entry("x")).err().unwrap();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            ("MissingParameter", "The request must contain the parameter MessageGroupId.")
+        );
+        let e = fifo(SendEntry { delay_seconds: Some(Int::new(2)), ..grouped("x") }).err().unwrap();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (
+                "InvalidParameterValue",
+                "Value 2 for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type."
+            )
+        );
+        // A zero delay is accepted and the queue's delay applies.
+        let p = fifo(SendEntry { delay_seconds: Some(Int::new(0)), ..grouped("x") }).unwrap();
+        assert_eq!(p.message.delay_ms, None);
+        // Without an explicit id, the label is the body's SHA-256 and the core decides.
+        let p = fifo(grouped("abc")).unwrap();
+        assert_eq!(p.message.dedup_id, None);
+        assert_eq!(
+            p.message.system_attributes[DEDUP_ID].value,
+            AttributeData::Text("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad".into())
+        );
+        assert_eq!(p.message.envelope.group_id.as_deref(), Some("g"));
+        let p = fifo(SendEntry { message_deduplication_id: Some("d-1".into()), ..grouped("abc") }).unwrap();
+        assert_eq!(p.message.dedup_id.as_deref(), Some("d-1"));
+        assert_eq!(p.message.system_attributes[DEDUP_ID].value, AttributeData::Text("d-1".into()));
+        assert_eq!(p.digests.system_attributes, None, "the dedup label is not a sent system attribute");
+        // Standard queues carry no dedup label.
+        assert!(!entry("x").prepare("s", None, false).unwrap().message.system_attributes.contains_key(DEDUP_ID));
+        for (parameter, bad) in
+            [("MessageDeduplicationId", ""), ("MessageDeduplicationId", "a b"), ("MessageGroupId", "")]
+        {
+            let mut e = grouped("x");
+            match parameter {
+                "MessageGroupId" => e.message_group_id = Some(bad.into()),
+                _ => e.message_deduplication_id = Some(bad.into()),
+            }
+            let got = fifo(e).err().unwrap();
+            assert_eq!(
+                got.message,
+                format!(
+                    "Value {bad} for parameter {parameter} is invalid. Reason: {parameter} can only include alphanumeric and punctuation characters. 1 to 128 in length."
+                )
+            );
+        }
+        let long = "a".repeat(129);
+        assert!(fifo(SendEntry { message_deduplication_id: Some(long), ..grouped("x") }).is_err());
+        assert!(fifo(SendEntry { message_deduplication_id: Some("a".repeat(128)), ..grouped("x") }).is_ok());
+    }
+
+    #[test]
+    fn core_fifo_refusals_in_aws_words() {
+        use sluice_core::ValidationError;
+        let e = send_error(&EntryError::Invalid(ValidationError::new("dedup_id", "give a dedup_id")), false);
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (
+                "InvalidParameterValue",
+                "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly"
+            )
+        );
+        let e = send_error(&EntryError::Invalid(ValidationError::new("group_id", "needs a group")), true);
+        assert_eq!(e.code, "MissingParameter");
+        let sent = Sent { seq: 42, id: sluice_core::MessageId(7), duplicate: false };
+        assert_eq!(sequence_number(&sent, true).as_deref(), Some("42"));
+        assert_eq!(sequence_number(&sent, false), None);
     }
 
     #[test]
