@@ -137,21 +137,36 @@ def test_create_queue_with_different_attributes_is_queue_name_exists(sqs):
     assert all_attributes(sqs, url)["DelaySeconds"] == "1"
 
 
+def test_a_fifo_queue_is_created_with_its_fifo_name(sqs, endpoint):
+    name = f"fifo-{uuid.uuid4().hex[:10]}.fifo"
+    url = sqs.create_queue(QueueName=name, Attributes={"FifoQueue": "true"})["QueueUrl"]
+    assert url == queue_url_for(endpoint, name)
+    assert sqs.get_queue_url(QueueName=name)["QueueUrl"] == url
+    assert sqs.list_queues(QueueNamePrefix=name)["QueueUrls"] == [url]
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["FifoQueue", "QueueArn"])["Attributes"]
+    assert attributes == {"FifoQueue": "true", "QueueArn": queue_arn(name)}
+
+
 @pytest.mark.parametrize(
-    ("name", "attributes"),
+    ("name", "attributes", "message"),
     [
-        ("fifo-{}.fifo", {"FifoQueue": "true"}),
-        ("fifo-{}.fifo", {}),
-        ("fifo-{}", {"FifoQueue": "true"}),
+        (
+            "fifo-{}",
+            {"FifoQueue": "true"},
+            "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix and be 1 to 80 in length",
+        ),
+        ("fifo-{}.fifo", {}, "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"),
+        # The name is checked before the attributes, as LocalStack found AWS does.
+        ("fifo-{}.fifo", {"FifoQueue": "false"}, "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"),
     ],
-    ids=["fifo-name-and-attribute", "fifo-name-only", "fifo-attribute-only"],
+    ids=["fifo-attribute-only", "fifo-name-only", "fifo-name-standard-attribute"],
 )
-def test_fifo_queues_are_refused_and_not_created(sqs, name, attributes):
+def test_fifo_name_and_queue_type_must_agree(sqs, name, attributes, message):
     name = name.format(uuid.uuid4().hex[:10])
     with pytest.raises(ClientError) as excinfo:
         sqs.create_queue(QueueName=name, Attributes=attributes)
-    _, message, status, _ = error_of(excinfo)
-    assert status == 400 and message, excinfo.value.response
+    code, got, status, _ = error_of(excinfo)
+    assert (code, got, status) == ("InvalidParameterValue", message, 400), excinfo.value.response
     with pytest.raises(sqs.exceptions.QueueDoesNotExist):
         sqs.get_queue_url(QueueName=name)
 

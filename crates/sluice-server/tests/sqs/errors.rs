@@ -109,20 +109,6 @@ async fn aws_codes_statuses_and_messages() {
 }
 
 #[tokio::test]
-async fn fifo_queues_are_refused_clearly() {
-    let sqs = Sqs::start();
-    for input in [
-        json!({"QueueName": "jobs.fifo", "Attributes": {"FifoQueue": "true"}}),
-        json!({"QueueName": "jobs.fifo"}),
-        json!({"QueueName": "jobs", "Attributes": {"FifoQueue": "true"}}),
-    ] {
-        let (status, _, _, message) = sqs.err("CreateQueue", input.clone()).await;
-        assert_eq!(status, 400);
-        assert!(message.contains("FIFO queues are not supported by this Sluice version yet"), "{input}: {message}");
-    }
-}
-
-#[tokio::test]
 async fn purge_once_a_minute_and_no_reuse_of_a_deleted_name() {
     let sqs = Sqs::start();
     let q = sqs.create("purged", json!({})).await;

@@ -7,6 +7,7 @@ mod support;
 mod detection;
 mod digests;
 mod errors;
+mod fifo;
 mod messages;
 mod move_tasks;
 mod query_flow;
