@@ -1,0 +1,199 @@
+//! Three `sluice serve --store postgres://…` processes on one database: producers and
+//! consumers spread across them, one node killed with SIGKILL mid-run. Every acknowledged send
+//! must be received, and no message may be held by two consumers with overlapping visibility.
+//!
+//! Runs when `SLUICE_TEST_PG_URL` is set (CI sets it) and fails loudly if PostgreSQL is
+//! unreachable; without it, it says it was skipped. Each run uses a database of its own,
+//! created through `psql` and dropped at the end.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::Server;
+use sluice_api::{CreateQueueRequest, ReceiveRequest, SendMessage, SendRequest};
+
+const VISIBILITY_MS: u64 = 2_000;
+/// Clock and scheduling slack allowed when comparing two receives of the same message.
+const OVERLAP_SLACK_MS: u64 = 150;
+
+struct Database {
+    admin_url: String,
+    name: String,
+}
+
+impl Database {
+    fn create(admin_url: &str) -> Database {
+        let name = format!("sluice_nodes_{}", std::process::id());
+        psql(admin_url, &format!("DROP DATABASE IF EXISTS {name}"));
+        psql(admin_url, &format!("CREATE DATABASE {name}"));
+        Database { admin_url: admin_url.to_string(), name }
+    }
+
+    /// The URL of this database: the admin URL with its database name replaced.
+    fn url(&self) -> String {
+        let base = self.admin_url.rsplit_once('/').map(|(b, _)| b).unwrap_or(&self.admin_url);
+        format!("{base}/{}", self.name)
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let _ = Command::new("psql")
+            .args([&self.admin_url, "-qc", &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)])
+            .output();
+    }
+}
+
+fn psql(url: &str, sql: &str) {
+    let out = Command::new("psql").args([url, "-v", "ON_ERROR_STOP=1", "-qc", sql]).output().expect("run psql");
+    assert!(
+        out.status.success(),
+        "psql {sql:?} failed (is PostgreSQL at SLUICE_TEST_PG_URL up?): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[derive(Default)]
+struct Ledger {
+    acked: Mutex<HashSet<String>>,
+    /// Every receive of each payload: when, and whether its ack succeeded.
+    receives: Mutex<HashMap<String, Vec<(Instant, bool)>>>,
+}
+
+fn client(url: &str) -> sluice_client::Client {
+    sluice_client::Client::builder(url).attempts(1).timeout(Duration::from_secs(10)).build().expect("client")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_one_killed_lose_nothing_and_never_double_hold() {
+    let Ok(admin_url) = std::env::var("SLUICE_TEST_PG_URL") else {
+        println!("skipped: SLUICE_TEST_PG_URL is not set");
+        return;
+    };
+    let db = Database::create(&admin_url);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = db.url();
+    let mut nodes: Vec<Option<Server>> =
+        (0..3).map(|_| Some(Server::start_with(dir.path(), &["--store", &store]))).collect();
+    let urls: Vec<String> = nodes.iter().map(|n| n.as_ref().expect("node").url.clone()).collect();
+    client(&urls[0])
+        .create_queue(&CreateQueueRequest { name: "work".into(), ..Default::default() })
+        .await
+        .expect("create the queue");
+
+    let ledger = Arc::new(Ledger::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let dead = Arc::new(Mutex::new(HashSet::<usize>::new()));
+    let mut tasks = Vec::new();
+    for p in 0..3usize {
+        let (urls, ledger, stop, dead) = (urls.clone(), ledger.clone(), stop.clone(), dead.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            let mut node = p;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let payload = format!("p{p}-{n}");
+                let request =
+                    SendRequest { messages: vec![SendMessage { body: Some(payload.clone()), ..Default::default() }] };
+                match client(&urls[node]).send_messages("work", &request).await {
+                    Ok(r) if r.results[0].id.is_some() => {
+                        ledger.acked.lock().expect("ledger").insert(payload);
+                    }
+                    _ => {
+                        // The node may be dead: move to the next live one.
+                        let dead = dead.lock().expect("dead").clone();
+                        node = (0..3).map(|i| (node + 1 + i) % 3).find(|i| !dead.contains(i)).unwrap_or(node);
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+            }
+        }));
+    }
+    for c in 0..3usize {
+        let (urls, ledger, stop, dead) = (urls.clone(), ledger.clone(), stop.clone(), dead.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut node = c;
+            while !stop.load(Ordering::Relaxed) {
+                if consume(&urls[node], &ledger, 200).await.is_err() {
+                    let dead = dead.lock().expect("dead").clone();
+                    node = (0..3).map(|i| (node + 1 + i) % 3).find(|i| !dead.contains(i)).unwrap_or(node);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }));
+    }
+
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let victim = nodes[1].take().expect("node 1");
+    common::signal(victim.pid(), "KILL");
+    dead.lock().expect("dead").insert(1);
+    drop(victim);
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.expect("client task");
+    }
+
+    // Drain through the survivors; messages held by the killed node's consumers come back
+    // after their visibility timeout.
+    let mut empty_in_a_row = 0;
+    let started = Instant::now();
+    while empty_in_a_row < 3 {
+        assert!(started.elapsed() < Duration::from_secs(60), "the drain did not finish");
+        match consume(&urls[empty_in_a_row % 2 * 2], &ledger, VISIBILITY_MS + 500).await {
+            Ok(0) => empty_in_a_row += 1,
+            Ok(_) => empty_in_a_row = 0,
+            Err(e) => panic!("a surviving node stopped answering: {e}"),
+        }
+    }
+
+    let acked = ledger.acked.lock().expect("ledger");
+    let receives = ledger.receives.lock().expect("ledger");
+    let lost: Vec<&String> = acked.iter().filter(|p| !receives.contains_key(*p)).collect();
+    let mut overlaps = Vec::new();
+    for (payload, times) in receives.iter() {
+        let mut times = times.clone();
+        times.sort_by_key(|(t, _)| *t);
+        for pair in times.windows(2) {
+            let (first, first_acked) = pair[0];
+            let gap = pair[1].0.duration_since(first);
+            // A second delivery is allowed only after the first hold expired (its ack failed).
+            if first_acked || gap < Duration::from_millis(VISIBILITY_MS - OVERLAP_SLACK_MS) {
+                overlaps.push((payload.clone(), gap));
+            }
+        }
+    }
+    println!(
+        "3 nodes, 1 SIGKILLed: acknowledged sends {}, received {}, lost {}, overlapping holds {}",
+        acked.len(),
+        receives.len(),
+        lost.len(),
+        overlaps.len()
+    );
+    assert!(acked.len() > 50, "too little load to prove anything ({})", acked.len());
+    assert!(lost.is_empty(), "acknowledged sends never received: {:?}", lost.iter().take(10).collect::<Vec<_>>());
+    assert!(overlaps.is_empty(), "messages held twice at once: {:?}", &overlaps[..overlaps.len().min(10)]);
+}
+
+async fn consume(url: &str, ledger: &Ledger, wait_ms: u64) -> Result<usize, sluice_client::ClientError> {
+    let c = client(url);
+    let request = ReceiveRequest { max: Some(10), wait_ms: Some(wait_ms), visibility_timeout_ms: Some(VISIBILITY_MS) };
+    let messages = c.receive_messages("work", &request).await?.messages;
+    let received_at = Instant::now();
+    let receipts: Vec<String> = messages.iter().filter_map(|m| m.receipt.clone()).collect();
+    let acked = if receipts.is_empty() {
+        true
+    } else {
+        c.ack("work", receipts).await.map(|r| r.results.iter().all(|e| e.ok)).unwrap_or(false)
+    };
+    let mut receives = ledger.receives.lock().expect("ledger");
+    for m in &messages {
+        receives.entry(m.body.clone().unwrap_or_default()).or_default().push((received_at, acked));
+    }
+    Ok(messages.len())
+}
