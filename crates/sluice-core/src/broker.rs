@@ -703,7 +703,10 @@ impl Broker {
         now_ms: TimeMs,
     ) -> Result<(), EntryError> {
         let meta = self.check_receipt(id, receipt)?;
-        if meta.in_flight && meta.visible_at > now_ms {
+        // FIFO queues have no lenient form: once a hold ended, the message's group may have
+        // gone to another consumer, and an expired receipt must not take a place in it again
+        // (SQS answers "receipt handle has expired" there).
+        if (meta.in_flight && meta.visible_at > now_ms) || self.queues[&id].is_fifo() {
             return self.change_visibility(id, receipt, timeout_ms, now_ms);
         }
         if timeout_ms > VISIBILITY_TIMEOUT_MS_MAX {
@@ -805,6 +808,15 @@ impl Broker {
     ) -> Result<MoveOutcome, BrokerError> {
         let from_id = self.queue_id(from)?;
         let to_id = to.map(|t| self.queue_id(t)).transpose()?;
+        if let Some(t) = to_id
+            && self.queues[&t].is_fifo() != self.queues[&from_id].is_fifo()
+        {
+            return Err(ValidationError::new(
+                "to",
+                "messages move only between queues of the same type (FIFO to FIFO, standard to standard)",
+            )
+            .into());
+        }
         let mut outcome = MoveOutcome::default();
         let mut plan = Vec::new();
         for &(_, seq) in &self.queues[&from_id].ready {
@@ -1053,9 +1065,6 @@ mod dedup_tests {
     #[test]
     fn content_dedup_id_is_the_hex_sha256_of_the_body() {
         // FIPS 180-2 test vector.
-        assert_eq!(
-            super::content_dedup_id(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
+        assert_eq!(super::content_dedup_id(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 }
