@@ -13,8 +13,8 @@ use super::{Ctx, is_fifo_name, output};
 use crate::sqs::errors::SqsError;
 use crate::sqs::input::{Int, optional_int, parse, required, signed};
 use crate::sqs::limits::{DELAY_SECONDS_MAX, FIFO_ID_LEN_MAX};
-use crate::sqs::message_attributes::{self, AttributeIn, TRACE_HEADER};
 use crate::sqs::md5;
+use crate::sqs::message_attributes::{self, AttributeIn, TRACE_HEADER};
 
 type Outcome = Result<Option<Value>, SqsError>;
 
@@ -140,7 +140,8 @@ impl SendEntry {
         if fifo {
             // Without an explicit id the core uses the body's SHA-256 if the queue deduplicates
             // by content (and refuses the message if not, so this label is then never seen).
-            let dedup_id = self.message_deduplication_id.clone().unwrap_or_else(|| sluice_core::broker::content_dedup_id(&body));
+            let dedup_id =
+                self.message_deduplication_id.clone().unwrap_or_else(|| sluice_core::broker::content_dedup_id(&body));
             system_attributes.insert(DEDUP_ID.to_string(), text(dedup_id));
         }
         let message = NewMessage {
