@@ -9,8 +9,17 @@
 //!
 //! Results are reported as ratios to the storage ceiling so that runs on different machines can
 //! be compared. Every phase stops by itself after its duration; nothing here waits unboundedly.
+//!
+//! Two more scenarios (`--scenario`) measure what message groups cost and buy, each against its
+//! own baseline in the same run rather than against the ceilings:
+//! - `fifo` (module `fifo`): the same load on a standard queue and on FIFO queues with 1, 10
+//!   and 1,000 message groups;
+//! - `fairness` (module `fairness`): how long a trickle of "quiet" messages waits behind a large
+//!   "noisy" backlog on a standard queue, with fair queues (two groups) and without (no groups).
 
 mod ceiling;
+mod fairness;
+mod fifo;
 mod progress;
 mod report;
 mod stats;
@@ -33,6 +42,32 @@ const TASKS_MAX: usize = 1_024;
 const BODY_BYTES_MIN: usize = 16;
 /// Longest phase; a benchmark that runs for hours is a soak test, not this program.
 const PHASE_DURATION_MAX: Duration = Duration::from_secs(60 * 60);
+/// Batch sizes of the throughput scenario when `--batch` is not given.
+const THROUGHPUT_BATCHES_DEFAULT: [u32; 3] = [1, 10, 100];
+/// Largest noisy backlog of the fairness scenario; each message is kept in the server's memory.
+const NOISY_BACKLOG_MAX: u64 = 10_000_000;
+
+/// What to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// One standard queue, one phase per batch size, beside the storage and HTTP ceilings.
+    Throughput,
+    /// A standard queue, then FIFO queues with 1, 10 and 1,000 message groups, batch 10.
+    Fifo,
+    /// Waits of a quiet group's messages behind a noisy group's backlog, with and without groups.
+    Fairness,
+}
+
+impl Scenario {
+    /// As written on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Throughput => "throughput",
+            Scenario::Fifo => "fifo",
+            Scenario::Fairness => "fairness",
+        }
+    }
+}
 
 /// Measure queue throughput and latency over HTTP beside the storage and HTTP ceilings.
 ///
@@ -41,6 +76,12 @@ const PHASE_DURATION_MAX: Duration = Duration::from_secs(60 * 60);
 /// the send call to the end of the receive call that returned the message).
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
+    /// What to measure: `throughput` (batch sizes beside the ceilings), `fifo` (a standard queue
+    /// against FIFO queues with 1, 10 and 1,000 groups) or `fairness` (a quiet group's waits
+    /// behind a noisy backlog, with and without message groups).
+    #[arg(long, value_enum, default_value_t = Scenario::Throughput, value_name = "NAME")]
+    pub scenario: Scenario,
+
     /// Benchmark the server at this URL instead of starting one in-process. Not read from
     /// `SLUICE_SERVER`: a variable set for everyday commands must not redirect a benchmark.
     #[arg(long, value_name = "URL")]
@@ -51,7 +92,8 @@ pub struct BenchArgs {
     #[arg(long, default_value = "fsync", value_parser = parse_durability, value_name = "MODE")]
     pub durability: Durability,
 
-    /// Producer tasks, each sending batches over its own connection.
+    /// Producer tasks, each sending batches over its own connection (fairness: tasks loading
+    /// the noisy backlog; one noisy and one quiet producer run while measuring).
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub producers: usize,
 
@@ -63,11 +105,15 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 256, value_name = "BYTES")]
     pub body_bytes: usize,
 
-    /// Batch sizes to run, one phase each: messages per send = receive max = receipts per ack.
-    #[arg(long, value_delimiter = ',', default_value = "1,10,100", value_name = "LIST")]
+    /// Batch sizes to run, one phase each: messages per send = receive max = receipts per ack
+    /// [default: 1,10,100]. Throughput scenario only: `fifo` uses batch 10, `fairness` sends
+    /// noisy batches of 1,000 and receives 10 at a time.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub batch: Vec<u32>,
 
-    /// Measured time per batch size, after the warm-up [default: 10s, or 3s with --quick].
+    /// Measured time per phase (a batch size, a queue of `fifo`, a mode of `fairness`), after the
+    /// warm-up [default: 10s, or 3s with --quick]. Also bounds `fairness`'s load and drain
+    /// stages (at least 5s each).
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub duration: Option<Duration>,
 
@@ -76,10 +122,12 @@ pub struct BenchArgs {
     pub warmup: Option<Duration>,
 
     /// Time spent on each ceiling (fjall, empty HTTP handler) [default: 3s, or 1s with --quick].
+    /// Throughput scenario only.
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub ceiling_duration: Option<Duration>,
 
-    /// Shorter run for a quick look: 3 s phases, 500 ms warm-ups, 1 s ceilings.
+    /// Shorter run for a quick look: 3 s phases, 500 ms warm-ups, 1 s ceilings, a noisy backlog
+    /// of 20,000.
     #[arg(long)]
     pub quick: bool,
 
@@ -92,15 +140,23 @@ pub struct BenchArgs {
     #[arg(long, value_name = "DIR")]
     pub tmp_dir: Option<PathBuf>,
 
-    /// Queue to use; it is created if missing and purged before every phase.
+    /// Queue to use; it is created if missing and purged before every phase. `fifo` and
+    /// `fairness` use it as the prefix of their own queues (NAME-standard, NAME-fifo-10.fifo,
+    /// NAME-fair-groups, ...), which they create, purge and delete.
     #[arg(long, default_value = "sluice-bench", value_name = "NAME")]
     pub queue: String,
 
     /// Producers wait while this many messages are sent but not yet received, so the figures
     /// describe a steady state rather than a growing backlog [default: 2 x (producers +
-    /// consumers) x batch]. 0 lets producers run ahead without limit.
+    /// consumers) x batch]. 0 lets producers run ahead without limit. Not for `fairness`, whose
+    /// backlog is `--noisy-backlog`.
     #[arg(long, value_name = "MESSAGES")]
     pub backlog_max: Option<u64>,
+
+    /// Fairness scenario: messages the noisy producer loads before measuring and keeps queued
+    /// while measuring [default: 100000, or 20000 with --quick].
+    #[arg(long, value_name = "MESSAGES")]
+    pub noisy_backlog: Option<u64>,
 }
 
 fn parse_durability(s: &str) -> Result<Durability, String> {
@@ -110,6 +166,7 @@ fn parse_durability(s: &str) -> Result<Durability, String> {
 /// The settings of one run, checked and with defaults resolved.
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {
+    pub scenario: Scenario,
     pub server: Option<String>,
     pub durability: Durability,
     pub producers: usize,
@@ -124,15 +181,36 @@ pub(crate) struct Plan {
     pub queue: String,
     /// `None`: the default, which depends on the batch size; `Some(0)`: no limit.
     pub backlog_max: Option<u64>,
+    /// Fairness scenario: the noisy group's backlog.
+    pub noisy_backlog: u64,
 }
 
 impl Plan {
     fn new(args: BenchArgs) -> anyhow::Result<Plan> {
         let batch_max = (BATCH_ENTRIES_MAX as u32).min(RECEIVE_MESSAGES_MAX);
-        if args.batch.is_empty() {
-            bail!("--batch needs at least one size, e.g. --batch 1,10,100");
+        // Refused rather than ignored, so that nobody reads figures for settings that did not apply.
+        let scenario = args.scenario.name();
+        if args.scenario != Scenario::Throughput {
+            if !args.batch.is_empty() {
+                bail!("--batch applies to the throughput scenario only; {scenario} uses fixed batch sizes");
+            }
+            if args.ceiling_duration.is_some() {
+                bail!("--ceiling-duration applies to the throughput scenario only; {scenario} measures no ceilings");
+            }
         }
-        if let Some(bad) = args.batch.iter().find(|&&b| b == 0 || b > batch_max) {
+        if args.scenario == Scenario::Fairness && args.backlog_max.is_some() {
+            bail!("--backlog-max does not apply to the fairness scenario; use --noisy-backlog");
+        }
+        if args.scenario != Scenario::Fairness && args.noisy_backlog.is_some() {
+            bail!("--noisy-backlog applies to the fairness scenario only");
+        }
+        let batches = match args.scenario {
+            Scenario::Throughput if args.batch.is_empty() => THROUGHPUT_BATCHES_DEFAULT.to_vec(),
+            Scenario::Throughput => args.batch,
+            Scenario::Fifo => vec![fifo::BATCH],
+            Scenario::Fairness => vec![fairness::RECEIVE_MAX],
+        };
+        if let Some(bad) = batches.iter().find(|&&b| b == 0 || b > batch_max) {
             bail!("--batch {bad}: a batch holds 1 to {batch_max} messages");
         }
         for (flag, n) in [("--producers", args.producers), ("--consumers", args.consumers)] {
@@ -143,18 +221,23 @@ impl Plan {
         if args.body_bytes < BODY_BYTES_MIN || args.body_bytes as u64 > MESSAGE_BYTES_LIMIT {
             bail!("--body-bytes {}: use {BODY_BYTES_MIN} to {MESSAGE_BYTES_LIMIT}", args.body_bytes);
         }
-        let (duration, warmup, ceiling) = if args.quick {
-            (Duration::from_secs(3), Duration::from_millis(500), Duration::from_secs(1))
+        let (duration, warmup, ceiling, noisy_backlog) = if args.quick {
+            (Duration::from_secs(3), Duration::from_millis(500), Duration::from_secs(1), 20_000)
         } else {
-            (Duration::from_secs(10), Duration::from_secs(1), Duration::from_secs(3))
+            (Duration::from_secs(10), Duration::from_secs(1), Duration::from_secs(3), 100_000)
         };
+        let noisy_backlog = args.noisy_backlog.unwrap_or(noisy_backlog);
+        if noisy_backlog == 0 || noisy_backlog > NOISY_BACKLOG_MAX {
+            bail!("--noisy-backlog {noisy_backlog}: use 1 to {NOISY_BACKLOG_MAX}");
+        }
         let plan = Plan {
+            scenario: args.scenario,
             server: args.server,
             durability: args.durability,
             producers: args.producers,
             consumers: args.consumers,
             body_bytes: args.body_bytes,
-            batches: args.batch,
+            batches,
             duration: args.duration.unwrap_or(duration),
             warmup: args.warmup.unwrap_or(warmup),
             ceiling_duration: args.ceiling_duration.unwrap_or(ceiling),
@@ -162,6 +245,7 @@ impl Plan {
             tmp_dir: args.tmp_dir.unwrap_or_else(std::env::temp_dir),
             queue: args.queue,
             backlog_max: args.backlog_max,
+            noisy_backlog,
         };
         for (flag, d) in
             [("--duration", plan.duration), ("--warmup", plan.warmup), ("--ceiling-duration", plan.ceiling_duration)]
@@ -206,23 +290,52 @@ impl Plan {
 /// Runs the whole benchmark and prints the report on stdout (progress goes to stderr).
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let plan = Plan::new(args)?;
+    match plan.scenario {
+        Scenario::Throughput => throughput(&plan).await,
+        Scenario::Fifo => fifo::run(&plan).await,
+        Scenario::Fairness => fairness::run(&plan).await,
+    }
+}
+
+/// Runs `work` against the server under test and stops an in-process server afterwards, even
+/// when `work` failed, so that its data directory is synced and removed. Returns what `work`
+/// returned and the server's description for the report.
+pub(crate) async fn with_target<T>(
+    plan: &Plan,
+    work: impl AsyncFnOnce(&str) -> anyhow::Result<T>,
+) -> anyhow::Result<(T, String)> {
+    let target = Target::start(plan).await?;
+    let server = target.describe();
+    let outcome = work(target.url()).await;
+    let stopped = target.stop().await;
+    let outcome = outcome?;
+    stopped?;
+    Ok((outcome, server))
+}
+
+/// Prints a report on stdout and writes its JSON rows to `--json` if given.
+pub(crate) fn publish(plan: &Plan, text: &str, json: serde_json::Value) -> anyhow::Result<()> {
+    print!("{text}");
+    if let Some(path) = &plan.json {
+        report::write_json(path, &json).with_context(|| format!("writing {}", path.display()))?;
+        println!("results written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// The throughput scenario: ceilings, then one phase per batch size.
+async fn throughput(plan: &Plan) -> anyhow::Result<()> {
     let started = Instant::now();
     let load_average = report::load_average();
 
     // Ceilings first, while nothing else competes for the disk and the cores.
-    let fjall = ceiling::fjall(&plan).await.context("measuring the fjall ceiling")?;
-    let http = ceiling::empty_http(&plan).await.context("measuring the empty-handler HTTP ceiling")?;
+    let fjall = ceiling::fjall(plan).await.context("measuring the fjall ceiling")?;
+    let http = ceiling::empty_http(plan).await.context("measuring the empty-handler HTTP ceiling")?;
 
-    let target = Target::start(&plan).await?;
-    let server = target.describe();
-    let phases = workload::run(&plan, target.url()).await;
-    // Stop the server even when a phase failed, so its data directory is synced and removed.
-    let stopped = target.stop().await;
-    let phases = phases?;
-    stopped?;
+    let (phases, server) = with_target(plan, async |url| workload::run(plan, url).await).await?;
 
     let report = Report {
-        plan: &plan,
+        plan,
         server: &server,
         fjall: &fjall,
         http: &http,
@@ -230,10 +343,55 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         elapsed: started.elapsed(),
         load_average,
     };
-    print!("{}", report.render());
-    if let Some(path) = &plan.json {
-        report.write_json(path).with_context(|| format!("writing {}", path.display()))?;
-        println!("results written to {}", path.display());
+    publish(plan, &report.render(), report.json())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: BenchArgs,
     }
-    Ok(())
+
+    /// The plan for `sluice bench ARGS`, or the error's first line.
+    fn plan(args: &str) -> Result<Plan, String> {
+        let cli = Cli::try_parse_from(std::iter::once("bench").chain(args.split_whitespace())).map_err(|e| {
+            let text = e.to_string();
+            text.lines().next().unwrap_or_default().to_owned()
+        })?;
+        Plan::new(cli.args).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn each_scenario_gets_its_batches_and_backlog() {
+        let check = |args: &str, batches: &[u32], noisy_backlog: u64| {
+            let plan = plan(args).unwrap_or_else(|e| panic!("{args}: {e}"));
+            assert_eq!((plan.batches.as_slice(), plan.noisy_backlog), (batches, noisy_backlog), "{args}");
+        };
+        check("", &[1, 10, 100], 100_000);
+        check("--batch 5,50", &[5, 50], 100_000);
+        check("--scenario fifo", &[10], 100_000);
+        check("--scenario fairness --quick", &[10], 20_000);
+        check("--scenario fairness --noisy-backlog 500", &[10], 500);
+        assert_eq!(plan("--scenario fifo").map(|p| p.scenario), Ok(Scenario::Fifo));
+    }
+
+    #[test]
+    fn settings_a_scenario_does_not_use_are_refused() {
+        let refused = |args: &str, expected: &str| {
+            let error = plan(args).err().unwrap_or_else(|| panic!("{args} was accepted"));
+            assert!(error.contains(expected), "{args}: {error}");
+        };
+        refused("--scenario fifo --batch 10", "--batch applies to the throughput scenario only");
+        refused("--scenario fairness --ceiling-duration 1s", "--ceiling-duration applies");
+        refused("--scenario fairness --backlog-max 10", "use --noisy-backlog");
+        refused("--noisy-backlog 10", "--noisy-backlog applies to the fairness scenario only");
+        refused("--scenario fairness --noisy-backlog 0", "--noisy-backlog 0: use 1 to");
+        refused("--scenario lifo", "invalid value 'lifo'");
+    }
 }

@@ -8,9 +8,9 @@ use std::time::Duration;
 use comfy_table::{CellAlignment, Table, presets};
 use serde_json::{Value, json};
 
-use crate::Plan;
 use crate::ceiling::{Ceiling, FJALL_BATCH_RECORDS, FJALL_RECORD_BYTES};
 use crate::workload::{PhaseResult, RECEIVE_WAIT_MS};
+use crate::{Plan, Scenario};
 
 pub(crate) struct Report<'a> {
     pub plan: &'a Plan,
@@ -27,17 +27,7 @@ impl Report<'_> {
         let plan = self.plan;
         let mut out = String::new();
         let w = &mut out;
-        let _ = writeln!(w, "sluice bench {} ({} s in all)", env!("CARGO_PKG_VERSION"), self.elapsed.as_secs());
-        let _ = writeln!(
-            w,
-            "machine    {} cores (available_parallelism), {} {}, load average {} at start; load generator and server share the cores",
-            cores(),
-            std::env::consts::OS,
-            std::env::consts::ARCH,
-            self.load_average.as_deref().unwrap_or("unknown"),
-        );
-        let _ = writeln!(w, "server     {}", self.server);
-        let _ = writeln!(w, "durability {}", plan.durability_label());
+        header(w, plan, self.server, self.elapsed, self.load_average.as_deref());
         let _ = writeln!(
             w,
             "workload   queue {}: {} producers, {} consumers, closed loop over HTTP/1.1 (sluice-client); {}-byte text bodies;\n           \
@@ -140,11 +130,7 @@ impl Report<'_> {
 
     pub fn json(&self) -> Value {
         let plan = self.plan;
-        let common = |mut row: Value| {
-            row["cores"] = json!(cores());
-            row["sluice_version"] = json!(env!("CARGO_PKG_VERSION"));
-            row
-        };
+        let common = |row: Value| json_row(plan, row);
         let mut rows = vec![
             common(json!({
                 "system": "fjall",
@@ -197,17 +183,44 @@ impl Report<'_> {
         }
         Value::Array(rows)
     }
+}
 
-    pub fn write_json(&self, path: &Path) -> anyhow::Result<()> {
-        let mut text = serde_json::to_string_pretty(&self.json())?;
-        text.push('\n');
-        std::fs::write(path, text)?;
-        Ok(())
-    }
+/// The lines every scenario's report starts with: what ran, on what machine, against what.
+pub(crate) fn header(w: &mut String, plan: &Plan, server: &str, elapsed: Duration, load_average: Option<&str>) {
+    let scenario = match plan.scenario {
+        Scenario::Throughput => String::new(),
+        other => format!(", scenario {}", other.name()),
+    };
+    let _ = writeln!(w, "sluice bench {}{scenario} ({} s in all)", env!("CARGO_PKG_VERSION"), elapsed.as_secs());
+    let _ = writeln!(
+        w,
+        "machine    {} cores (available_parallelism), {} {}, load average {} at start; load generator and server share the cores",
+        cores(),
+        std::env::consts::OS,
+        std::env::consts::ARCH,
+        load_average.unwrap_or("unknown"),
+    );
+    let _ = writeln!(w, "server     {server}");
+    let _ = writeln!(w, "durability {}", plan.durability_label());
+}
+
+/// Adds the fields every JSON row carries to `row`, one flat object.
+pub(crate) fn json_row(plan: &Plan, mut row: Value) -> Value {
+    row["scenario"] = json!(plan.scenario.name());
+    row["cores"] = json!(cores());
+    row["sluice_version"] = json!(env!("CARGO_PKG_VERSION"));
+    row
+}
+
+pub(crate) fn write_json(path: &Path, rows: &Value) -> anyhow::Result<()> {
+    let mut text = serde_json::to_string_pretty(rows)?;
+    text.push('\n');
+    std::fs::write(path, text)?;
+    Ok(())
 }
 
 /// How producers are held back, in words.
-fn backlog_rule(plan: &Plan) -> String {
+pub(crate) fn backlog_rule(plan: &Plan) -> String {
     let limit = match (plan.backlog_max, plan.batches.as_slice()) {
         (Some(0), _) => return "producers never wait for consumers (--backlog-max 0)".to_owned(),
         (Some(n), _) => n.to_string(),
@@ -223,12 +236,12 @@ pub(crate) fn load_average() -> Option<String> {
     text.split_whitespace().next().map(str::to_owned)
 }
 
-fn cores() -> usize {
+pub(crate) fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
 
 /// A rate rounded to a whole number with thousands separators: 612345.6 -> "612,346".
-fn thousands(value: f64) -> String {
+pub(crate) fn thousands(value: f64) -> String {
     let digits = format!("{:.0}", value.max(0.0));
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {

@@ -31,6 +31,17 @@ impl Latency {
         (!self.0.is_empty()).then(|| self.0.value_at_quantile(q) as f64 / 1_000.0)
     }
 
+    /// The longest latency recorded, in milliseconds (to the histogram's precision); `None`
+    /// without samples.
+    pub fn max_ms(&self) -> Option<f64> {
+        (!self.0.is_empty()).then(|| self.0.max() as f64 / 1_000.0)
+    }
+
+    /// Samples recorded.
+    pub fn len(&self) -> u64 {
+        self.0.len()
+    }
+
     /// "p50 / p99" in milliseconds, or a dash without samples.
     pub fn p50_p99(&self) -> String {
         match (self.quantile_ms(0.5), self.quantile_ms(0.99)) {
@@ -108,6 +119,8 @@ mod tests {
         assert_eq!((a.count, a.errors, a.first_error.as_deref()), (4, 3, Some("first")));
         assert_eq!(a.rate(Duration::from_millis(500)), 8.0);
         assert_eq!(a.latency.p50_p99(), "2.0 / 10.0");
+        assert_eq!((a.latency.len(), a.latency.max_ms().map(ms).as_deref()), (2, Some("10.0")));
         assert_eq!(Latency::new().p50_p99(), "-");
+        assert_eq!(Latency::new().max_ms(), None);
     }
 }

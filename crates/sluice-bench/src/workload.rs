@@ -1,5 +1,6 @@
 //! Sluice under load: producers and consumers over the native HTTP API against one queue, one
-//! phase per batch size.
+//! phase per batch size (the throughput scenario) or per queue (the `fifo` scenario, whose FIFO
+//! phases spread messages round-robin over message groups).
 //!
 //! Every task is closed-loop (it waits for its call's answer before the next one) and stops by
 //! itself at the end of the phase, abandoning a call still in flight. A call counts when it
@@ -28,7 +29,20 @@ const TIMESTAMP_DIGITS: usize = 16;
 /// How long the server may take to answer a call before the benchmark gives up on it.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// What one batch size achieved.
+/// One phase: which queue, which batch size, and for a FIFO queue how many message groups.
+#[derive(Debug, Clone)]
+pub(crate) struct PhaseSpec {
+    /// Shown on the progress bar.
+    pub label: String,
+    /// Must exist; purged before the phase.
+    pub queue: String,
+    pub batch: u32,
+    /// FIFO queues: message `k` of the phase goes to group `k mod groups` with a dedup id unique
+    /// to this run. `None`: no group and no dedup id (standard queues).
+    pub groups: Option<u32>,
+}
+
+/// What one phase achieved.
 #[derive(Debug, Clone)]
 pub(crate) struct PhaseResult {
     pub batch: u32,
@@ -45,8 +59,7 @@ pub(crate) struct PhaseResult {
 
 /// Runs one phase per batch size against the server at `url`.
 pub(crate) async fn run(plan: &Plan, url: &str) -> anyhow::Result<Vec<PhaseResult>> {
-    // One attempt per call: a retried send would hide errors and blur latencies.
-    let client = Client::builder(url).timeout(REQUEST_TIMEOUT).attempts(1).build()?;
+    let client = client(url)?;
     client
         .create_queue(&CreateQueueRequest { name: plan.queue.clone(), ..Default::default() })
         .await
@@ -55,11 +68,18 @@ pub(crate) async fn run(plan: &Plan, url: &str) -> anyhow::Result<Vec<PhaseResul
     let epoch = Instant::now();
     let mut results = Vec::with_capacity(plan.batches.len());
     for &batch in &plan.batches {
-        results.push(phase(plan, &client, epoch, batch).await?);
+        let spec = PhaseSpec { label: format!("batch {batch}"), queue: plan.queue.clone(), batch, groups: None };
+        results.push(phase(plan, &client, epoch, &spec).await?);
     }
     // Leave an external server's queue empty, as it was found or better.
     client.purge_queue(&plan.queue).await.context("purging the queue after the last phase")?;
     Ok(results)
+}
+
+/// A client for the benchmark's calls. One attempt per call: a retried send would hide errors
+/// and blur latencies.
+pub(crate) fn client(url: &str) -> anyhow::Result<Client> {
+    Ok(Client::builder(url).timeout(REQUEST_TIMEOUT).attempts(1).build()?)
 }
 
 /// What every task of a phase shares.
@@ -67,6 +87,12 @@ struct Phase {
     client: Client,
     queue: String,
     batch: u32,
+    groups: Option<u32>,
+    /// Messages the phase's producers have taken numbers for; numbers pick groups and dedup ids.
+    numbered: AtomicU64,
+    /// Prefix of the dedup ids, unique to this process, so that a rerun against the same external
+    /// server within the dedup window is not deduplicated away.
+    dedup_prefix: String,
     body_bytes: usize,
     epoch: Instant,
     /// Start of the measured window (end of the warm-up).
@@ -122,15 +148,25 @@ impl Phase {
     }
 }
 
-async fn phase(plan: &Plan, client: &Client, epoch: Instant, batch: u32) -> anyhow::Result<PhaseResult> {
+/// Runs one phase against `spec.queue`, which must exist.
+pub(crate) async fn phase(
+    plan: &Plan,
+    client: &Client,
+    epoch: Instant,
+    spec: &PhaseSpec,
+) -> anyhow::Result<PhaseResult> {
+    let batch = spec.batch;
     // A backlog left by the previous phase would inflate this one's end-to-end latency.
-    client.purge_queue(&plan.queue).await.context("purging the queue before a phase")?;
+    client.purge_queue(&spec.queue).await.context("purging the queue before a phase")?;
     let began = Instant::now();
     let start = began + plan.warmup;
     let phase = Arc::new(Phase {
         client: client.clone(),
-        queue: plan.queue.clone(),
+        queue: spec.queue.clone(),
         batch,
+        groups: spec.groups,
+        numbered: AtomicU64::new(0),
+        dedup_prefix: run_nonce(),
         body_bytes: plan.body_bytes,
         epoch,
         start,
@@ -144,7 +180,7 @@ async fn phase(plan: &Plan, client: &Client, epoch: Instant, batch: u32) -> anyh
     let producers: Vec<_> = (0..plan.producers).map(|_| tokio::spawn(produce(phase.clone()))).collect();
     let consumers: Vec<_> = (0..plan.consumers).map(|_| tokio::spawn(consume(phase.clone()))).collect();
 
-    let bar = crate::progress::phase(&format!("batch {batch}"), plan.warmup + plan.duration);
+    let bar = crate::progress::phase(&spec.label, plan.warmup + plan.duration);
     while Instant::now() < phase.end {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let now = Instant::now();
@@ -168,23 +204,32 @@ async fn phase(plan: &Plan, client: &Client, epoch: Instant, batch: u32) -> anyh
     }
     bar.finish_and_clear();
     let backlog =
-        client.get_queue(&plan.queue).await.ok().map(|q| q.counts.visible + q.counts.in_flight + q.counts.delayed);
+        client.get_queue(&spec.queue).await.ok().map(|q| q.counts.visible + q.counts.in_flight + q.counts.delayed);
     Ok(PhaseResult { batch, window: plan.duration, sent, received, ack, backlog })
 }
 
 /// Sends batches until the phase ends; each body starts with the send call's start time.
 async fn produce(phase: Arc<Phase>) -> Tally {
     let end = tokio::time::Instant::from_std(phase.end);
-    let padding = ".".repeat(phase.body_bytes - TIMESTAMP_DIGITS);
+    let padding = body_padding(phase.body_bytes);
     let mut tally = Tally::new();
     loop {
         if !phase.reserve(u64::from(phase.batch)).await {
             break;
         }
+        let first = phase.numbered.fetch_add(u64::from(phase.batch), Ordering::Relaxed);
         let started = Instant::now();
-        let stamp = format!("{:016x}{padding}", phase.nanos_since_epoch(started));
-        let messages =
-            (0..phase.batch).map(|_| SendMessage { body: Some(stamp.clone()), ..Default::default() }).collect();
+        let body = stamped_body(phase.nanos_since_epoch(started), &padding);
+        let messages = (first..first + u64::from(phase.batch))
+            .map(|k| {
+                let mut message = SendMessage { body: Some(body.clone()), ..Default::default() };
+                if let Some(groups) = phase.groups {
+                    message.group_id = Some(group_of(k, groups));
+                    message.dedup_id = Some(format!("{}-{k}", phase.dedup_prefix));
+                }
+                message
+            })
+            .collect();
         let request = SendRequest { messages };
         let outcome = tokio::select! {
             outcome = phase.client.send_messages(&phase.queue, &request) => outcome,
@@ -289,9 +334,30 @@ async fn consume(phase: Arc<Phase>) -> (Tally, Tally) {
     (received, ack)
 }
 
-/// The send time written by `produce` at the start of a body.
-fn sent_at_nanos(body: &str) -> Option<u64> {
+/// The padding that makes a stamped body `body_bytes` long (at least `TIMESTAMP_DIGITS`).
+pub(crate) fn body_padding(body_bytes: usize) -> String {
+    ".".repeat(body_bytes.saturating_sub(TIMESTAMP_DIGITS))
+}
+
+/// A body that starts with its send time: `nanos` since the run's epoch, in hex.
+pub(crate) fn stamped_body(nanos: u64, padding: &str) -> String {
+    format!("{nanos:016x}{padding}")
+}
+
+/// The send time written by `stamped_body` at the start of a body.
+pub(crate) fn sent_at_nanos(body: &str) -> Option<u64> {
     u64::from_str_radix(body.get(..TIMESTAMP_DIGITS)?, 16).ok()
+}
+
+/// The message group of a FIFO phase's `k`-th message: round-robin over `groups` groups.
+fn group_of(k: u64, groups: u32) -> String {
+    format!("g{}", k % u64::from(groups.max(1)))
+}
+
+/// A string unique to this process run: its start in nanoseconds since the Unix epoch, in hex.
+pub(crate) fn run_nonce() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    format!("{nanos:x}")
 }
 
 #[cfg(test)]
@@ -300,8 +366,20 @@ mod tests {
 
     #[test]
     fn bodies_carry_their_send_time() {
+        let body = stamped_body(123_456_789, &body_padding(20));
+        assert_eq!(body.len(), 20);
+        assert_eq!(sent_at_nanos(&body), Some(123_456_789));
         assert_eq!(sent_at_nanos(&format!("{:016x}....", 123_456_789u64)), Some(123_456_789));
         assert_eq!(sent_at_nanos("short"), None);
         assert_eq!(sent_at_nanos("not hex at all, not hex at all"), None);
+    }
+
+    #[test]
+    fn fifo_messages_go_round_robin_over_the_groups() {
+        let groups = |n: u32| (0..5).map(|k| group_of(k, n)).collect::<Vec<_>>();
+        assert_eq!(groups(1), ["g0", "g0", "g0", "g0", "g0"]);
+        assert_eq!(groups(2), ["g0", "g1", "g0", "g1", "g0"]);
+        assert_eq!(groups(1_000), ["g0", "g1", "g2", "g3", "g4"]);
+        assert_eq!(group_of(1_999, 1_000), "g999");
     }
 }

@@ -555,7 +555,13 @@ impl Broker {
 
     fn delete_message(&mut self, id: QueueId, seq: u64) {
         let meta = self.messages.remove(&seq).expect("message exists");
-        self.queues.get_mut(&id).expect("queue exists").remove(seq, &meta);
+        let queue = self.queues.get_mut(&id).expect("queue exists");
+        queue.remove(seq, &meta);
+        // On a FIFO queue, removing a group's held message can make the group deliver again:
+        // long polls must hear of it as they do of a send.
+        if queue.is_fifo() && queue.has_eligible_group() {
+            self.woken.insert(id);
+        }
         self.effects.push(Effect::DeleteMessage { seq });
     }
 
@@ -622,6 +628,9 @@ impl Broker {
         let source = meta.queue;
         let source_queue = self.queues.get_mut(&source).expect("queue exists");
         source_queue.remove(seq, &meta);
+        if source_queue.is_fifo() && source_queue.has_eligible_group() {
+            self.woken.insert(source);
+        }
         meta.dead_letter_source = Some(source_queue.name.clone());
         self.counters.dead_lettered += 1;
         meta.queue = dlq;

@@ -321,6 +321,11 @@ impl Queue {
         }
     }
 
+    /// FIFO queues: whether some group may deliver now.
+    pub(crate) fn has_eligible_group(&self) -> bool {
+        !self.fifo.eligible.is_empty()
+    }
+
     /// FIFO queues: how many message groups hold messages.
     pub fn group_count(&self) -> usize {
         self.fifo.groups.len()

@@ -34,7 +34,8 @@ macro_rules! conformance_tests {
     ($make:expr) => {
         $crate::conformance_tests!($make, without_fifo);
         $crate::conformance_tests!(@each $make;
-            fifo_orders_each_group_and_blocks_it_while_in_flight, fifo_dedup_survives_ack_and_restart_until_purge);
+            fifo_orders_each_group_and_blocks_it_while_in_flight, fifo_dedup_survives_ack_and_restart_until_purge,
+            fifo_ack_that_unblocks_a_group_wakes_a_long_poll);
     };
     // For a backend that documents that it has no FIFO queues yet (see the README).
     ($make:expr, without_fifo) => {
@@ -552,5 +553,27 @@ pub async fn lenient_visibility_rehides_an_expired_message(b: &dyn Backend) {
     assert_eq!(s.change_visibility_lenient("q", vec![(receipt.clone(), 60_000)]).await.unwrap(), vec![Ok(())]);
     assert!(s.receive("q", recv(1, 0, None)).await.unwrap().is_empty(), "hidden again");
     assert_eq!(s.ack("q", vec![receipt]).await.unwrap(), vec![Ok(())]);
+    b.close(s).await;
+}
+
+/// An ack that lets a FIFO group deliver again wakes a waiting long poll at once.
+pub async fn fifo_ack_that_unblocks_a_group_wakes_a_long_poll(b: &dyn Backend) {
+    let s = b.open().await;
+    queue(&*s, "w.fifo", fifo()).await;
+    send_all(&*s, "w.fifo", vec![grouped("1", "g", "a"), grouped("2", "g", "b")]).await;
+    let first = s.receive("w.fifo", recv(1, 0, None)).await.unwrap();
+    let poller = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let got = s.receive("w.fifo", recv(1, 10_000, None)).await.unwrap();
+            (got, started.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    s.ack("w.fifo", vec![first[0].receipt.clone()]).await.unwrap()[0].clone().unwrap();
+    let (got, waited) = poller.await.unwrap();
+    assert_eq!(bodies(&got), ["2"]);
+    assert!(waited < Duration::from_secs(5), "woken by the ack, not by the timeout ({waited:?})");
     b.close(s).await;
 }
