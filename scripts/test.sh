@@ -41,4 +41,4 @@ if [[ "$(cat "$stamp" 2>/dev/null || true)" != "$wanted" ]]; then
 fi
 cargo build -p sluice --locked
 # No .pytest_cache or __pycache__ in the work tree.
-PYTHONDONTWRITEBYTECODE=1 SLUICE_BIN="$PWD/target/debug/sluice" .venv/bin/python -m pytest tests/sqs -q -p no:cacheprovider
+PYTHONDONTWRITEBYTECODE=1 SLUICE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sluice" .venv/bin/python -m pytest tests/sqs -q -p no:cacheprovider
