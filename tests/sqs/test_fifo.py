@@ -476,6 +476,21 @@ def test_an_expired_fifo_handle_cannot_change_visibility(sqs, new_fifo):
     )
 
 
+def test_an_expired_fifo_handle_cannot_delete(sqs, new_fifo):
+    # Reference §3.2: on FIFO queues delete with an expired handle is refused, so a consumer
+    # that lost its hold cannot remove a message out of its group's turn.
+    _, url = new_fifo(ContentBasedDeduplication="true")
+    send(sqs, url, "m")
+    (message,) = receive(sqs, url, VisibilityTimeout=0)
+    handle = message["ReceiptHandle"]
+    expect_error(
+        lambda: sqs.delete_message(QueueUrl=url, ReceiptHandle=handle),
+        "InvalidParameterValue",
+        f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.",
+    )
+    assert bodies(receive(sqs, url)) == ["m"], "the message is still there"
+
+
 def test_a_fifo_queue_dead_letters_into_a_fifo_queue(sqs, new_fifo, new_queue):
     # test_dead_letter_queue_with_fifo_and_content_based_deduplication
     dlq_name, dlq_url = new_fifo("dlq", ContentBasedDeduplication="true")

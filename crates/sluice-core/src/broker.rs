@@ -664,7 +664,13 @@ impl Broker {
 
     /// Deletes the message the receipt delivered. Valid as long as no later receive of the same
     /// message happened, even after its visibility timeout passed (as in SQS).
-    pub fn ack(&mut self, id: QueueId, receipt: &Receipt) -> Result<(), EntryError> {
+    /// On a FIFO queue the hold must still be current: once it ended, the group may have moved
+    /// on to another consumer, and an expired receipt deleting a message out of turn would
+    /// break the group's order (SQS refuses it as an expired handle too).
+    pub fn ack(&mut self, id: QueueId, receipt: &Receipt, now_ms: TimeMs) -> Result<(), EntryError> {
+        if self.queues.get(&id).is_some_and(Queue::is_fifo) {
+            self.check_in_flight(id, receipt, now_ms)?;
+        }
         self.check_receipt(id, receipt)?;
         self.delete_message(id, receipt.seq);
         self.reschedule(id);

@@ -36,6 +36,17 @@ pub const PEEK_MESSAGES_MAX: u32 = 1_000;
 /// Largest HTTP request body the native API accepts (a full batch of base64 bodies fits).
 pub const REQUEST_BYTES_MAX: usize = 32 * 1024 * 1024;
 
+/// How long a client may take to send a request's head (request line and headers), counted
+/// from when its connection opens or its previous answer is sent; an idle keep-alive
+/// connection is closed after this long too. Without it a client that never finishes its
+/// headers holds a connection (and a file descriptor) forever.
+pub const REQUEST_HEAD_READ_MS_MAX: u64 = 30_000;
+
+/// How long a client may take to send a request's body, counted from the end of its head.
+/// Past it the answer is `408 request_timeout` and the connection is closed, so a body
+/// trickled a byte at a time cannot hold its buffer (up to [`REQUEST_BYTES_MAX`]) forever.
+pub const REQUEST_BODY_READ_MS_MAX: u64 = 30_000;
+
 /// Highest priority; priorities run from 0 (default) to this, higher first.
 pub const PRIORITY_MAX: u8 = 9;
 

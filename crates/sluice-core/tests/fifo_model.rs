@@ -533,8 +533,10 @@ impl Model {
         if m.in_flight && m.visible_at > self.now { Ok(i) } else { Err(Outcome::Err("NotInFlight".into())) }
     }
 
+    /// FIFO: only the current hold may ack (an expired receipt must not delete a message out
+    /// of its group's turn).
     fn ack(&mut self, q: usize, r: &MReceipt) -> Outcome {
-        match self.holder(q, r) {
+        match self.in_flight_holder(q, r) {
             Ok(i) => {
                 self.messages.remove(i);
                 Outcome::Done
@@ -844,7 +846,7 @@ impl Harness {
                 let Some((i, q)) = self.receipt_queue(r, q) else { return (Outcome::Skipped, Outcome::Skipped) };
                 let (receipt, mr, _) = self.receipts[i];
                 let expected = self.model.ack(q, &mr);
-                let actual = self.broker.ack(self.ids[q], &receipt).map_or_else(entry_error, |()| Outcome::Done);
+                let actual = self.broker.ack(self.ids[q], &receipt, now).map_or_else(entry_error, |()| Outcome::Done);
                 if actual == Outcome::Done {
                     let id = self.holds[i].id;
                     self.holds.iter_mut().filter(|h| h.id == id).for_each(|h| h.until = h.until.min(now));

@@ -794,7 +794,7 @@ impl Harness {
                 let expected = self.model.ack(name, &mr);
                 let actual = match self.queue(name) {
                     Err(o) => o,
-                    Ok(qid) => self.broker.ack(qid, &receipt).map_or_else(entry_error, |()| Outcome::Done),
+                    Ok(qid) => self.broker.ack(qid, &receipt, now).map_or_else(entry_error, |()| Outcome::Done),
                 };
                 if actual == Outcome::Done {
                     let id = self.holds[i].id;

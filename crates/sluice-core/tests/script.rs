@@ -497,7 +497,7 @@ impl Run {
         let Some(id) = self.queue(line.word(1)) else { return };
         let labels = &line.words[2..];
         for l in labels {
-            let r = self.broker.ack(id, &self.receipt(l));
+            let r = self.broker.ack(id, &self.receipt(l), self.now);
             let text = r.map_or_else(|e| entry_error(&e), |()| "ok".to_string());
             if labels.len() == 1 { self.say(text) } else { self.say(format!("{l}: {text}")) }
         }
@@ -3641,6 +3641,40 @@ fn fifo_dead_letter_queue_recreated_as_the_other_type_is_no_target() {
               (empty)
             peek s
               m2 Visible body=b sent=1000 count=1 prio=0 first=1000
+        "#]],
+    );
+}
+
+#[test]
+fn fifo_ack_with_an_expired_receipt_is_refused() {
+    // a1's hold ended before its consumer acked; a1 must come back in turn rather than be
+    // deleted by a consumer that no longer holds the group (SQS: "receipt handle has expired").
+    check(
+        r#"
+        create q fifo vis=1000
+        send q body=a1 group=a dedup=1
+        send q body=a2 group=a dedup=2
+        recv q max=1
+        advance 1000
+        ack q r1
+        recv q max=10
+        "#,
+        expect![[r#"
+            create q fifo vis=1000
+              created id=1
+            send q body=a1 group=a dedup=1
+              m1 seq=1 visible_at=0
+            send q body=a2 group=a dedup=2
+              m2 seq=2 visible_at=0
+            recv q max=1
+              m1 r1 body=a1 until=1000 count=1 prio=0 first=0 group=a
+            advance 1000
+              now=1000
+            ack q r1
+              error NotInFlight
+            recv q max=10
+              m1 r2 body=a1 until=2000 count=2 prio=0 first=0 group=a
+              m2 r3 body=a2 until=2000 count=1 prio=0 first=1000 group=a
         "#]],
     );
 }

@@ -367,10 +367,10 @@ impl Store for EmbeddedStore {
     async fn ack(&self, queue: &str, receipts: Vec<String>) -> Result<EntryResults<()>, StoreError> {
         let queue = queue.to_string();
         let shared = self.shared.clone();
-        self.call(move |e, _now| {
+        self.call(move |e, now| {
             let id = e.broker.queue_id(&queue)?;
             let results: EntryResults<()> =
-                receipts.iter().map(|r| parse_receipt(r).and_then(|r| e.broker.ack(id, &r))).collect();
+                receipts.iter().map(|r| parse_receipt(r).and_then(|r| e.broker.ack(id, &r, now))).collect();
             let acked = results.iter().filter(|r| r.is_ok()).count() as u64;
             shared.counters.acked.fetch_add(acked, Ordering::Relaxed);
             Ok(results)

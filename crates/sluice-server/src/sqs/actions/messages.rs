@@ -247,6 +247,10 @@ pub async fn delete(ctx: &Ctx<'_>, queue: &str, handles: Vec<String>) -> Result<
     let results = ctx.store().ack(queue, handles.clone()).await?;
     answers(results, &handles, |e, handle| match e {
         EntryError::StaleReceipt => Ok(()),
+        // Only FIFO queues refuse an ack whose hold ended (the group may have moved on).
+        EntryError::NotInFlight => {
+            Err(SqsError::invalid_value("ReceiptHandle", handle, "The receipt handle has expired."))
+        }
         other => Err(receipt_error(other, handle)),
     })
 }
