@@ -4,24 +4,33 @@
 //! The rules are sluice-core's, restated as SQL over rows instead of applied by `Broker` to
 //! in-memory indexes (which one node cannot share with another). What is reused from core as
 //! is: validation (`NewMessage::validate`, `QueueAttributes::validate`, queue names, limits),
-//! the receipt format, `MessageMeta::state`, `QueueAttributes::apply`/`same_config`.
+//! FIFO's send rules and dedup keys (`fifo_send_rules`), the receipt format,
+//! `MessageMeta::state`, `QueueAttributes::apply`/`same_config`.
 //!
 //! How the pieces fit (see also the module docs):
 //! - `migrate`: versioned SQL files applied at connect (and by `migrate` for `sluice migrate`).
 //! - `queues`, `messages`, `receive`: one module per group of `Store` calls. Every call is one
 //!   statement or one transaction; a receive picks rows with `FOR UPDATE SKIP LOCKED`, so
 //!   consumers on different nodes never wait for, nor get, each other's messages.
+//! - `fair`: the receive of standard queues, fair across message groups (least recently served
+//!   group first, stamps in `fair_groups`), as core's `FairIndex`.
+//! - `fifo`: FIFO queues: sends deduplicated through the `dedup` table (`INSERT … ON CONFLICT`,
+//!   so two nodes sending one key enqueue it once), and a receive that keeps each group in
+//!   order across nodes, using the row lock on a group's oldest message as the group's lock.
 //! - `wake`: LISTEN/NOTIFY and per-queue timers wake long polls on every node.
 //! - `sweep`: a background task per store ends expired holds (dead-lettering exhausted
-//!   messages), applies retention and removes orphans; several nodes never double-process,
-//!   because every row is taken with `FOR UPDATE SKIP LOCKED` and re-checked, and an advisory
-//!   lock keeps all but one node from even scanning.
+//!   messages), applies retention, forgets expired dedup keys and idle groups' stamps, and
+//!   removes orphans; several nodes never double-process, because every row is taken with
+//!   `FOR UPDATE SKIP LOCKED` and re-checked, and an advisory lock keeps all but one node from
+//!   even scanning.
 //! - `transactional`: `sluice_send` from the application's own transaction.
 //!
 //! Time is the database's clock (`sluice_now_ms()` in SQL), so nodes with drifting clocks agree
 //! on when holds and delays end.
 
 mod codec;
+mod fair;
+mod fifo;
 mod messages;
 pub mod migrate;
 mod queues;

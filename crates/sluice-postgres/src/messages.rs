@@ -74,7 +74,7 @@ const END_HOLD: &str = "
 WITH q AS (
     SELECT s.id, s.name, s.max_receive_count, d.id AS dlq_id
     FROM queues s
-    LEFT JOIN queues d ON d.name = s.dead_letter_queue AND d.id <> s.id
+    LEFT JOIN queues d ON d.name = s.dead_letter_queue AND d.id <> s.id AND d.fifo = s.fifo
     WHERE s.id = $1
 ), cur AS (
     SELECT m.seq, (m.in_flight AND m.visible_at > sluice_now_ms()) AS held,
@@ -107,7 +107,7 @@ const REHIDE: &str = "
 WITH q AS (
     SELECT s.id, s.name, s.max_receive_count, d.id AS dlq_id
     FROM queues s
-    LEFT JOIN queues d ON d.name = s.dead_letter_queue AND d.id <> s.id
+    LEFT JOIN queues d ON d.name = s.dead_letter_queue AND d.id <> s.id AND d.fifo = s.fifo
     WHERE s.id = $1
 ), cur AS (
     SELECT m.seq, (m.in_flight AND m.visible_at > sluice_now_ms()) AS held,
@@ -169,23 +169,33 @@ SELECT
        AND ($2::int2 IS NULL OR m.priority > $2 OR (m.priority = $2 AND m.seq < $3))) AS failed,
     (SELECT count(*) FROM messages m WHERE m.queue_id = $1 AND m.visible_at <= sluice_now_ms()) AS visible";
 
-fn now_ms() -> TimeMs {
+pub(crate) fn now_ms() -> TimeMs {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as TimeMs).unwrap_or(0)
 }
 
-fn new_message_id() -> uuid::Uuid {
+pub(crate) fn new_message_id() -> uuid::Uuid {
     uuid::Uuid::now_v7()
 }
 
-/// The checks core's `Broker::send` makes before accepting a message. `now_ms` (this node's
-/// clock) only matters for `deliver_at`, to refuse a time beyond retention; the message's actual
-/// times come from the database's clock.
+/// The checks core's `Broker::send` makes before accepting a message into a standard queue.
+/// `now_ms` (this node's clock) only matters for `deliver_at`, to refuse a time beyond
+/// retention; the message's actual times come from the database's clock. FIFO queues check
+/// their own rules first (see `fifo::send`).
 pub fn admit(message: &NewMessage, attributes: &QueueAttributes, now_ms: TimeMs) -> Result<(), EntryError> {
     message.validate()?;
-    // FIFO queues are refused at creation on this backend (see `queues::create`).
     if message.dedup_id.is_some() {
         return Err(ValidationError::new("dedup_id", "only FIFO queues deduplicate; this queue is standard").into());
     }
+    check_size_and_delay(message, attributes, now_ms)
+}
+
+/// The checks `Broker::send` makes last, on both queue types: the queue's size limit, and a
+/// delay that ends within retention.
+pub(crate) fn check_size_and_delay(
+    message: &NewMessage,
+    attributes: &QueueAttributes,
+    now_ms: TimeMs,
+) -> Result<(), EntryError> {
     let size_bytes = message.size_bytes();
     if size_bytes > attributes.message_bytes_max {
         return Err(EntryError::MessageTooLarge { size_bytes, max_bytes: attributes.message_bytes_max });
@@ -209,24 +219,24 @@ pub fn admit(message: &NewMessage, attributes: &QueueAttributes, now_ms: TimeMs)
     Ok(())
 }
 
-/// The parameters of `INSERT`, one array per column.
+/// The parameters of `INSERT` (and of `fifo::INSERT`), one array per column.
 #[derive(Default)]
-struct Batch {
-    ids: Vec<uuid::Uuid>,
-    priorities: Vec<i16>,
-    delays_ms: Vec<i64>,
-    deliver_at_ms: Vec<Option<i64>>,
-    sizes_bytes: Vec<i64>,
-    group_ids: Vec<Option<String>>,
-    bodies: Vec<Vec<u8>>,
-    binary: Vec<bool>,
-    attributes: Vec<serde_json::Value>,
-    system_attributes: Vec<serde_json::Value>,
-    envelopes: Vec<serde_json::Value>,
+pub(crate) struct Batch {
+    pub ids: Vec<uuid::Uuid>,
+    pub priorities: Vec<i16>,
+    pub delays_ms: Vec<i64>,
+    pub deliver_at_ms: Vec<Option<i64>>,
+    pub sizes_bytes: Vec<i64>,
+    pub group_ids: Vec<Option<String>>,
+    pub bodies: Vec<Vec<u8>>,
+    pub binary: Vec<bool>,
+    pub attributes: Vec<serde_json::Value>,
+    pub system_attributes: Vec<serde_json::Value>,
+    pub envelopes: Vec<serde_json::Value>,
 }
 
 impl Batch {
-    fn push(&mut self, id: uuid::Uuid, m: NewMessage, queue: &QueueAttributes) {
+    pub fn push(&mut self, id: uuid::Uuid, m: NewMessage, queue: &QueueAttributes) {
         self.ids.push(id);
         self.priorities.push(i16::from(m.priority));
         // Bounded by DELAY_MS_MAX and retention; the casts cannot wrap.
@@ -245,6 +255,9 @@ impl Batch {
 pub async fn send(inner: &Inner, queue: &str, messages: Vec<NewMessage>) -> Result<EntryResults<Sent>, StoreError> {
     let client = inner.client().await?;
     let q = lookup(&client, queue).await?;
+    if q.attributes.fifo {
+        return crate::fifo::send(inner, client, (queue, &q), messages).await;
+    }
     let now = now_ms();
     let mut admitted = Vec::with_capacity(messages.len());
     let mut batch = Batch::default();
@@ -346,6 +359,11 @@ pub async fn ack(inner: &Inner, queue: &str, receipts: Vec<String>) -> Result<En
         .collect();
     crate::Counters::add(&inner.counters.acked, acked);
     inner.counters.committed(acked);
+    if q.attributes.fifo && acked > 0 {
+        // An ack can end the hold that blocked a group: waiters look again.
+        drop(client);
+        inner.notify(&[q.id]).await;
+    }
     Ok(results)
 }
 

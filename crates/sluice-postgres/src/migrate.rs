@@ -10,6 +10,8 @@
 pub const MIGRATIONS: &[Migration] = &[
     Migration { version: 1, name: "tables", sql: include_str!("../migrations/0001_tables.sql") },
     Migration { version: 2, name: "send_function", sql: include_str!("../migrations/0002_send_function.sql") },
+    Migration { version: 3, name: "fifo", sql: include_str!("../migrations/0003_fifo.sql") },
+    Migration { version: 4, name: "fair_groups", sql: include_str!("../migrations/0004_fair_groups.sql") },
 ];
 
 #[derive(Debug, Clone, Copy)]

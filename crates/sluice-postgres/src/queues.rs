@@ -1,12 +1,14 @@
 //! Queue calls: create, read with live counts, list, update, delete, purge.
 //!
 //! The checks are core's (`validate_queue_name`, `QueueAttributes::validate`, `apply`,
-//! `same_config`); what `Broker` checks against its in-memory map (the dead-letter queue exists,
-//! the queue count) is checked here against the table inside the same transaction.
+//! `same_config`); what `Broker` checks against its in-memory map (the dead-letter queue exists
+//! and is of the same type, the queue count, the `.fifo` name suffix) is checked here against
+//! the table inside the same transaction. Purge and delete also forget the queue's
+//! deduplication keys, as in core (and SQS).
 
 use deadpool_postgres::GenericClient;
 use sluice_core::broker::{QueueStats, QueueView};
-use sluice_core::limits::QUEUES_MAX;
+use sluice_core::limits::{FIFO_SUFFIX, QUEUES_MAX};
 use sluice_core::name::validate_queue_name;
 use sluice_core::{BrokerError, QueueAttributes, QueueAttributesPatch, ValidationError};
 use sluice_store::StoreError;
@@ -49,8 +51,8 @@ const LIST_VIEWS: &str = concat!(
 );
 const LOOKUP: &str = "SELECT id, attributes FROM queues WHERE name = $1";
 const INSERT: &str = "INSERT INTO queues (name, attributes, visibility_timeout_ms, delay_ms, retention_ms,
-        message_bytes_max, dead_letter_queue, max_receive_count, created_at, modified_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, sluice_now_ms(), sluice_now_ms())
+        message_bytes_max, dead_letter_queue, max_receive_count, fifo, created_at, modified_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, sluice_now_ms(), sluice_now_ms())
     ON CONFLICT (name) DO NOTHING
     RETURNING id";
 const UPDATE: &str = "UPDATE queues SET attributes = $2, visibility_timeout_ms = $3, delay_ms = $4,
@@ -111,9 +113,18 @@ async fn check_dead_letter(
         if dl.queue == name {
             return Err(ValidationError::new("dead_letter.queue", "a queue cannot be its own dead-letter queue").into());
         }
-        let found = client.query_opt(LOOKUP, &[&dl.queue]).await.map_err(db_error)?;
-        if found.is_none() {
+        let found =
+            client.query_opt("SELECT fifo FROM queues WHERE name = $1", &[&dl.queue]).await.map_err(db_error)?;
+        let Some(found) = found else {
             return Err(BrokerError::DeadLetterQueueNotFound(dl.queue.clone()).into());
+        };
+        if found.get::<_, bool>(0) != attributes.fifo {
+            let message = if attributes.fifo {
+                "a FIFO queue's dead-letter queue must be a FIFO queue"
+            } else {
+                "a standard queue's dead-letter queue must be a standard queue"
+            };
+            return Err(ValidationError::new("dead_letter.queue", message).into());
         }
     }
     Ok(())
@@ -129,6 +140,7 @@ struct Columns {
     message_bytes_max: i64,
     dead_letter_queue: Option<String>,
     max_receive_count: Option<i32>,
+    fifo: bool,
 }
 
 impl Columns {
@@ -142,6 +154,7 @@ impl Columns {
             message_bytes_max: a.message_bytes_max as i64,
             dead_letter_queue: a.dead_letter.as_ref().map(|d| d.queue.clone()),
             max_receive_count: a.dead_letter.as_ref().map(|d| d.max_receive_count as i32),
+            fifo: a.fifo,
         }
     }
 }
@@ -164,8 +177,8 @@ async fn existing(
 pub async fn create(inner: &Inner, name: &str, attributes: QueueAttributes) -> Result<(QueueView, bool), StoreError> {
     validate_queue_name(name)?;
     attributes.validate()?;
-    if attributes.fifo {
-        return Err(ValidationError::new("fifo", "FIFO queues are not available on the PostgreSQL backend yet").into());
+    if name.ends_with(FIFO_SUFFIX) && !attributes.fifo {
+        return Err(ValidationError::new("fifo", "names ending in .fifo belong to FIFO queues; set fifo: true").into());
     }
     let mut client = inner.client().await?;
     let tx = client.transaction().await.map_err(db_error)?;
@@ -190,6 +203,7 @@ pub async fn create(inner: &Inner, name: &str, attributes: QueueAttributes) -> R
                 &c.message_bytes_max,
                 &c.dead_letter_queue,
                 &c.max_receive_count,
+                &c.fifo,
             ],
         )
         .await
@@ -273,6 +287,8 @@ pub async fn delete(inner: &Inner, name: &str) -> Result<(), StoreError> {
         .ok_or_else(|| BrokerError::QueueNotFound(name.to_string()))?;
     let id: i64 = row.get(0);
     let removed = tx.execute("DELETE FROM messages WHERE queue_id = $1", &[&id]).await.map_err(db_error)?;
+    tx.execute("DELETE FROM dedup WHERE queue_id = $1", &[&id]).await.map_err(db_error)?;
+    tx.execute("DELETE FROM fair_groups WHERE queue_id = $1", &[&id]).await.map_err(db_error)?;
     tx.execute("INSERT INTO deleted_queues (id, deleted_at) VALUES ($1, sluice_now_ms())", &[&id])
         .await
         .map_err(db_error)?;
@@ -283,11 +299,17 @@ pub async fn delete(inner: &Inner, name: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Deletes every message of the queue and forgets its deduplication keys and when its groups
+/// were served, in one transaction.
 pub async fn purge(inner: &Inner, name: &str) -> Result<u64, StoreError> {
-    let client = inner.client().await?;
+    let mut client = inner.client().await?;
     let q = lookup(&client, name).await?;
-    let removed =
-        client.execute("DELETE FROM messages WHERE queue_id = $1", &[&(q.id as i64)]).await.map_err(db_error)?;
-    inner.counters.committed(removed);
+    let id = q.id as i64;
+    let tx = client.transaction().await.map_err(db_error)?;
+    let removed = tx.execute("DELETE FROM messages WHERE queue_id = $1", &[&id]).await.map_err(db_error)?;
+    let forgotten = tx.execute("DELETE FROM dedup WHERE queue_id = $1", &[&id]).await.map_err(db_error)?
+        + tx.execute("DELETE FROM fair_groups WHERE queue_id = $1", &[&id]).await.map_err(db_error)?;
+    tx.commit().await.map_err(db_error)?;
+    inner.counters.committed(removed + forgotten);
     Ok(removed)
 }

@@ -6,8 +6,11 @@
 //! 1. ends holds whose visibility timeout passed: a message that used up its receives moves to
 //!    the dead-letter queue (new epoch, visible at once), any other just stops being in flight
 //!    (it was already receivable, as "visible" means `visible_at <= now`);
-//! 2. deletes messages past their queue's retention;
-//! 3. deletes messages left under a deleted queue's id by a send that raced the delete.
+//! 2. deletes messages past their queue's retention, and forgets when message groups with
+//!    nothing visible were last served (both every `RETENTION_EVERY_SWEEPS` sweeps);
+//! 3. deletes FIFO deduplication keys whose window ended;
+//! 4. deletes messages and deduplication keys left under a deleted queue's id by a send that
+//!    raced the delete.
 //!
 //! The lease only saves work: correctness never depends on it, because every statement takes
 //! its rows with `FOR UPDATE SKIP LOCKED` and re-checks them, so two sweepers (or a sweeper and
@@ -38,7 +41,7 @@ WITH due AS (
            (d.id IS NOT NULL AND m.receive_count >= s.max_receive_count) AS dead
     FROM messages m
     JOIN queues s ON s.id = m.queue_id
-    LEFT JOIN queues d ON d.name = s.dead_letter_queue AND d.id <> s.id
+    LEFT JOIN queues d ON d.name = s.dead_letter_queue AND d.id <> s.id AND d.fifo = s.fifo
     WHERE m.in_flight AND m.visible_at <= sluice_now_ms()
     ORDER BY m.visible_at
     LIMIT $1
@@ -69,6 +72,18 @@ WHERE seq IN (
     LIMIT $1
 )";
 
+/// Keys past their window. A send that meets one takes it over itself (`fifo::CLAIM_KEYS`), so
+/// this only bounds the table; keys a send holds are skipped.
+const DEDUP_EXPIRED: &str = "
+DELETE FROM dedup
+WHERE (queue_id, key) IN (
+    SELECT queue_id, key FROM dedup
+    WHERE expires_at <= sluice_now_ms()
+    ORDER BY expires_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)";
+
 const ORPHANS: &str = "
 DELETE FROM messages
 WHERE seq IN (
@@ -78,10 +93,20 @@ WHERE seq IN (
     LIMIT $1
 )";
 
+const DEDUP_ORPHANS: &str = "
+DELETE FROM dedup
+WHERE (queue_id, key) IN (
+    SELECT o.queue_id, o.key
+    FROM deleted_queues d
+    CROSS JOIN LATERAL (SELECT k.queue_id, k.key FROM dedup k WHERE k.queue_id = d.id LIMIT $1) o
+    LIMIT $1
+)";
+
 const FORGET_DELETED: &str = "
 DELETE FROM deleted_queues d
 WHERE d.deleted_at < sluice_now_ms() - $1
-  AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.queue_id = d.id)";
+  AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.queue_id = d.id)
+  AND NOT EXISTS (SELECT 1 FROM dedup k WHERE k.queue_id = d.id)";
 
 /// The background loop; runs until the store is dropped (which aborts it).
 pub async fn run(inner: Arc<Inner>, interval: Duration) {
@@ -123,8 +148,17 @@ async fn sweep_pass(inner: &Inner, with_retention: bool) -> Result<SweepPass, St
         return Ok(SweepPass { leased: false, more: false });
     }
     let ended = tx.query(END_HOLDS, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)?;
-    let expired = if with_retention { tx.execute(RETENTION, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)? } else { 0 };
-    let orphans = tx.execute(ORPHANS, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)?;
+    let (expired, forgotten) = if with_retention {
+        (
+            tx.execute(RETENTION, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)?,
+            tx.execute(crate::fair::FORGET_IDLE_GROUPS, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)?,
+        )
+    } else {
+        (0, 0)
+    };
+    let dedup_expired = tx.execute(DEDUP_EXPIRED, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)?;
+    let orphans = tx.execute(ORPHANS, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)?
+        + tx.execute(DEDUP_ORPHANS, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)?;
     tx.execute(FORGET_DELETED, &[&DELETED_QUEUE_GRACE_MS]).await.map_err(db_error)?;
     tx.commit().await.map_err(db_error)?;
     drop(client);
@@ -133,10 +167,13 @@ async fn sweep_pass(inner: &Inner, with_retention: bool) -> Result<SweepPass, St
         ended.iter().filter(|r| r.get::<_, bool>("dead")).map(|r| ms(r.get("queue_id"))).collect();
     Counters::add(&inner.counters.dead_lettered, dead_letter_queues.len() as u64);
     Counters::add(&inner.counters.expired, expired);
-    inner.counters.committed(ended.len() as u64 + expired + orphans);
+    inner.counters.committed(ended.len() as u64 + expired + forgotten + dedup_expired + orphans);
     dead_letter_queues.sort_unstable();
     dead_letter_queues.dedup();
     inner.notify(&dead_letter_queues).await;
     let full = |n: u64| n >= SWEEP_BATCH_MAX as u64;
-    Ok(SweepPass { leased: true, more: full(ended.len() as u64) || full(expired) || full(orphans) })
+    Ok(SweepPass {
+        leased: true,
+        more: full(ended.len() as u64) || full(expired) || full(forgotten) || full(dedup_expired) || full(orphans),
+    })
 }

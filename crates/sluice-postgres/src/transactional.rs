@@ -9,7 +9,8 @@
 //! commit, dropped on rollback.
 //!
 //! `sluice_send` is resolved through the transaction's search_path, which must therefore reach
-//! the schema Sluice was migrated into (it is `public` unless a schema was chosen).
+//! the schema Sluice was migrated into (it is `public` unless a schema was chosen). It refuses
+//! FIFO queues (migration 3): it takes no dedup id, so it cannot apply FIFO's send rules.
 
 use sluice_core::{EntryError, MessageId, NewMessage};
 

@@ -1,7 +1,8 @@
 //! Waking long polls: one LISTEN connection per store, and a registry of local waiters by queue.
 //!
-//! Every change that can make a message visible sooner than a waiter expects (a send, a nack,
-//! a release or shorter hold, a move into a queue, a queue's deletion) is announced with
+//! Every change that can make a message receivable sooner than a waiter expects (a send, a
+//! nack, a release or shorter hold, a move into a queue, an ack on a FIFO queue, which can end
+//! the hold that blocked a group, a queue's deletion) is announced with
 //! `pg_notify(channel, queue_id)` after it commits, so every node hears it. The channel is per
 //! schema (`sluice_wake_<schema>`), so stores in different schemas of one database do not wake
 //! each other. Time-driven changes (a delay or a hold running out) need no notification: each

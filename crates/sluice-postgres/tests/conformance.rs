@@ -31,6 +31,4 @@ impl Backend for Postgres {
     }
 }
 
-// FIFO queues are not built on PostgreSQL yet (README, "PostgreSQL backend"): the backend
-// refuses `fifo: true` with a clear error, and the FIFO checks join when it has them.
-sluice_store::conformance_tests!(Postgres::new(&pg_url_or_skip!()), without_fifo);
+sluice_store::conformance_tests!(Postgres::new(&pg_url_or_skip!()));
