@@ -2,9 +2,11 @@
 # Runs Sluice's whole test suite: formatting, lints, and every crate's tests (core, the store
 # conformance suite on the embedded backend, HTTP, end-to-end through the real binary and the
 # CLI, the SIGKILL crash test, and the SQS compatibility suite with unmodified boto3, aws CLI and
-# aws-sdk-rust). Needs only cargo and python3; it installs anything else it needs.
+# aws-sdk-rust), then a bounded coverage-guided fuzz run of every parser. Needs only cargo and
+# python3; it installs anything else it needs.
 #
 # SLUICE_TEST_PG_URL: when set, PostgreSQL must answer there or this script fails (CI sets it).
+# SLUICE_FUZZ_SECONDS: how long each fuzz target runs (default 25; 0 skips the fuzz step).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,3 +44,41 @@ fi
 cargo build -p sluice --locked
 # No .pytest_cache or __pycache__ in the work tree.
 PYTHONDONTWRITEBYTECODE=1 SLUICE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sluice" .venv/bin/python -m pytest tests/sqs -q -p no:cacheprovider
+
+fuzz_seconds="${SLUICE_FUZZ_SECONDS:-25}"
+if [[ "$fuzz_seconds" == 0 ]]; then
+    echo "==> fuzz: skipped (SLUICE_FUZZ_SECONDS=0)"
+    exit 0
+fi
+echo "==> fuzz (cargo-fuzz, libFuzzer): ${fuzz_seconds}s per target"
+# cargo fuzz needs nightly compiler flags; RUSTC_BOOTSTRAP=1 lets the stable toolchain take
+# them. No address sanitizer: Sluice's crates forbid unsafe code, and without it the build is
+# about twice as fast and so is every run. Crash inputs are copied to fuzz/regressions/<target>/,
+# which `cargo test` (crates/sluice-fuzz/tests/regressions.rs) replays from then on.
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    cargo install cargo-fuzz --locked --version 0.13.2
+fi
+fuzz=(env RUSTC_BOOTSTRAP=1 cargo fuzz)
+fuzz_flags=(--sanitizer none --codegen-units 16)
+"${fuzz[@]}" build "${fuzz_flags[@]}"
+for target in native_api sqs_api receipt record; do
+    corpus=fuzz/corpus/$target
+    mkdir -p "$corpus"
+    inputs=("$corpus" "fuzz/seeds/$target")
+    [[ -d "fuzz/regressions/$target" ]] && inputs+=("fuzz/regressions/$target")
+    log="$(mktemp)"
+    # -max_len: HTTP requests need room for bodies and long names; -timeout: one input may
+    # take at most 10 s; -rss_limit_mb: one input may not grow the process past 2 GiB.
+    if "${fuzz[@]}" run "${fuzz_flags[@]}" "$target" "${inputs[@]}" -- \
+        -max_total_time="$fuzz_seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 >"$log" 2>&1; then
+        echo "fuzz $target: $(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1)"
+        rm -f "$log"
+    else
+        tail -40 "$log"
+        mkdir -p "fuzz/regressions/$target"
+        cp fuzz/artifacts/"$target"/* "fuzz/regressions/$target/" 2>/dev/null || true
+        echo "error: fuzz target $target crashed; its input is now in fuzz/regressions/$target/ (keep it, fix the bug)" >&2
+        exit 1
+    fi
+done
+echo "fuzz: 4 passed, 0 failed"

@@ -63,6 +63,7 @@ codes! {
     NotInFlight = "not_in_flight", 409, "The message's visibility timeout already passed.";
     MessageTooLarge = "message_too_large", 413, "A message is larger than the queue's message_bytes_max.";
     PayloadTooLarge = "payload_too_large", 413, "The request body is larger than the server accepts.";
+    RequestTimeout = "request_timeout", 408, "The request body did not arrive in time (30 s); the connection is closed.";
     QueueNotFound = "queue_not_found", 404, "No queue has this name.";
     DeadLetterQueueNotFound = "dead_letter_queue_not_found", 400, "The dead-letter queue named in the policy does not exist.";
     QueueExists = "queue_exists", 409, "A queue of this name exists with different attributes.";

@@ -10,6 +10,7 @@
 //! [`run_with`] do the same with a [`ServerConfig`] (account, region, access keys).
 
 pub mod auth;
+mod conn;
 mod convert;
 mod error;
 mod extract;
@@ -149,8 +150,8 @@ pub async fn run_with(
         // keep moving messages while the server winds down.
         redrives.stop_all();
     };
-    let served = axum::serve(listener, router).with_graceful_shutdown(signal).await;
+    conn::serve(listener, router, signal).await;
     state.redrives.join_all().await;
     upkeep.abort();
-    served
+    Ok(())
 }

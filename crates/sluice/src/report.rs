@@ -80,6 +80,7 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         LimitExceeded => "delete queues you no longer need with `sluice queue delete NAME`",
         StorePoisoned => "the server's disk failed; read its log, fix the disk and restart `sluice serve`",
         ShuttingDown => "the server is stopping; try again once it is back",
+        RequestTimeout => "the request was sent too slowly; check the network between here and the server",
         Internal => "the server's log has the details",
         InvalidJson | InvalidArgument | EmptyBatch | NotFound | MethodNotAllowed | UnsupportedMediaType => {
             return None;

@@ -12,6 +12,12 @@ pub const REQUEST_BYTES_MAX: usize = 8 * 1024 * 1024;
 /// of ten entries with ten attributes each needs about 500).
 pub const QUERY_PARAMS_MAX: usize = 4_096;
 
+/// Most `.`-separated parts in one Query-protocol parameter name. The deepest name SQS defines,
+/// `SendMessageBatchRequestEntry.N.MessageAttribute.N.Value.StringListValue.N`, has seven.
+/// Names are split into a tree that is walked recursively, so without this bound one
+/// parameter made of 100,000 dots would overflow the stack and abort the server.
+pub const QUERY_PARAM_NAME_PARTS_MAX: usize = 8;
+
 /// Entries in one batch request, the longest entry id, and the payload of the whole batch.
 pub const BATCH_ENTRIES_MAX: usize = 10;
 pub const BATCH_ENTRY_ID_LEN_MAX: usize = 80;

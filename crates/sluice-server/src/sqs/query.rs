@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::errors::SqsError;
-use super::limits::QUERY_PARAMS_MAX;
+use super::limits::{QUERY_PARAM_NAME_PARTS_MAX, QUERY_PARAMS_MAX};
 
 /// Parameters that frame the request rather than belong to the action's input.
 const FRAMING: &[&str] = &[
@@ -97,6 +97,14 @@ pub fn to_input(params: &[(String, String)]) -> Result<Value, SqsError> {
     for (key, value) in params {
         if FRAMING.contains(&key.as_str()) {
             continue;
+        }
+        // Checked before the tree grows: its depth is the recursion depth of `structure` (and
+        // of dropping the tree).
+        if key.split('.').nth(QUERY_PARAM_NAME_PARTS_MAX).is_some() {
+            return Err(SqsError::invalid_parameter_value(format!(
+                "The parameter {} is not valid: a name has at most {QUERY_PARAM_NAME_PARTS_MAX} parts.",
+                key.chars().take(80).collect::<String>()
+            )));
         }
         let mut node = &mut root;
         for part in key.split('.') {
@@ -210,6 +218,19 @@ mod tests {
         assert_eq!(e.code, "InvalidParameterValue");
         let e = to_input(&decode(b"Attribute.1.Value=5").unwrap()).unwrap_err();
         assert_eq!(e.message, "The request must contain the parameter Attribute.1.Name.");
+    }
+
+    #[test]
+    fn deep_names_are_refused_before_the_tree_is_built() {
+        let seven = concat!(
+            "SendMessageBatchRequestEntry.1.MessageAttribute.1.Name=k",
+            "&SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.StringListValue.1=x"
+        );
+        assert!(to_input(&decode(seven.as_bytes()).unwrap()).is_ok());
+        let deep = format!("{}b=1", "a.".repeat(100_000));
+        let e = to_input(&decode(deep.as_bytes()).unwrap()).unwrap_err();
+        assert_eq!(e.code, "InvalidParameterValue");
+        assert!(e.message.len() < 200, "the error does not echo the whole name: {}", e.message);
     }
 
     #[test]

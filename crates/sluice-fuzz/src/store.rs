@@ -1,0 +1,123 @@
+//! A store with no state and no disk, for fuzzing the layers above the store.
+//!
+//! Every queue name that the core accepts names an empty queue (FIFO when the name ends in
+//! `.fifo`). Each call checks its arguments the way the core does (queue names, attributes,
+//! messages, receipts) and then answers as an empty queue would, so that a request's parsing,
+//! conversion and validation run in full and nothing accumulates between fuzz inputs.
+
+use async_trait::async_trait;
+use sluice_core::broker::{MoveOutcome, QueueStats, QueueView};
+use sluice_core::limits::FIFO_SUFFIX;
+use sluice_core::name::validate_queue_name;
+use sluice_core::{EntryError, MessageId, NewMessage, QueueAttributes, QueueAttributesPatch, Receipt, Sent};
+use sluice_store::{
+    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Store, StoreCounters, StoreError,
+};
+
+pub struct ParseOnlyStore;
+
+fn view(name: &str, attributes: QueueAttributes) -> Result<QueueView, StoreError> {
+    validate_queue_name(name)?;
+    Ok(QueueView {
+        id: 1,
+        name: name.to_string(),
+        attributes,
+        created_at: 0,
+        modified_at: 0,
+        stats: QueueStats::default(),
+    })
+}
+
+fn existing(name: &str) -> Result<QueueView, StoreError> {
+    let attributes = QueueAttributes { fifo: name.ends_with(FIFO_SUFFIX), ..QueueAttributes::default() };
+    view(name, attributes)
+}
+
+/// What an empty queue answers for a receipt: never one of its current deliveries.
+fn receipt_result(receipt: &str) -> Result<(), EntryError> {
+    match Receipt::decode(receipt) {
+        Ok(_) => Err(EntryError::StaleReceipt),
+        Err(e) => Err(EntryError::InvalidReceipt(e.to_string())),
+    }
+}
+
+#[async_trait]
+impl Store for ParseOnlyStore {
+    async fn create_queue(&self, name: &str, attributes: QueueAttributes) -> Result<(QueueView, bool), StoreError> {
+        attributes.validate()?;
+        Ok((view(name, attributes)?, true))
+    }
+    async fn get_queue(&self, name: &str) -> Result<QueueView, StoreError> {
+        existing(name)
+    }
+    async fn list_queues(&self, _: &str, _: Option<&str>, _: usize) -> Result<Vec<QueueView>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn update_queue(&self, name: &str, patch: QueueAttributesPatch) -> Result<QueueView, StoreError> {
+        let current = existing(name)?;
+        let attributes = current.attributes.apply(&patch);
+        attributes.validate()?;
+        view(name, attributes)
+    }
+    async fn delete_queue(&self, name: &str) -> Result<(), StoreError> {
+        existing(name).map(|_| ())
+    }
+    async fn purge_queue(&self, name: &str) -> Result<u64, StoreError> {
+        existing(name).map(|_| 0)
+    }
+    async fn send(&self, queue: &str, messages: Vec<NewMessage>) -> Result<EntryResults<Sent>, StoreError> {
+        existing(queue)?;
+        Ok(messages
+            .iter()
+            .zip(1u64..)
+            .map(|(m, seq)| {
+                m.validate()?;
+                Ok(Sent { seq, id: MessageId(u128::from(seq)), duplicate: false })
+            })
+            .collect())
+    }
+    async fn receive(&self, queue: &str, request: ReceiveRequest) -> Result<Vec<ReceivedMessage>, StoreError> {
+        existing(queue)?;
+        request.validate()?;
+        Ok(Vec::new())
+    }
+    async fn ack(&self, queue: &str, receipts: Vec<String>) -> Result<EntryResults<()>, StoreError> {
+        existing(queue)?;
+        Ok(receipts.iter().map(|r| receipt_result(r)).collect())
+    }
+    async fn change_visibility(
+        &self,
+        queue: &str,
+        entries: Vec<(String, u64)>,
+    ) -> Result<EntryResults<()>, StoreError> {
+        existing(queue)?;
+        Ok(entries.iter().map(|(r, _)| receipt_result(r)).collect())
+    }
+    async fn change_visibility_lenient(
+        &self,
+        queue: &str,
+        entries: Vec<(String, u64)>,
+    ) -> Result<EntryResults<()>, StoreError> {
+        self.change_visibility(queue, entries).await
+    }
+    async fn nack(&self, queue: &str, entries: Vec<NackEntry>) -> Result<EntryResults<()>, StoreError> {
+        existing(queue)?;
+        Ok(entries.iter().map(|e| receipt_result(&e.receipt)).collect())
+    }
+    async fn peek(&self, queue: &str, _: usize) -> Result<Vec<PeekedMessage>, StoreError> {
+        existing(queue).map(|_| Vec::new())
+    }
+    async fn move_messages(&self, from: &str, to: Option<&str>, _: u64) -> Result<MoveOutcome, StoreError> {
+        existing(from)?;
+        if let Some(to) = to {
+            existing(to)?;
+        }
+        Ok(MoveOutcome::default())
+    }
+    fn poisoned(&self) -> Option<String> {
+        None
+    }
+    fn counters(&self) -> StoreCounters {
+        StoreCounters::default()
+    }
+}
