@@ -16,10 +16,15 @@
 //!   and 1,000 message groups;
 //! - `fairness` (module `fairness`): how long a trickle of "quiet" messages waits behind a large
 //!   "noisy" backlog on a standard queue, with fair queues (two groups) and without (no groups).
+//!
+//! The `peers` scenario (module `peers`) runs the same workloads against Sluice and against
+//! RabbitMQ, NATS JetStream, Redis Streams and a PostgreSQL queue table on the same machine, and
+//! prints the ratios.
 
 mod ceiling;
 mod fairness;
 mod fifo;
+mod peers;
 mod progress;
 mod report;
 mod stats;
@@ -33,13 +38,14 @@ use anyhow::{Context, bail};
 use sluice_core::limits::{BATCH_ENTRIES_MAX, MESSAGE_BYTES_LIMIT, RECEIVE_MESSAGES_MAX};
 use sluice_embedded::Durability;
 
+pub use crate::peers::PeerArgs;
 use crate::report::Report;
 use crate::target::Target;
 
 /// Most producer or consumer tasks; each holds one HTTP connection.
 const TASKS_MAX: usize = 1_024;
 /// Smallest body: the send timestamp takes 16 hex digits.
-const BODY_BYTES_MIN: usize = 16;
+pub(crate) const BODY_BYTES_MIN: usize = 16;
 /// Longest phase; a benchmark that runs for hours is a soak test, not this program.
 const PHASE_DURATION_MAX: Duration = Duration::from_secs(60 * 60);
 /// Batch sizes of the throughput scenario when `--batch` is not given.
@@ -56,6 +62,8 @@ pub enum Scenario {
     Fifo,
     /// Waits of a quiet group's messages behind a noisy group's backlog, with and without groups.
     Fairness,
+    /// Sluice beside RabbitMQ, NATS JetStream, Redis Streams and PostgreSQL, in the same run.
+    Peers,
 }
 
 impl Scenario {
@@ -65,6 +73,7 @@ impl Scenario {
             Scenario::Throughput => "throughput",
             Scenario::Fifo => "fifo",
             Scenario::Fairness => "fairness",
+            Scenario::Peers => "peers",
         }
     }
 }
@@ -77,8 +86,9 @@ impl Scenario {
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
     /// What to measure: `throughput` (batch sizes beside the ceilings), `fifo` (a standard queue
-    /// against FIFO queues with 1, 10 and 1,000 groups) or `fairness` (a quiet group's waits
-    /// behind a noisy backlog, with and without message groups).
+    /// against FIFO queues with 1, 10 and 1,000 groups), `fairness` (a quiet group's waits
+    /// behind a noisy backlog, with and without message groups) or `peers` (Sluice beside
+    /// RabbitMQ, NATS JetStream, Redis Streams and a PostgreSQL queue; see the options below).
     #[arg(long, value_enum, default_value_t = Scenario::Throughput, value_name = "NAME")]
     pub scenario: Scenario,
 
@@ -88,26 +98,30 @@ pub struct BenchArgs {
     pub server: Option<String>,
 
     /// Durability of the in-process server: `fsync` (acknowledge after the batch is synced) or
-    /// `interval:MS` (sync every MS milliseconds). Ignored with `--server`.
-    #[arg(long, default_value = "fsync", value_parser = parse_durability, value_name = "MODE")]
-    pub durability: Durability,
+    /// `interval:MS` (sync every MS milliseconds) [default: fsync]. Ignored with `--server`;
+    /// `peers` runs both (see --sluice-interval-ms).
+    #[arg(long, value_parser = parse_durability, value_name = "MODE")]
+    pub durability: Option<Durability>,
 
     /// Producer tasks, each sending batches over its own connection (fairness: tasks loading
-    /// the noisy backlog; one noisy and one quiet producer run while measuring).
-    #[arg(long, default_value_t = 4, value_name = "N")]
-    pub producers: usize,
+    /// the noisy backlog; one noisy and one quiet producer run while measuring) [default: 4;
+    /// `peers` uses --clients].
+    #[arg(long, value_name = "N")]
+    pub producers: Option<usize>,
 
-    /// Consumer tasks, each long-polling, then acknowledging what it received in one call.
-    #[arg(long, default_value_t = 4, value_name = "N")]
-    pub consumers: usize,
+    /// Consumer tasks, each long-polling, then acknowledging what it received in one call
+    /// [default: 4; `peers` uses --clients].
+    #[arg(long, value_name = "N")]
+    pub consumers: Option<usize>,
 
-    /// Size of each message body in bytes (at least 16).
-    #[arg(long, default_value_t = 256, value_name = "BYTES")]
-    pub body_bytes: usize,
+    /// Size of each message body in bytes, at least 16 [default: 256; `peers` uses --sizes].
+    #[arg(long, value_name = "BYTES")]
+    pub body_bytes: Option<usize>,
 
     /// Batch sizes to run, one phase each: messages per send = receive max = receipts per ack
-    /// [default: 1,10,100]. Throughput scenario only: `fifo` uses batch 10, `fairness` sends
-    /// noisy batches of 1,000 and receives 10 at a time.
+    /// [default: 1,10,100]. Throughput scenario: one phase per size; `peers`: one size, the most
+    /// messages per send and per receive for every system [default: 100]; `fifo` uses batch 10,
+    /// `fairness` sends noisy batches of 1,000 and receives 10 at a time.
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub batch: Vec<u32>,
 
@@ -127,7 +141,7 @@ pub struct BenchArgs {
     pub ceiling_duration: Option<Duration>,
 
     /// Shorter run for a quick look: 3 s phases, 500 ms warm-ups, 1 s ceilings, a noisy backlog
-    /// of 20,000.
+    /// of 20,000; `peers`: 2 s phases, 256 B only, 4/4 clients only, a drain of 20,000.
     #[arg(long)]
     pub quick: bool,
 
@@ -157,6 +171,9 @@ pub struct BenchArgs {
     /// while measuring [default: 100000, or 20000 with --quick].
     #[arg(long, value_name = "MESSAGES")]
     pub noisy_backlog: Option<u64>,
+
+    #[command(flatten)]
+    pub peers: PeerArgs,
 }
 
 fn parse_durability(s: &str) -> Result<Durability, String> {
@@ -183,6 +200,9 @@ pub(crate) struct Plan {
     pub backlog_max: Option<u64>,
     /// Fairness scenario: the noisy group's backlog.
     pub noisy_backlog: u64,
+    pub quick: bool,
+    /// Peers scenario: its own settings; `None` for the other scenarios.
+    pub peers: Option<peers::PeerPlan>,
 }
 
 impl Plan {
@@ -204,24 +224,58 @@ impl Plan {
         if args.scenario != Scenario::Fairness && args.noisy_backlog.is_some() {
             bail!("--noisy-backlog applies to the fairness scenario only");
         }
+        let peer_flags = args.peers.given();
+        if args.scenario != Scenario::Peers && !peer_flags.is_empty() {
+            bail!("{} applies to the peers scenario only", peer_flags.join(", "));
+        }
+        if args.scenario == Scenario::Peers {
+            let sluice_only = [
+                ("--server", args.server.is_some(), "peers starts its own Sluice servers"),
+                ("--durability", args.durability.is_some(), "peers runs both fsync and --sluice-interval-ms"),
+                ("--producers", args.producers.is_some(), "use --clients"),
+                ("--consumers", args.consumers.is_some(), "use --clients"),
+                ("--body-bytes", args.body_bytes.is_some(), "use --sizes"),
+            ];
+            if let Some((flag, _, instead)) = sluice_only.iter().find(|(_, given, _)| *given) {
+                bail!("{flag} does not apply to the peers scenario: {instead}");
+            }
+            if args.batch.len() > 1 {
+                bail!("--batch takes one size in the peers scenario");
+            }
+        }
+        let peers = match args.scenario {
+            Scenario::Peers => Some(
+                peers::PeerPlan::new(args.peers.clone(), args.batch.first().copied(), args.quick)
+                    .map_err(anyhow::Error::msg)?,
+            ),
+            _ => None,
+        };
         let batches = match args.scenario {
             Scenario::Throughput if args.batch.is_empty() => THROUGHPUT_BATCHES_DEFAULT.to_vec(),
             Scenario::Throughput => args.batch,
             Scenario::Fifo => vec![fifo::BATCH],
             Scenario::Fairness => vec![fairness::RECEIVE_MAX],
+            Scenario::Peers => vec![peers.as_ref().map_or(1, |p| p.batch as u32)],
         };
         if let Some(bad) = batches.iter().find(|&&b| b == 0 || b > batch_max) {
             bail!("--batch {bad}: a batch holds 1 to {batch_max} messages");
         }
-        for (flag, n) in [("--producers", args.producers), ("--consumers", args.consumers)] {
+        // The peers scenario's ceilings use these: an empty-handler client per producer and consumer.
+        let producers = args.producers.unwrap_or(4);
+        let consumers = args.consumers.unwrap_or(4);
+        let body_bytes = args.body_bytes.unwrap_or(256);
+        for (flag, n) in [("--producers", producers), ("--consumers", consumers)] {
             if n == 0 || n > TASKS_MAX {
                 bail!("{flag} {n}: use 1 to {TASKS_MAX}");
             }
         }
-        if args.body_bytes < BODY_BYTES_MIN || args.body_bytes as u64 > MESSAGE_BYTES_LIMIT {
-            bail!("--body-bytes {}: use {BODY_BYTES_MIN} to {MESSAGE_BYTES_LIMIT}", args.body_bytes);
+        if body_bytes < BODY_BYTES_MIN || body_bytes as u64 > MESSAGE_BYTES_LIMIT {
+            bail!("--body-bytes {body_bytes}: use {BODY_BYTES_MIN} to {MESSAGE_BYTES_LIMIT}");
         }
-        let (duration, warmup, ceiling, noisy_backlog) = if args.quick {
+        let (duration, warmup, ceiling, noisy_backlog) = if args.quick && args.scenario == Scenario::Peers {
+            // Nine systems must fit in two minutes.
+            (Duration::from_secs(2), Duration::from_millis(500), Duration::from_secs(1), 20_000)
+        } else if args.quick {
             (Duration::from_secs(3), Duration::from_millis(500), Duration::from_secs(1), 20_000)
         } else {
             (Duration::from_secs(10), Duration::from_secs(1), Duration::from_secs(3), 100_000)
@@ -233,10 +287,10 @@ impl Plan {
         let plan = Plan {
             scenario: args.scenario,
             server: args.server,
-            durability: args.durability,
-            producers: args.producers,
-            consumers: args.consumers,
-            body_bytes: args.body_bytes,
+            durability: args.durability.unwrap_or(Durability::Fsync),
+            producers,
+            consumers,
+            body_bytes,
             batches,
             duration: args.duration.unwrap_or(duration),
             warmup: args.warmup.unwrap_or(warmup),
@@ -246,6 +300,8 @@ impl Plan {
             queue: args.queue,
             backlog_max: args.backlog_max,
             noisy_backlog,
+            quick: args.quick,
+            peers,
         };
         for (flag, d) in
             [("--duration", plan.duration), ("--warmup", plan.warmup), ("--ceiling-duration", plan.ceiling_duration)]
@@ -294,6 +350,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Throughput => throughput(&plan).await,
         Scenario::Fifo => fifo::run(&plan).await,
         Scenario::Fairness => fairness::run(&plan).await,
+        Scenario::Peers => peers::run(&plan).await,
     }
 }
 

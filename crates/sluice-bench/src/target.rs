@@ -1,11 +1,12 @@
 //! The server under test: started in-process on an embedded store in a fresh temporary
 //! directory, or an external one named by `--server`.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use sluice_embedded::{EmbeddedConfig, EmbeddedStore};
+use sluice_embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 use sluice_store::Store;
 use tempfile::TempDir;
 use tokio::net::TcpListener;
@@ -36,11 +37,18 @@ impl Target {
         if let Some(url) = &plan.server {
             return Ok(Target::External { url: url.trim_end_matches('/').to_owned() });
         }
+        Ok(Target::InProcess(InProcess::start(&plan.tmp_dir, plan.durability).await?))
+    }
+}
+
+impl InProcess {
+    /// A server on 127.0.0.1, port 0, over an embedded store in a fresh directory in `tmp_dir`.
+    pub async fn start(tmp_dir: &Path, durability: Durability) -> anyhow::Result<InProcess> {
         let dir = tempfile::Builder::new()
             .prefix("sluice-bench-data-")
-            .tempdir_in(&plan.tmp_dir)
-            .with_context(|| format!("creating a temporary directory in {}", plan.tmp_dir.display()))?;
-        let config = EmbeddedConfig { data_dir: dir.path().to_owned(), durability: plan.durability };
+            .tempdir_in(tmp_dir)
+            .with_context(|| format!("creating a temporary directory in {}", tmp_dir.display()))?;
+        let config = EmbeddedConfig { data_dir: dir.path().to_owned(), durability };
         // Opening replays the directory from disk: blocking work, kept off the async threads.
         let store = tokio::task::spawn_blocking(move || EmbeddedStore::open(config))
             .await
@@ -54,12 +62,35 @@ impl Target {
         let server = tokio::spawn(sluice_server::run(listener, shared, async {
             let _ = stopped.await;
         }));
-        Ok(Target::InProcess(InProcess { url, store, stop, server, dir }))
+        Ok(InProcess { url, store, stop, server, dir })
     }
 
     pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Stops the server, then closes (syncs) the store and removes its directory.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        let _ = self.stop.send(());
+        let served = tokio::time::timeout(SHUTDOWN_WAIT, self.server).await;
+        let store = self.store;
+        tokio::task::spawn_blocking(move || store.close()).await.context("closing the store panicked")?;
+        self.dir.close().context("removing the temporary data directory")?;
+        match served {
+            Ok(joined) => joined.context("the server task panicked")?.context("the server failed"),
+            Err(_) => bail!("the in-process server did not stop within {SHUTDOWN_WAIT:?}"),
+        }
+    }
+}
+
+impl Target {
+    pub fn url(&self) -> &str {
         match self {
-            Target::InProcess(p) => &p.url,
+            Target::InProcess(p) => p.url(),
             Target::External { url } => url,
         }
     }
@@ -74,17 +105,9 @@ impl Target {
 
     /// Stops the in-process server, then closes (syncs) the store and removes its directory.
     pub async fn stop(self) -> anyhow::Result<()> {
-        let Target::InProcess(p) = self else {
-            return Ok(());
-        };
-        let _ = p.stop.send(());
-        let served = tokio::time::timeout(SHUTDOWN_WAIT, p.server).await;
-        let store = p.store;
-        tokio::task::spawn_blocking(move || store.close()).await.context("closing the store panicked")?;
-        p.dir.close().context("removing the temporary data directory")?;
-        match served {
-            Ok(joined) => joined.context("the server task panicked")?.context("the server failed"),
-            Err(_) => bail!("the in-process server did not stop within {SHUTDOWN_WAIT:?}"),
+        match self {
+            Target::InProcess(p) => p.stop().await,
+            Target::External { .. } => Ok(()),
         }
     }
 }
