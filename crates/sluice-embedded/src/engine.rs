@@ -10,8 +10,17 @@
 //! The loop sleeps until the next command, the broker's next timer (delay or visibility
 //! expiry, retention), the next long-poll deadline, or the next interval sync, whichever is
 //! first: long polls are answered the moment a message becomes visible, never by rescanning.
+//!
+//! A failed write poisons the store (every call is refused) because what is on disk is no
+//! longer known. One failure is told apart: a write refused because the disk is full (no
+//! sync failed, so nothing acknowledged is in doubt). Then the writer drops the database and,
+//! every `STORAGE_FULL_RETRY_MS`, reopens it exactly as a restart would (journal check,
+//! replay, indexes rebuilt from disk) and tries a synced write of `STORAGE_FULL_PROBE_BYTES`;
+//! once that succeeds it serves again. A failed sync is never retried: it stays poisoned
+//! until the process restarts.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -25,11 +34,18 @@ use sluice_store::{ReceiveRequest, ReceivedMessage, StoreError, StoredMessage};
 use tokio::sync::oneshot;
 
 use crate::codec::{self, QueueRecord};
-use crate::{Durability, Shared};
+use crate::{Durability, EmbeddedConfig, Recovered, Shared};
 
 /// Most commands taken into one batch, and the body bytes after which a batch is cut.
 const BATCH_COMMANDS_MAX: usize = 4_096;
 const BATCH_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// While the disk is full, how often the writer tries to reopen the database.
+pub const STORAGE_FULL_RETRY_MS: u64 = 1_000;
+/// The synced write that must succeed before a store that ran out of disk serves again, so
+/// that it does not resume with only a few bytes free.
+pub const STORAGE_FULL_PROBE_BYTES: usize = 1024 * 1024;
+/// Key of that probe in the `meta` keyspace; removed again right after.
+const STORAGE_PROBE_KEY: &[u8] = b"storage_probe";
 
 /// Sent back once the batch a command belongs to is durable (or failed).
 pub type Reply = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
@@ -57,12 +73,53 @@ struct Waiter {
     reply: oneshot::Sender<Result<Vec<ReceivedMessage>, StoreError>>,
 }
 
-pub struct Engine {
-    pub broker: Broker,
+/// The open database and its keyspaces.
+struct Disk {
     db: Database,
     ks: Keyspaces,
+}
+
+/// Why a batch could not be written.
+enum Failure {
+    /// The disk (or the user's quota, or the file-size limit) is full: the write was refused,
+    /// no sync failed. Recoverable by reopening once space is freed.
+    Full(String),
+    /// Anything else, a failed sync above all: poisoned until restart.
+    Fatal(String),
+}
+
+impl Failure {
+    fn of_write(doing: &str, e: fjall::Error) -> Failure {
+        if is_storage_full(&e) {
+            Failure::Full(format!("{doing}: {e}"))
+        } else {
+            Failure::Fatal(format!("{doing}: {e}"))
+        }
+    }
+}
+
+/// Whether an error is an I/O error saying the disk, quota or file-size limit is exhausted.
+fn is_storage_full(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::{FileTooLarge, QuotaExceeded, StorageFull};
+            return matches!(io.kind(), StorageFull | QuotaExceeded | FileTooLarge);
+        }
+        cause = e.source();
+    }
+    false
+}
+
+pub struct Engine {
+    pub broker: Broker,
+    /// `None` only while a store that ran out of disk waits to reopen.
+    disk: Option<Disk>,
+    data_dir: PathBuf,
     durability: Durability,
     shared: Arc<Shared>,
+    /// Set while poisoned by a full disk: when to try reopening.
+    reopen_at: Option<Instant>,
     /// Bodies of messages sent in the batch being built, readable before the commit.
     pending_bodies: HashMap<u64, Arc<MessageContent>>,
     /// Encoded bodies to write with this batch (`None`: delete).
@@ -79,13 +136,15 @@ pub fn now_ms() -> TimeMs {
 }
 
 impl Engine {
-    pub fn new(broker: Broker, db: Database, ks: Keyspaces, durability: Durability, shared: Arc<Shared>) -> Engine {
+    pub fn new(recovered: Recovered, config: EmbeddedConfig, shared: Arc<Shared>) -> Engine {
+        let Recovered { db, ks, broker, .. } = recovered;
         Engine {
             broker,
-            db,
-            ks,
-            durability,
+            disk: Some(Disk { db, ks }),
+            data_dir: config.data_dir,
+            durability: config.durability,
             shared,
+            reopen_at: None,
             pending_bodies: HashMap::new(),
             pending_body_writes: HashMap::new(),
             pending_bytes: 0,
@@ -110,6 +169,7 @@ impl Engine {
             return Ok(content.clone());
         }
         let value = self
+            .disk()
             .ks
             .bodies
             .get(codec::key(seq))
@@ -231,11 +291,17 @@ impl Engine {
         }
     }
 
+    fn disk(&self) -> &Disk {
+        self.disk.as_ref().expect("the database is open whenever a command runs")
+    }
+
     /// Writes the broker's effects and the staged bodies as one atomic batch, synced in
-    /// `fsync` mode.
-    fn commit(&mut self) -> Result<usize, String> {
+    /// `fsync` mode. Writing and syncing are separate calls so that a full disk (refused at
+    /// write) can be told from a failed sync.
+    fn commit(&mut self) -> Result<usize, Failure> {
         let effects = self.broker.take_effects();
-        let mut batch = self.db.batch();
+        let disk = self.disk.as_ref().expect("the database is open whenever a command runs");
+        let mut batch = disk.db.batch();
         // The same key written twice in one batch would share a sequence number; keep the last.
         let mut metas: HashMap<u64, Option<Vec<u8>>> = HashMap::new();
         let mut queues: HashMap<QueueId, Option<Vec<u8>>> = HashMap::new();
@@ -275,29 +341,29 @@ impl Engine {
             + usize::from(high_water.is_some());
         for (k, value) in dedup {
             match value {
-                Some(v) => batch.insert(&self.ks.dedup, k, v),
-                None => batch.remove(&self.ks.dedup, k),
+                Some(v) => batch.insert(&disk.ks.dedup, k, v),
+                None => batch.remove(&disk.ks.dedup, k),
             }
         }
         if let Some(v) = high_water {
-            batch.insert(&self.ks.meta, codec::HIGH_WATER_KEY, v);
+            batch.insert(&disk.ks.meta, codec::HIGH_WATER_KEY, v);
         }
         for (id, value) in queues {
             match value {
-                Some(v) => batch.insert(&self.ks.queues, codec::key(id), v),
-                None => batch.remove(&self.ks.queues, codec::key(id)),
+                Some(v) => batch.insert(&disk.ks.queues, codec::key(id), v),
+                None => batch.remove(&disk.ks.queues, codec::key(id)),
             }
         }
         for (seq, value) in metas {
             match value {
-                Some(v) => batch.insert(&self.ks.messages, codec::key(seq), v),
-                None => batch.remove(&self.ks.messages, codec::key(seq)),
+                Some(v) => batch.insert(&disk.ks.messages, codec::key(seq), v),
+                None => batch.remove(&disk.ks.messages, codec::key(seq)),
             }
         }
         for (seq, value) in self.pending_body_writes.drain() {
             match value {
-                Some(v) => batch.insert(&self.ks.bodies, codec::key(seq), v),
-                None => batch.remove(&self.ks.bodies, codec::key(seq)),
+                Some(v) => batch.insert(&disk.ks.bodies, codec::key(seq), v),
+                None => batch.remove(&disk.ks.bodies, codec::key(seq)),
             }
         }
         self.pending_bodies.clear();
@@ -305,23 +371,26 @@ impl Engine {
         if records == 0 {
             return Ok(0);
         }
-        let mode = match self.durability {
-            Durability::Fsync => PersistMode::SyncData,
-            Durability::Interval(_) => PersistMode::Buffer,
-        };
-        batch.durability(Some(mode)).commit().map_err(|e| format!("committing a batch: {e}"))?;
+        batch.durability(None).commit().map_err(|e| Failure::of_write("writing a batch", e))?;
+        disk.db.persist(PersistMode::Buffer).map_err(|e| Failure::of_write("writing a batch", e))?;
+        if self.durability == Durability::Fsync {
+            disk.db.persist(PersistMode::SyncData).map_err(|e| Failure::Fatal(format!("syncing a batch: {e}")))?;
+        }
         if matches!(self.durability, Durability::Interval(_)) && self.unsynced_since.is_none() {
             self.unsynced_since = Some(Instant::now());
         }
         Ok(records)
     }
 
-    fn sync_if_due(&mut self, force: bool) -> Result<(), String> {
+    fn sync_if_due(&mut self, force: bool) -> Result<(), Failure> {
         let Durability::Interval(interval) = self.durability else { return Ok(()) };
         match self.unsynced_since {
             Some(since) if force || since.elapsed() >= interval => {
                 self.unsynced_since = None;
-                self.db.persist(PersistMode::SyncData).map_err(|e| format!("syncing the journal: {e}"))
+                self.disk()
+                    .db
+                    .persist(PersistMode::SyncData)
+                    .map_err(|e| Failure::Fatal(format!("syncing the journal: {e}")))
             }
             _ => Ok(()),
         }
@@ -329,6 +398,9 @@ impl Engine {
 
     /// When the loop must wake by itself at the latest.
     fn next_wake(&self, now: TimeMs) -> Option<Duration> {
+        if self.poisoned().is_some() {
+            return self.reopen_at.map(|at| at.saturating_duration_since(Instant::now()));
+        }
         let timer = self.broker.next_due().into_iter().chain(self.waiter_deadlines.first().map(|(t, _)| *t)).min();
         let timer = timer.map(|t| Duration::from_millis(t.saturating_sub(now)));
         let sync = match (self.durability, self.unsynced_since) {
@@ -344,6 +416,95 @@ impl Engine {
         poisoned.get_or_insert_with(|| reason.to_string());
     }
 
+    /// Poisons the store after a failed batch. On a full disk, schedules the first reopen
+    /// (the broker in memory is ahead of the disk now, so it is rebuilt, never reused).
+    fn fail(&mut self, failure: Failure) -> StoreError {
+        let reason = match failure {
+            Failure::Fatal(reason) => {
+                self.poison(&reason);
+                reason
+            }
+            Failure::Full(cause) => {
+                let reason = format!(
+                    "the disk holding the data directory is full ({cause}); no acknowledged write is lost, but every call is refused until space is freed (the store retries every {STORAGE_FULL_RETRY_MS} ms)"
+                );
+                tracing::error!("{reason}");
+                self.shared.poisoned.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(|| reason.clone());
+                self.reopen_at = Some(Instant::now() + Duration::from_millis(STORAGE_FULL_RETRY_MS));
+                reason
+            }
+        };
+        self.fail_waiters(&reason);
+        StoreError::Poisoned(reason)
+    }
+
+    /// Answers every parked long poll with the poisoned error.
+    fn fail_waiters(&mut self, reason: &str) {
+        self.waiter_deadlines.clear();
+        for (_, queue) in self.waiters.drain() {
+            for waiter in queue {
+                let _ = waiter.reply.send(Err(StoreError::Poisoned(reason.to_string())));
+            }
+        }
+    }
+
+    /// After a full disk, when due: reopens the database as a restart would and proves with
+    /// a synced probe write that there is room again; then serves again.
+    fn reopen_if_due(&mut self) {
+        let Some(at) = self.reopen_at else { return };
+        if Instant::now() < at {
+            return;
+        }
+        self.reopen_at = Some(Instant::now() + Duration::from_millis(STORAGE_FULL_RETRY_MS));
+        // The broker is ahead of the disk by the batch that failed: drop both, and the
+        // database's files with them, before replaying.
+        self.disk = None;
+        self.pending_bodies.clear();
+        self.pending_body_writes.clear();
+        self.pending_bytes = 0;
+        self.unsynced_since = None;
+        let recovered = match crate::recover(&self.data_dir) {
+            Ok(recovered) => recovered,
+            Err(crate::OpenError::Storage { reason, .. }) => {
+                tracing::debug!("the disk is still full: {reason}");
+                return;
+            }
+            Err(e) => {
+                // Damage found while replaying is not something waiting can cure.
+                self.reopen_at = None;
+                let reason = format!("reopening after the disk was full: {e}");
+                self.shared.poisoned.lock().unwrap_or_else(|e| e.into_inner()).replace(reason.clone());
+                tracing::error!("storage poisoned, refusing all further writes until restart: {reason}");
+                return;
+            }
+        };
+        let probe = |db: &Database, ks: &Keyspaces| -> Result<(), fjall::Error> {
+            let mut batch = db.batch();
+            batch.insert(&ks.meta, STORAGE_PROBE_KEY, incompressible(STORAGE_FULL_PROBE_BYTES));
+            batch.durability(None).commit()?;
+            db.persist(PersistMode::SyncData)?;
+            let mut batch = db.batch();
+            batch.remove(&ks.meta, STORAGE_PROBE_KEY);
+            batch.durability(None).commit()?;
+            db.persist(PersistMode::SyncData)
+        };
+        if let Err(e) = probe(&recovered.db, &recovered.ks) {
+            tracing::debug!("the disk is still full: a probe write of {STORAGE_FULL_PROBE_BYTES} bytes failed: {e}");
+            return;
+        }
+        let Recovered { db, ks, broker, recovery } = recovered;
+        self.broker = broker;
+        self.disk = Some(Disk { db, ks });
+        self.reopen_at = None;
+        *self.shared.poisoned.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.publish_counters();
+        tracing::warn!(
+            queues = recovery.queues,
+            messages = recovery.messages,
+            "the disk has room again: the store was reopened from disk and serves again"
+        );
+    }
+
     fn poisoned(&self) -> Option<String> {
         self.shared.poisoned.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -353,6 +514,21 @@ impl Engine {
         self.shared.counters.dead_lettered.store(c.dead_lettered, Ordering::Relaxed);
         self.shared.counters.expired.store(c.expired, Ordering::Relaxed);
     }
+}
+
+/// `len` bytes that fjall's journal compression (lz4, for values from 4 KiB) cannot shrink, so
+/// that a probe takes on disk the room it claims to prove.
+fn incompressible(len: usize) -> Vec<u8> {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    (0..len)
+        .map(|_| {
+            // xorshift64: fast, and without repeats lz4 could find at this length.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
 }
 
 /// The writer loop. Returns when a `Close` arrives or every sender is gone.
@@ -372,6 +548,19 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
                 Err(RecvTimeoutError::Disconnected) => break,
             }
         }
+        engine.reopen_if_due();
+        if let Some(reason) = engine.poisoned() {
+            // Nothing runs against a store whose disk state is unknown, timers included.
+            let mut next = first.take();
+            while let Some(cmd) = next {
+                refuse(cmd, &reason, &mut close_ack);
+                next = if close_ack.is_some() { None } else { rx.try_recv().ok() };
+            }
+            if close_ack.is_some() {
+                break;
+            }
+            continue;
+        }
         let now = now_ms();
         engine.broker.tick(now);
         let mut replies: Vec<Reply> = Vec::new();
@@ -379,20 +568,16 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
         let mut next = first.take();
         while let Some(cmd) = next {
             taken += 1;
-            if let Some(reason) = engine.poisoned() {
-                refuse(cmd, &reason, &mut close_ack);
-            } else {
-                match cmd {
-                    Command::Run(job) => replies.push(job(&mut engine, now)),
-                    Command::Receive { queue, request, reply } => {
-                        if let Some(r) = engine.receive(&queue, request, now, reply) {
-                            replies.push(r);
-                        }
+            match cmd {
+                Command::Run(job) => replies.push(job(&mut engine, now)),
+                Command::Receive { queue, request, reply } => {
+                    if let Some(r) = engine.receive(&queue, request, now, reply) {
+                        replies.push(r);
                     }
-                    Command::Close(ack) => {
-                        close_ack = Some(ack);
-                        break;
-                    }
+                }
+                Command::Close(ack) => {
+                    close_ack = Some(ack);
+                    break;
                 }
             }
             if taken >= BATCH_COMMANDS_MAX || engine.pending_bytes >= BATCH_BYTES_MAX {
@@ -409,10 +594,7 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
             }
             engine.sync_if_due(close_ack.is_some())
         });
-        let commit = commit.map_err(|reason| {
-            engine.poison(&reason);
-            StoreError::Poisoned(reason)
-        });
+        let commit = commit.map_err(|failure| engine.fail(failure));
         engine.publish_counters();
         for reply in replies {
             reply(commit.clone());
@@ -426,7 +608,9 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
     for id in ids {
         engine.drop_waiters(id);
     }
-    if let Err(e) = engine.db.persist(PersistMode::SyncAll) {
+    if let Some(disk) = &engine.disk
+        && let Err(e) = disk.db.persist(PersistMode::SyncAll)
+    {
         engine.poison(&format!("final sync: {e}"));
     }
     while let Ok(cmd) = rx.try_recv() {
@@ -462,6 +646,27 @@ fn refuse_closed(cmd: Command) {
         }
         Command::Close(ack) => {
             let _ = ack.send(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_is_told_apart_from_other_write_errors() {
+        use std::io::{Error, ErrorKind};
+        for kind in [ErrorKind::StorageFull, ErrorKind::QuotaExceeded, ErrorKind::FileTooLarge] {
+            assert!(
+                matches!(Failure::of_write("w", fjall::Error::Io(Error::from(kind))), Failure::Full(_)),
+                "{kind:?}"
+            );
+        }
+        // ENOSPC as the OS reports it.
+        assert!(matches!(Failure::of_write("w", fjall::Error::Io(Error::from_raw_os_error(28))), Failure::Full(_)));
+        for e in [fjall::Error::Io(Error::other("EIO")), fjall::Error::Poisoned] {
+            assert!(matches!(Failure::of_write("w", e), Failure::Fatal(_)));
         }
     }
 }

@@ -8,8 +8,10 @@
 
 mod codec;
 mod engine;
+mod journal;
+mod tables;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -17,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use crossbeam_channel::Sender;
-use fjall::{Database, KeyspaceCreateOptions};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 use sluice_core::broker::{MoveOutcome, QueueView};
 use sluice_core::message::MessageContent;
 use sluice_core::receipt::Receipt;
@@ -76,6 +78,34 @@ pub enum OpenError {
         "the data directory {path} holds a record this version cannot read ({reason}); it was written by another version or is damaged"
     )]
     Corrupt { path: PathBuf, reason: String },
+    /// A file of the data directory fails its checksums or its structure. Starting anyway
+    /// could serve a store with acknowledged writes silently missing, so the store refuses.
+    #[error(
+        "{file} is damaged: {reason}. Sluice refuses to start rather than run with acknowledged data silently missing; restore the data directory from a backup"
+    )]
+    Damaged { file: PathBuf, reason: String },
+}
+
+impl OpenError {
+    /// What the operator can do about it, for the binary's `hint:` line.
+    pub fn hint(&self) -> String {
+        match self {
+            OpenError::Storage { path, .. } => format!(
+                "check that {} is a directory this user can write, on a disk with free space, and that no other `sluice serve` uses it, or choose another with --data-dir",
+                path.display()
+            ),
+            OpenError::Corrupt { path, .. } => {
+                format!(
+                    "check that {} was written by this version of Sluice, or choose another with --data-dir",
+                    path.display()
+                )
+            }
+            OpenError::Damaged { file, .. } => format!(
+                "the file was changed after it was written (a disk or filesystem fault, or another program); restore the data directory from a backup, or keep {} for inspection and start on an empty --data-dir (docs/reliability.md lists what each kind of damage means)",
+                file.display()
+            ),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -115,97 +145,17 @@ pub struct EmbeddedStore {
 impl EmbeddedStore {
     /// Opens (or creates) the data directory, replays it into memory and starts the writer.
     pub fn open(config: EmbeddedConfig) -> Result<EmbeddedStore, OpenError> {
-        let started = Instant::now();
-        let path = config.data_dir.clone();
-        let storage = |e: fjall::Error| OpenError::Storage { path: path.clone(), reason: e.to_string() };
-        let corrupt = |reason: String| OpenError::Corrupt { path: path.clone(), reason };
-        std::fs::create_dir_all(&path).map_err(|e| OpenError::Storage { path: path.clone(), reason: e.to_string() })?;
-        let db = Database::builder(&path).manual_journal_persist(true).open().map_err(storage)?;
-        let meta = db.keyspace("meta", KeyspaceCreateOptions::default).map_err(storage)?;
-        let ks = Keyspaces {
-            meta: meta.clone(),
-            dedup: db.keyspace("dedup", KeyspaceCreateOptions::default).map_err(storage)?,
-            queues: db.keyspace("queues", KeyspaceCreateOptions::default).map_err(storage)?,
-            messages: db.keyspace("messages", KeyspaceCreateOptions::default).map_err(storage)?,
-            bodies: db.keyspace("bodies", KeyspaceCreateOptions::default).map_err(storage)?,
-        };
-        match meta.get(codec::FORMAT_KEY).map_err(storage)? {
-            Some(v) if &*v == codec::FORMAT_VALUE => {}
-            Some(v) => return Err(corrupt(format!("format marker {:?}", String::from_utf8_lossy(&v)))),
-            None => {
-                meta.insert(codec::FORMAT_KEY, codec::FORMAT_VALUE).map_err(storage)?;
-                db.persist(fjall::PersistMode::SyncAll).map_err(storage)?;
-            }
-        }
-
-        let now = engine::now_ms();
-        let mut broker = Broker::new();
-        if let Some(v) = meta.get(codec::HIGH_WATER_KEY).map_err(storage)? {
-            let hw: codec::HighWater = codec::decode(&v).map_err(|e| corrupt(format!("meta/high_water: {e}")))?;
-            broker.restore_high_water(hw.next_seq, hw.next_queue_id);
-        }
-        let mut queues = 0;
-        for item in ks.queues.iter() {
-            let (k, v) = item.into_inner().map_err(storage)?;
-            let id = codec::decode_key(&k).map_err(|e| corrupt(format!("queues: {e}")))?;
-            let record: QueueRecord = codec::decode(&v).map_err(|e| corrupt(format!("queues/{id}: {e}")))?;
-            broker.restore_queue(id, record.name, record.attributes, record.created_at, record.modified_at);
-            queues += 1;
-        }
-        let mut messages = 0;
-        let mut orphans = Vec::new();
-        for item in ks.messages.iter() {
-            let (k, v) = item.into_inner().map_err(storage)?;
-            let seq = codec::decode_key(&k).map_err(|e| corrupt(format!("messages: {e}")))?;
-            let meta: MessageMeta = codec::decode(&v).map_err(|e| corrupt(format!("messages/{seq}: {e}")))?;
-            if broker.restore_message(seq, meta, now) {
-                messages += 1;
-            } else {
-                orphans.push(seq);
-            }
-        }
-        let mut stale_dedup = Vec::new();
-        for item in ks.dedup.iter() {
-            let (k, v) = item.into_inner().map_err(storage)?;
-            let (queue, key) = codec::decode_dedup_key(&k).map_err(|e| corrupt(format!("dedup: {e}")))?;
-            let r: codec::DedupRecord = codec::decode(&v).map_err(|e| corrupt(format!("dedup/{queue}: {e}")))?;
-            let entry = sluice_core::queue::DedupEntry { id: r.id, seq: r.seq, expires_at: r.expires_at };
-            if !broker.restore_dedup(queue, key, entry, now) {
-                stale_dedup.push(k);
-            }
-        }
-        broker.finish_restore();
-        if !stale_dedup.is_empty() {
-            let mut batch = db.batch();
-            for k in stale_dedup {
-                batch.remove(&ks.dedup, k);
-            }
-            batch.durability(Some(fjall::PersistMode::SyncData)).commit().map_err(storage)?;
-        }
-        if !orphans.is_empty() {
-            // Only possible if a queue record vanished; never keep messages no queue owns.
-            tracing::warn!("removing {} messages whose queue no longer exists", orphans.len());
-            let mut batch = db.batch();
-            for seq in orphans {
-                batch.remove(&ks.messages, codec::key(seq));
-                batch.remove(&ks.bodies, codec::key(seq));
-            }
-            batch.durability(Some(fjall::PersistMode::SyncData)).commit().map_err(storage)?;
-        }
-
+        let recovered = recover(&config.data_dir)?;
+        let recovery = recovered.recovery;
         let shared = Arc::new(Shared::default());
-        let engine = Engine::new(broker, db, ks, config.durability, shared.clone());
+        let path = config.data_dir.clone();
+        let engine = Engine::new(recovered, config, shared.clone());
         let (tx, rx) = crossbeam_channel::unbounded();
         let writer =
             std::thread::Builder::new().name("sluice-writer".into()).spawn(move || engine::run(engine, rx)).map_err(
                 |e| OpenError::Storage { path: path.clone(), reason: format!("starting the writer thread: {e}") },
             )?;
-        Ok(EmbeddedStore {
-            tx,
-            shared,
-            writer: Mutex::new(Some(writer)),
-            recovery: Recovery { queues, messages, elapsed: started.elapsed() },
-        })
+        Ok(EmbeddedStore { tx, shared, writer: Mutex::new(Some(writer)), recovery })
     }
 
     /// What the last open recovered.
@@ -264,6 +214,143 @@ impl Drop for EmbeddedStore {
                 let _ = handle.join();
             }
         }
+    }
+}
+
+/// What [`recover`] rebuilt from a data directory.
+pub(crate) struct Recovered {
+    pub db: Database,
+    pub ks: Keyspaces,
+    pub broker: Broker,
+    pub recovery: Recovery,
+}
+
+/// Opens (or creates) the database in `path` and rebuilds the broker from it: the journals
+/// are checked first (see `journal`), then every queue, message-metadata and dedup record is
+/// read. Used at open, and again by the writer to resume after the disk was full.
+pub(crate) fn recover(path: &Path) -> Result<Recovered, OpenError> {
+    let started = Instant::now();
+    let storage = |e: fjall::Error| fjall_error(path, path, "opening the database", e);
+    let corrupt = |reason: String| OpenError::Corrupt { path: path.to_owned(), reason };
+    std::fs::create_dir_all(path).map_err(|e| OpenError::Storage { path: path.to_owned(), reason: e.to_string() })?;
+    let audit = journal::audit(path).map_err(|d| OpenError::Damaged { file: d.file, reason: d.reason })?;
+    tracing::debug!(journals = audit.journals, batches = audit.batches, elapsed = ?started.elapsed(), "journals checked");
+    if let Some((file, offset)) = &audit.torn_tail {
+        tracing::warn!(
+            "discarding the last batch of {} from byte {offset}: it was cut short by a crash while being written, so it was never acknowledged",
+            file.display()
+        );
+    }
+    let db = Database::builder(path).manual_journal_persist(true).open().map_err(storage)?;
+    let keyspace = |name: &str| db.keyspace(name, KeyspaceCreateOptions::default).map_err(storage);
+    let ks = Keyspaces {
+        meta: keyspace("meta")?,
+        dedup: keyspace("dedup")?,
+        queues: keyspace("queues")?,
+        messages: keyspace("messages")?,
+        bodies: keyspace("bodies")?,
+    };
+    // Damage in a table's index, filter or metadata would hide intact bodies: refuse.
+    if let Some((file, reason)) = tables::check_structure(path) {
+        return Err(OpenError::Damaged { file, reason });
+    }
+    // A read error below is a keyspace that cannot be read: name it and its directory.
+    let unreadable = |keyspace: &Keyspace, e: fjall::Error| {
+        fjall_error(path, keyspace.path(), &format!("reading keyspace `{}`", keyspace.name()), e)
+    };
+    let meta = &ks.meta;
+    match meta.get(codec::FORMAT_KEY).map_err(|e| unreadable(meta, e))? {
+        Some(v) if &*v == codec::FORMAT_VALUE => {}
+        Some(v) => return Err(corrupt(format!("format marker {:?}", String::from_utf8_lossy(&v)))),
+        None => {
+            meta.insert(codec::FORMAT_KEY, codec::FORMAT_VALUE).map_err(storage)?;
+            db.persist(fjall::PersistMode::SyncAll).map_err(storage)?;
+        }
+    }
+
+    let now = engine::now_ms();
+    let mut broker = Broker::new();
+    if let Some(v) = meta.get(codec::HIGH_WATER_KEY).map_err(|e| unreadable(meta, e))? {
+        let hw: codec::HighWater = codec::decode(&v).map_err(|e| corrupt(format!("meta/high_water: {e}")))?;
+        broker.restore_high_water(hw.next_seq, hw.next_queue_id);
+    }
+    let mut queues = 0;
+    for item in ks.queues.iter() {
+        let (k, v) = item.into_inner().map_err(|e| unreadable(&ks.queues, e))?;
+        let id = codec::decode_key(&k).map_err(|e| corrupt(format!("queues: {e}")))?;
+        let record: QueueRecord = codec::decode(&v).map_err(|e| corrupt(format!("queues/{id}: {e}")))?;
+        broker.restore_queue(id, record.name, record.attributes, record.created_at, record.modified_at);
+        queues += 1;
+    }
+    let mut messages = 0;
+    let mut orphans = Vec::new();
+    for item in ks.messages.iter() {
+        let (k, v) = item.into_inner().map_err(|e| unreadable(&ks.messages, e))?;
+        let seq = codec::decode_key(&k).map_err(|e| corrupt(format!("messages: {e}")))?;
+        let meta: MessageMeta = codec::decode(&v).map_err(|e| corrupt(format!("messages/{seq}: {e}")))?;
+        if broker.restore_message(seq, meta, now) {
+            messages += 1;
+        } else {
+            orphans.push(seq);
+        }
+    }
+    let mut stale_dedup = Vec::new();
+    for item in ks.dedup.iter() {
+        let (k, v) = item.into_inner().map_err(|e| unreadable(&ks.dedup, e))?;
+        let (queue, key) = codec::decode_dedup_key(&k).map_err(|e| corrupt(format!("dedup: {e}")))?;
+        let r: codec::DedupRecord = codec::decode(&v).map_err(|e| corrupt(format!("dedup/{queue}: {e}")))?;
+        let entry = sluice_core::queue::DedupEntry { id: r.id, seq: r.seq, expires_at: r.expires_at };
+        if !broker.restore_dedup(queue, key, entry, now) {
+            stale_dedup.push(k);
+        }
+    }
+    broker.finish_restore();
+    if !stale_dedup.is_empty() {
+        let mut batch = db.batch();
+        for k in stale_dedup {
+            batch.remove(&ks.dedup, k);
+        }
+        batch.durability(Some(fjall::PersistMode::SyncData)).commit().map_err(storage)?;
+    }
+    if !orphans.is_empty() {
+        // Only possible if a queue record vanished; never keep messages no queue owns.
+        tracing::warn!("removing {} messages whose queue no longer exists", orphans.len());
+        let mut batch = db.batch();
+        for seq in orphans {
+            batch.remove(&ks.messages, codec::key(seq));
+            batch.remove(&ks.bodies, codec::key(seq));
+        }
+        batch.durability(Some(fjall::PersistMode::SyncData)).commit().map_err(storage)?;
+    }
+    let recovery = Recovery { queues, messages, elapsed: started.elapsed() };
+    tracing::debug!(queues, messages, elapsed = ?recovery.elapsed, "recovered");
+    Ok(Recovered { db, ks, broker, recovery })
+}
+
+/// Sorts a fjall error met while opening. Damage (a checksum, a tag or a trailer that does
+/// not match, but also a damaged length or position that sends a read past the end of its
+/// file or to an invalid offset) names the file or directory it was found in; anything else
+/// is an I/O problem. fjall does not say which file failed, so every error that could come
+/// from damage is followed by a search for a damaged file.
+fn fjall_error(data_dir: &Path, place: &Path, doing: &str, e: fjall::Error) -> OpenError {
+    use std::io::ErrorKind::{FileTooLarge, PermissionDenied, QuotaExceeded, ReadOnlyFilesystem, StorageFull};
+    let io = match &e {
+        fjall::Error::Io(io) | fjall::Error::Storage(fjall::LsmError::Io(io)) => Some(io.kind()),
+        _ => None,
+    };
+    let environment = matches!(&e, fjall::Error::Locked | fjall::Error::Poisoned | fjall::Error::KeyspaceDeleted)
+        || io.is_some_and(|kind| {
+            matches!(kind, StorageFull | QuotaExceeded | FileTooLarge | PermissionDenied | ReadOnlyFilesystem)
+        });
+    if environment {
+        return OpenError::Storage { path: data_dir.to_owned(), reason: format!("{doing}: {e}") };
+    }
+    if let Some((file, found)) = tables::locate_damage(data_dir) {
+        return OpenError::Damaged { file, reason: format!("{found} ({doing} failed: {e})") };
+    }
+    match io {
+        Some(_) => OpenError::Storage { path: data_dir.to_owned(), reason: format!("{doing}: {e}") },
+        None => OpenError::Damaged { file: place.to_owned(), reason: format!("{doing} failed: {e}") },
     }
 }
 

@@ -1,34 +1,130 @@
-//! Crash accounting: concurrent producers and consumers against the real `sluice serve`, the
-//! server killed with SIGKILL at random moments, restarted on the same data directory, and
-//! finally drained. Every send the server acknowledged must be received (lost = 0); nothing
-//! may be received that was never sent or that arrives with a damaged body (unexpected = 0).
-//! Duplicates are allowed by at-least-once delivery (an ack lost in a crash) and only counted.
+//! Crash accounting: concurrent clients against the real `sluice serve`, the server killed with
+//! SIGKILL at random moments, restarted on the same data directory, and finally drained. Every
+//! send the server acknowledged must be received (lost = 0); nothing may be received that was
+//! never sent or that arrives with a damaged body (unexpected = 0, damaged = 0). Duplicates are
+//! allowed by at-least-once delivery (an ack lost in a crash) and only counted.
 //!
-//! A second test does the same to a FIFO queue: each producer owns a message group and sends
-//! its numbers in order, resending with the same dedup id until acknowledged; the first
-//! delivery of each message must come in exactly that order, with nothing missing.
+//! - `sigkill_under_load_loses_nothing_acknowledged`: a standard queue, producers and
+//!   consumers.
+//! - `sigkill_keeps_fifo_order_per_group`: a FIFO queue; each producer owns a group and
+//!   resends with the same dedup id until acknowledged; first deliveries come in send order.
+//! - `sigkill_during_redrive_keeps_every_message_in_one_place`: messages cycle between a queue
+//!   and its dead-letter queue (a redrive at a high rate one way, nacks past the receive limit
+//!   the other); at the end every message is in exactly one of the two, once.
 //!
-//! `SLUICE_CRASH_KILLS` sets the number of kills (default 25; soak runs use 1000) and
-//! `SLUICE_CRASH_SEED` replays a run's kill timings; the seed is printed on every run.
+//! After a third of the kills (at random), the restart is itself killed a random few
+//! milliseconds after spawn, before or while it replays the data directory, and then started
+//! again: recovery must survive being interrupted.
+//!
+//! `SLUICE_CRASH_KILLS` sets the number of kills of the standard-queue test (default 50; the
+//! FIFO test does a quarter, the redrive test a third; soak runs use 1000), and
+//! `SLUICE_CRASH_SEED` replays a run's kill timings; the seed is printed on every run:
+//!
+//! ```text
+//! SLUICE_CRASH_KILLS=1000 cargo test -p sluice --release --test crash -- --nocapture
+//! ```
+
+mod torture;
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sluice_api::{CreateQueueRequest, ReceiveRequest, SendMessage, SendRequest};
-use sluice_client::Client;
-use sluice_client::ClientError;
+use sluice_api::{
+    CreateQueueRequest, DeadLetter, NackEntry, NackRequest, ReceiveRequest, RedriveRequest, SendMessage, SendRequest,
+};
+use torture::{Serve, body_for, client, payload_of};
 
 const QUEUE: &str = "crash";
 const PRODUCERS: usize = 4;
 const CONSUMERS: usize = 2;
 const VISIBILITY_MS: u64 = 1_000;
+const KILLS_DEFAULT: u32 = 50;
+/// One restart in this many is first killed during its start-up.
+const STARTUP_KILL_ONE_IN: u32 = 3;
+
+fn kills() -> u32 {
+    std::env::var("SLUICE_CRASH_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(KILLS_DEFAULT)
+}
+
+fn seed() -> u64 {
+    std::env::var("SLUICE_CRASH_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| rand::thread_rng().r#gen())
+}
+
+/// Kills and restarts the server, sometimes killing the restart again during its recovery.
+struct Killer {
+    rng: StdRng,
+    kills: u32,
+    /// Restarts killed during start-up, and how many of those before the announcement.
+    startup_kills: u32,
+    startup_kills_before_ready: u32,
+    /// The last start-up's duration, spawn to announcement: the range of the early kills.
+    last_startup: Duration,
+    startups: u32,
+    startup_total: Duration,
+    startup_max: Duration,
+}
+
+impl Killer {
+    fn new(seed: u64) -> Killer {
+        Killer {
+            rng: StdRng::seed_from_u64(seed),
+            kills: 0,
+            startup_kills: 0,
+            startup_kills_before_ready: 0,
+            last_startup: Duration::from_millis(50),
+            startups: 0,
+            startup_total: Duration::ZERO,
+            startup_max: Duration::ZERO,
+        }
+    }
+
+    fn start(&mut self, dir: &Path) -> Serve {
+        let server = torture::start(dir, "warn");
+        self.last_startup = server.startup;
+        self.startups += 1;
+        self.startup_total += server.startup;
+        self.startup_max = self.startup_max.max(server.startup);
+        server
+    }
+
+    /// Waits a random 30–300 ms, kills `server` with SIGKILL and starts it again.
+    async fn kill_and_restart(&mut self, server: Serve, dir: &Path, url: &RwLock<String>) -> Serve {
+        tokio::time::sleep(Duration::from_millis(self.rng.gen_range(30..300))).await;
+        // Process waits block; keep the runtime's other worker serving the clients.
+        tokio::task::block_in_place(|| {
+            server.kill();
+            self.kills += 1;
+            if self.rng.gen_ratio(1, STARTUP_KILL_ONE_IN) {
+                let spawned = torture::spawn(dir, "warn");
+                let startup_ms = self.last_startup.as_millis() as u64;
+                std::thread::sleep(Duration::from_millis(self.rng.gen_range(0..=startup_ms.max(5))));
+                self.startup_kills += 1;
+                if !spawned.kill() {
+                    self.startup_kills_before_ready += 1;
+                }
+            }
+            let server = self.start(dir);
+            *url.write().expect("url lock") = server.url.clone();
+            server
+        })
+    }
+
+    fn summary(&self) -> String {
+        format!(
+            "{} kills under load, {} more during start-up ({} of them before the server was ready); start-up (recovery included) {} ms on average, {} ms at most",
+            self.kills,
+            self.startup_kills,
+            self.startup_kills_before_ready,
+            (self.startup_total / self.startups.max(1)).as_millis(),
+            self.startup_max.as_millis()
+        )
+    }
+}
 
 /// What the clients observed, shared by every task.
 #[derive(Default)]
@@ -43,68 +139,11 @@ struct Ledger {
     damaged: Mutex<Vec<String>>,
 }
 
-/// A body that carries its own checksum, so any damage is detected: `id|len|filler|sum`.
-fn body_for(payload: &str) -> String {
-    let filler: String = payload.chars().cycle().take(64 + payload.len() * 3).collect();
-    let sum = fnv(payload.as_bytes(), filler.as_bytes());
-    format!("{payload}|{}|{filler}|{sum:016x}", filler.len())
-}
-
-fn payload_of(body: &str) -> Option<String> {
-    let mut parts = body.split('|');
-    let payload = parts.next()?;
-    let len: usize = parts.next()?.parse().ok()?;
-    let filler = parts.next()?;
-    let sum = u64::from_str_radix(parts.next()?, 16).ok()?;
-    (parts.next().is_none() && filler.len() == len && fnv(payload.as_bytes(), filler.as_bytes()) == sum)
-        .then(|| payload.to_string())
-}
-
-fn fnv(a: &[u8], b: &[u8]) -> u64 {
-    a.iter().chain(b).fold(0xcbf2_9ce4_8422_2325, |h, &x| (h ^ u64::from(x)).wrapping_mul(0x100_0000_01b3))
-}
-
-struct Server {
-    child: Child,
-    url: String,
-}
-
-fn start_server(data_dir: &Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--durability", "fsync", "--data-dir"])
-        .arg(data_dir)
-        .env("SLUICE_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start sluice serve");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).expect("read the listening line");
-    let url = line
-        .trim()
-        .strip_prefix("sluice listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line from sluice serve: {line:?}"))
-        .to_string();
-    Server { child, url }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn client(url: &str) -> Client {
-    Client::builder(url).attempts(1).timeout(Duration::from_secs(10)).build().expect("client")
-}
-
 async fn producer(index: usize, url: Arc<RwLock<String>>, ledger: Arc<Ledger>, stop: Arc<AtomicBool>, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed ^ (index as u64) << 32);
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
-        let batch = rng.gen_range(1..=10);
+        let batch = rng.gen_range(1..=5);
         let payloads: Vec<String> = (0..batch)
             .map(|_| {
                 n += 1;
@@ -164,18 +203,16 @@ async fn consumer(url: Arc<RwLock<String>>, ledger: Arc<Ledger>, stop: Arc<Atomi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_under_load_loses_nothing_acknowledged() {
-    let kills: u32 = std::env::var("SLUICE_CRASH_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
-    let seed: u64 = std::env::var("SLUICE_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| rand::thread_rng().r#gen());
+    let kills = kills();
+    let seed = seed();
     println!("crash test: {kills} kills, seed {seed} (replay with SLUICE_CRASH_SEED={seed})");
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut killer = Killer::new(seed);
     let dir = tempfile::tempdir().expect("temp dir");
     let started = Instant::now();
 
-    let mut server = start_server(dir.path());
-    client(&server.url)
+    let mut server = killer.start(dir.path());
+    server
+        .client()
         .create_queue(&CreateQueueRequest { name: QUEUE.into(), ..Default::default() })
         .await
         .expect("create the queue");
@@ -190,18 +227,8 @@ async fn sigkill_under_load_loses_nothing_acknowledged() {
     for _ in 0..CONSUMERS {
         tasks.push(tokio::spawn(consumer(url.clone(), ledger.clone(), stop.clone())));
     }
-
-    let restarts = AtomicU64::new(0);
     for _ in 0..kills {
-        let run_ms = rng.gen_range(30..400);
-        tokio::time::sleep(Duration::from_millis(run_ms)).await;
-        // Child::kill sends SIGKILL: no shutdown hook runs, no buffer is flushed.
-        server.child.kill().expect("SIGKILL the server");
-        server.child.wait().expect("reap the server");
-        drop(server);
-        server = start_server(dir.path());
-        *url.write().expect("url lock") = server.url.clone();
-        restarts.fetch_add(1, Ordering::Relaxed);
+        server = killer.kill_and_restart(server, dir.path(), &url).await;
     }
 
     stop.store(true, Ordering::Relaxed);
@@ -217,7 +244,7 @@ async fn sigkill_under_load_loses_nothing_acknowledged() {
         match consume_once(&server.url, &ledger, VISIBILITY_MS + 500).await {
             Ok(0) => empty_in_a_row += 1,
             Ok(_) => empty_in_a_row = 0,
-            Err(()) => panic!("the server stopped answering during the drain"),
+            Err(()) => panic!("the server stopped answering during the drain; log:\n{}", server.log()),
         }
     }
 
@@ -229,8 +256,8 @@ async fn sigkill_under_load_loses_nothing_acknowledged() {
     let unexpected: Vec<&String> = received.keys().filter(|p| !acked.contains(*p) && !uncertain.contains(*p)).collect();
     let duplicated = received.values().filter(|&&n| n > 1).count();
     println!(
-        "crash test: {} kills in {:.1?}; acknowledged sends {}, uncertain sends {}, received {}, lost {}, unexpected {}, damaged {}, duplicated {}",
-        restarts.load(Ordering::Relaxed),
+        "crash test: {} in {:.1?}; acknowledged sends {}, uncertain sends {}, received {}, lost {}, unexpected {}, damaged {}, duplicated {}",
+        killer.summary(),
         started.elapsed(),
         acked.len(),
         uncertain.len(),
@@ -241,6 +268,7 @@ async fn sigkill_under_load_loses_nothing_acknowledged() {
         duplicated
     );
     assert!(acked.len() > 100, "too little load to prove anything ({} acknowledged sends)", acked.len());
+    assert!(killer.startup_kills > 0 || kills < 10, "no restart was killed during start-up (seed {seed})");
     assert!(lost.is_empty(), "lost acknowledged sends (seed {seed}): {:?}", lost.iter().take(20).collect::<Vec<_>>());
     assert!(unexpected.is_empty(), "received what was never sent (seed {seed}): {unexpected:?}");
     assert!(damaged.is_empty(), "received damaged bodies (seed {seed}): {damaged:?}");
@@ -276,7 +304,7 @@ async fn fifo_producer(group: usize, url: Arc<RwLock<String>>, ledger: Arc<FifoL
                 n += 1;
             }
             // Unknown outcome: resend the same message; its dedup id makes a second copy a no-op.
-            Err(ClientError::Api { .. }) | Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     }
 }
@@ -306,17 +334,14 @@ async fn fifo_consume_once(url: &str, ledger: &FifoLedger, wait_ms: u64) -> Resu
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_keeps_fifo_order_per_group() {
-    let kills: u32 = std::env::var("SLUICE_CRASH_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(25u32).div_ceil(2);
-    let seed: u64 = std::env::var("SLUICE_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| rand::thread_rng().r#gen());
+    let kills = kills().div_ceil(4);
+    let seed = seed();
     println!("fifo crash test: {kills} kills, seed {seed} (replay with SLUICE_CRASH_SEED={seed})");
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut killer = Killer::new(seed);
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut server = start_server(dir.path());
+    let mut server = killer.start(dir.path());
     let create = CreateQueueRequest { name: FIFO_QUEUE.into(), fifo: Some(true), ..Default::default() };
-    client(&server.url).create_queue(&create).await.expect("create the FIFO queue");
+    server.client().create_queue(&create).await.expect("create the FIFO queue");
 
     let url = Arc::new(RwLock::new(server.url.clone()));
     let ledger = Arc::new(FifoLedger::default());
@@ -338,12 +363,7 @@ async fn sigkill_keeps_fifo_order_per_group() {
     };
     tasks.push(consumer);
     for _ in 0..kills {
-        tokio::time::sleep(Duration::from_millis(rng.gen_range(30..400))).await;
-        server.child.kill().expect("SIGKILL the server");
-        server.child.wait().expect("reap the server");
-        drop(server);
-        server = start_server(dir.path());
-        *url.write().expect("url lock") = server.url.clone();
+        server = killer.kill_and_restart(server, dir.path(), &url).await;
     }
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
@@ -356,7 +376,7 @@ async fn sigkill_keeps_fifo_order_per_group() {
         match fifo_consume_once(&server.url, &ledger, VISIBILITY_MS + 500).await {
             Ok(0) => empty_in_a_row += 1,
             Ok(_) => empty_in_a_row = 0,
-            Err(()) => panic!("the server stopped answering during the drain"),
+            Err(()) => panic!("the server stopped answering during the drain; log:\n{}", server.log()),
         }
     }
     let acked = ledger.acked.lock().expect("ledger");
@@ -376,8 +396,155 @@ async fn sigkill_keeps_fifo_order_per_group() {
         );
     }
     println!(
-        "fifo crash test: {kills} kills; {GROUPS} groups, acknowledged sends {total}, lost 0, out of order 0, redeliveries {}",
+        "fifo crash test: {}; {GROUPS} groups, acknowledged sends {total}, lost 0, out of order 0, redeliveries {}",
+        killer.summary(),
         ledger.redeliveries.load(Ordering::Relaxed)
     );
     assert!(total > 30, "too little load to prove anything ({total} acknowledged sends)");
+}
+
+const SOURCE: &str = "redrive-src";
+const DLQ: &str = "redrive-dlq";
+const REDRIVE_MESSAGES: usize = 1_000;
+/// Fast enough that every step moves hundreds of messages in one batch, slow enough that a
+/// redrive takes several steps.
+const REDRIVE_RATE: u32 = 3_000;
+/// The last redrive moves 100 messages a step, so the last kill finds it half done.
+const FINAL_REDRIVE_RATE: u32 = 1_000;
+const CYCLE_VISIBILITY_MS: u64 = 500;
+
+/// Receives from the source and nacks: with a receive limit of 1, each nack moves the message
+/// to the dead-letter queue, from which the redrive moves it back.
+async fn dead_letterer(url: Arc<RwLock<String>>, stop: Arc<AtomicBool>, nacked: Arc<AtomicU64>) {
+    while !stop.load(Ordering::Relaxed) {
+        let c = client(&url.read().expect("url lock").clone());
+        let request =
+            ReceiveRequest { max: Some(50), wait_ms: Some(100), visibility_timeout_ms: Some(CYCLE_VISIBILITY_MS) };
+        let Ok(list) = c.receive_messages(SOURCE, &request).await else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        let entries: Vec<NackEntry> = list
+            .messages
+            .into_iter()
+            .filter_map(|m| m.receipt)
+            .map(|receipt| NackEntry { receipt, delay_ms: None, error: Some("crash test".into()) })
+            .collect();
+        let count = entries.len() as u64;
+        if count > 0 && c.nack(SOURCE, &NackRequest { entries }).await.is_ok() {
+            nacked.fetch_add(count, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Starts a redrive of the dead-letter queue back to its source; a restart ends the previous one.
+async fn redrive(url: &str, max_per_second: u32) -> bool {
+    let request = RedriveRequest { to: None, max_per_second: Some(max_per_second) };
+    client(url).start_redrive(DLQ, &request).await.is_ok()
+}
+
+/// Receives every visible message of `queue` (with a long visibility timeout, no ack) and
+/// counts each payload; damaged bodies are returned as they are.
+async fn census(url: &str, queue: &str, counts: &mut HashMap<String, u32>, damaged: &mut Vec<String>) {
+    let c = client(url);
+    loop {
+        let request = ReceiveRequest { max: Some(100), wait_ms: Some(0), visibility_timeout_ms: Some(600_000) };
+        let messages = c.receive_messages(queue, &request).await.expect("census receive").messages;
+        if messages.is_empty() {
+            return;
+        }
+        for m in messages {
+            let body = m.body.unwrap_or_default();
+            match payload_of(&body) {
+                Some(p) => *counts.entry(p).or_default() += 1,
+                None => damaged.push(body),
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_redrive_keeps_every_message_in_one_place() {
+    let kills = kills().div_ceil(3);
+    let seed = seed();
+    println!("redrive crash test: {kills} kills, seed {seed} (replay with SLUICE_CRASH_SEED={seed})");
+    let mut killer = Killer::new(seed);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let started = Instant::now();
+    let mut server = killer.start(dir.path());
+    let c = server.client();
+    c.create_queue(&CreateQueueRequest { name: DLQ.into(), ..Default::default() }).await.expect("create the DLQ");
+    let dead_letter = DeadLetter { queue: DLQ.into(), max_receive_count: 1 };
+    let create = CreateQueueRequest { name: SOURCE.into(), dead_letter: Some(dead_letter), ..Default::default() };
+    c.create_queue(&create).await.expect("create the source queue");
+    let payloads: Vec<String> = (0..REDRIVE_MESSAGES).map(|i| format!("r{i}")).collect();
+    for chunk in payloads.chunks(100) {
+        let messages = chunk.iter().map(|p| SendMessage { body: Some(body_for(p)), ..Default::default() }).collect();
+        let response = c.send_messages(SOURCE, &SendRequest { messages }).await.expect("send (no crash yet)");
+        assert!(response.results.iter().all(|r| r.id.is_some()), "{response:?}");
+    }
+
+    let url = Arc::new(RwLock::new(server.url.clone()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let nacked = Arc::new(AtomicU64::new(0));
+    let cycler = tokio::spawn(dead_letterer(url.clone(), stop.clone(), nacked.clone()));
+    // Let the first messages reach the dead-letter queue before the first redrive.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut redrives = u32::from(redrive(&server.url, REDRIVE_RATE).await);
+    for _ in 1..kills {
+        server = killer.kill_and_restart(server, dir.path(), &url).await;
+        // Redrive tasks live in memory: start one again after every restart.
+        redrives += u32::from(redrive(&server.url, REDRIVE_RATE).await);
+    }
+    // The last kill lands in the middle of a redrive with nothing moving the other way, so
+    // that the census below finds the messages split between the two queues.
+    stop.store(true, Ordering::Relaxed);
+    cycler.await.expect("dead-letterer task");
+    redrives += u32::from(redrive(&server.url, FINAL_REDRIVE_RATE).await);
+    server = killer.kill_and_restart(server, dir.path(), &url).await;
+    // Wait for the last holds to end: an expired hold on the source dead-letters the message.
+    let c = server.client();
+    let settle_started = Instant::now();
+    loop {
+        let (src, dlq) = (c.get_queue(SOURCE).await.expect("source"), c.get_queue(DLQ).await.expect("dlq"));
+        if src.counts.in_flight + src.counts.delayed + dlq.counts.in_flight + dlq.counts.delayed == 0 {
+            break;
+        }
+        assert!(settle_started.elapsed() < Duration::from_secs(30), "holds did not end: {src:?} {dlq:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let (mut in_source, mut in_dlq, mut damaged) = (HashMap::new(), HashMap::new(), Vec::new());
+    census(&server.url, SOURCE, &mut in_source, &mut damaged).await;
+    census(&server.url, DLQ, &mut in_dlq, &mut damaged).await;
+    let expected: HashSet<&String> = payloads.iter().collect();
+    let lost: Vec<&&String> =
+        expected.iter().filter(|p| !in_source.contains_key(**p) && !in_dlq.contains_key(**p)).collect();
+    let in_both: Vec<&String> = in_source.keys().filter(|p| in_dlq.contains_key(*p)).collect();
+    let duplicated: Vec<(&String, &u32)> = in_source.iter().chain(in_dlq.iter()).filter(|(_, n)| **n > 1).collect();
+    let unexpected: Vec<&String> = in_source.keys().chain(in_dlq.keys()).filter(|p| !expected.contains(p)).collect();
+    println!(
+        "redrive crash test: {} in {:.1?}; {} redrives started, {} nacks into the DLQ; messages {}, in source {}, in DLQ {}, lost {}, in both {}, duplicated {}, unexpected {}, damaged {}",
+        killer.summary(),
+        started.elapsed(),
+        redrives,
+        nacked.load(Ordering::Relaxed),
+        payloads.len(),
+        in_source.len(),
+        in_dlq.len(),
+        lost.len(),
+        in_both.len(),
+        duplicated.len(),
+        unexpected.len(),
+        damaged.len()
+    );
+    assert!(
+        redrives > 1 && nacked.load(Ordering::Relaxed) > REDRIVE_MESSAGES as u64,
+        "too little movement to prove anything"
+    );
+    assert!(lost.is_empty(), "lost (seed {seed}): {:?}", lost.iter().take(20).collect::<Vec<_>>());
+    assert!(in_both.is_empty(), "in both queues (seed {seed}): {in_both:?}");
+    assert!(duplicated.is_empty(), "held twice (seed {seed}): {duplicated:?}");
+    assert!(unexpected.is_empty(), "never sent (seed {seed}): {unexpected:?}");
+    assert!(damaged.is_empty(), "damaged bodies (seed {seed}): {damaged:?}");
 }

@@ -71,15 +71,7 @@ pub async fn run(args: Args) -> Result<()> {
     let store = tokio::task::spawn_blocking(move || EmbeddedStore::open(config))
         .await
         .context("opening the store failed unexpectedly")?
-        .map_err(|e| {
-            hinted(
-                e.to_string(),
-                format!(
-                    "check that {} is a directory this user can write and that no other `sluice serve` uses it, or choose another with --data-dir",
-                    args.data_dir.display()
-                ),
-            )
-        })?;
+        .map_err(|e| hinted(e.to_string(), e.hint()))?;
     let store = Arc::new(store);
     tracing::info!(%addr, data_dir = %args.data_dir.display(), durability = ?args.durability, "store open");
 
