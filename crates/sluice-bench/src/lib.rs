@@ -27,6 +27,7 @@ mod fifo;
 mod peers;
 mod progress;
 mod report;
+mod soak;
 mod stats;
 mod target;
 mod workload;
@@ -64,6 +65,9 @@ pub enum Scenario {
     Fairness,
     /// Sluice beside RabbitMQ, NATS JetStream, Redis Streams and PostgreSQL, in the same run.
     Peers,
+    /// A long run at 70 % of the probed max rate, sampling memory and latency, every message
+    /// accounted for at the end.
+    Soak,
 }
 
 impl Scenario {
@@ -74,6 +78,7 @@ impl Scenario {
             Scenario::Fifo => "fifo",
             Scenario::Fairness => "fairness",
             Scenario::Peers => "peers",
+            Scenario::Soak => "soak",
         }
     }
 }
@@ -87,8 +92,10 @@ impl Scenario {
 pub struct BenchArgs {
     /// What to measure: `throughput` (batch sizes beside the ceilings), `fifo` (a standard queue
     /// against FIFO queues with 1, 10 and 1,000 groups), `fairness` (a quiet group's waits
-    /// behind a noisy backlog, with and without message groups) or `peers` (Sluice beside
-    /// RabbitMQ, NATS JetStream, Redis Streams and a PostgreSQL queue; see the options below).
+    /// behind a noisy backlog, with and without message groups), `peers` (Sluice beside
+    /// RabbitMQ, NATS JetStream, Redis Streams and a PostgreSQL queue; see the options below)
+    /// or `soak` (30 minutes at 70 % of the max rate, sampled every 10 s; exits 1 if a message
+    /// was lost or memory passed --memory-max).
     #[arg(long, value_enum, default_value_t = Scenario::Throughput, value_name = "NAME")]
     pub scenario: Scenario,
 
@@ -172,6 +179,21 @@ pub struct BenchArgs {
     #[arg(long, value_name = "MESSAGES")]
     pub noisy_backlog: Option<u64>,
 
+    /// Soak scenario: the target rate in messages per second [default: 70 % of the max rate
+    /// measured by a short closed-loop probe just before].
+    #[arg(long, value_name = "MSGS_PER_SEC")]
+    pub rate: Option<f64>,
+
+    /// Soak scenario: how often to sample rates, latency, memory, open files and disk use
+    /// [default: 10s, or 2s with --quick].
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub sample_every: Option<Duration>,
+
+    /// Soak scenario: the resident memory (MiB) the process must stay under, or the run fails
+    /// [default: 512].
+    #[arg(long, value_name = "MIB")]
+    pub memory_max: Option<u64>,
+
     #[command(flatten)]
     pub peers: PeerArgs,
 }
@@ -203,6 +225,8 @@ pub(crate) struct Plan {
     pub quick: bool,
     /// Peers scenario: its own settings; `None` for the other scenarios.
     pub peers: Option<peers::PeerPlan>,
+    /// Soak scenario: its own settings; `None` for the other scenarios.
+    pub soak: Option<soak::SoakPlan>,
 }
 
 impl Plan {
@@ -223,6 +247,17 @@ impl Plan {
         }
         if args.scenario != Scenario::Fairness && args.noisy_backlog.is_some() {
             bail!("--noisy-backlog applies to the fairness scenario only");
+        }
+        let soak_flags: Vec<&str> = [
+            ("--rate", args.rate.is_some()),
+            ("--sample-every", args.sample_every.is_some()),
+            ("--memory-max", args.memory_max.is_some()),
+        ]
+        .iter()
+        .filter_map(|&(flag, given)| given.then_some(flag))
+        .collect();
+        if args.scenario != Scenario::Soak && !soak_flags.is_empty() {
+            bail!("{} applies to the soak scenario only", soak_flags.join(", "));
         }
         let peer_flags = args.peers.given();
         if args.scenario != Scenario::Peers && !peer_flags.is_empty() {
@@ -256,6 +291,11 @@ impl Plan {
             Scenario::Fifo => vec![fifo::BATCH],
             Scenario::Fairness => vec![fairness::RECEIVE_MAX],
             Scenario::Peers => vec![peers.as_ref().map_or(1, |p| p.batch as u32)],
+            Scenario::Soak => vec![soak::SOAK_BATCH],
+        };
+        let soak = match args.scenario {
+            Scenario::Soak => Some(soak::SoakPlan::new(args.rate, args.sample_every, args.memory_max, args.quick)?),
+            _ => None,
         };
         if let Some(bad) = batches.iter().find(|&&b| b == 0 || b > batch_max) {
             bail!("--batch {bad}: a batch holds 1 to {batch_max} messages");
@@ -269,12 +309,16 @@ impl Plan {
                 bail!("{flag} {n}: use 1 to {TASKS_MAX}");
             }
         }
-        if body_bytes < BODY_BYTES_MIN || body_bytes as u64 > MESSAGE_BYTES_LIMIT {
-            bail!("--body-bytes {body_bytes}: use {BODY_BYTES_MIN} to {MESSAGE_BYTES_LIMIT}");
+        let body_bytes_min = if args.scenario == Scenario::Soak { soak::SOAK_BODY_BYTES_MIN } else { BODY_BYTES_MIN };
+        if body_bytes < body_bytes_min || body_bytes as u64 > MESSAGE_BYTES_LIMIT {
+            bail!("--body-bytes {body_bytes}: use {body_bytes_min} to {MESSAGE_BYTES_LIMIT}");
         }
         let (duration, warmup, ceiling, noisy_backlog) = if args.quick && args.scenario == Scenario::Peers {
             // Nine systems must fit in two minutes.
             (Duration::from_secs(2), Duration::from_millis(500), Duration::from_secs(1), 20_000)
+        } else if args.scenario == Scenario::Soak {
+            let duration = if args.quick { soak::SOAK_DURATION_QUICK } else { soak::SOAK_DURATION_DEFAULT };
+            (duration, Duration::from_millis(500), Duration::from_secs(1), 20_000)
         } else if args.quick {
             (Duration::from_secs(3), Duration::from_millis(500), Duration::from_secs(1), 20_000)
         } else {
@@ -302,6 +346,7 @@ impl Plan {
             noisy_backlog,
             quick: args.quick,
             peers,
+            soak,
         };
         for (flag, d) in
             [("--duration", plan.duration), ("--warmup", plan.warmup), ("--ceiling-duration", plan.ceiling_duration)]
@@ -351,6 +396,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Fifo => fifo::run(&plan).await,
         Scenario::Fairness => fairness::run(&plan).await,
         Scenario::Peers => peers::run(&plan).await,
+        Scenario::Soak => {
+            let soak = plan.soak.clone().expect("the soak scenario has a soak plan");
+            soak::run(&plan, &soak).await
+        }
     }
 }
 
@@ -361,9 +410,17 @@ pub(crate) async fn with_target<T>(
     plan: &Plan,
     work: impl AsyncFnOnce(&str) -> anyhow::Result<T>,
 ) -> anyhow::Result<(T, String)> {
+    with_target_started(plan, async |target: &Target| work(target.url()).await).await
+}
+
+/// `with_target`, for work that needs more of the target than its URL.
+pub(crate) async fn with_target_started<T>(
+    plan: &Plan,
+    work: impl AsyncFnOnce(&Target) -> anyhow::Result<T>,
+) -> anyhow::Result<(T, String)> {
     let target = Target::start(plan).await?;
     let server = target.describe();
-    let outcome = work(target.url()).await;
+    let outcome = work(&target).await;
     let stopped = target.stop().await;
     let outcome = outcome?;
     stopped?;
@@ -436,6 +493,14 @@ mod tests {
         check("--scenario fairness --quick", &[10], 20_000);
         check("--scenario fairness --noisy-backlog 500", &[10], 500);
         assert_eq!(plan("--scenario fifo").map(|p| p.scenario), Ok(Scenario::Fifo));
+        let soak = plan("--scenario soak").expect("soak");
+        assert_eq!((soak.duration, soak.batches.as_slice()), (soak::SOAK_DURATION_DEFAULT, &[soak::SOAK_BATCH][..]));
+        let quick = plan("--scenario soak --quick --rate 500").expect("quick soak");
+        let settings = quick.soak.expect("soak settings");
+        assert_eq!(
+            (quick.duration, settings.rate, settings.sample_every),
+            (soak::SOAK_DURATION_QUICK, Some(500.0), soak::SAMPLE_EVERY_QUICK)
+        );
     }
 
     #[test]
@@ -450,5 +515,9 @@ mod tests {
         refused("--noisy-backlog 10", "--noisy-backlog applies to the fairness scenario only");
         refused("--scenario fairness --noisy-backlog 0", "--noisy-backlog 0: use 1 to");
         refused("--scenario lifo", "invalid value 'lifo'");
+        refused("--rate 100", "--rate applies to the soak scenario only");
+        refused("--scenario soak --rate 0", "--rate 0: use a rate above zero");
+        refused("--scenario soak --body-bytes 20", "--body-bytes 20: use 32 to");
+        refused("--scenario soak --sample-every 0s", "--sample-every: use");
     }
 }

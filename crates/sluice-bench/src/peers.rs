@@ -13,7 +13,7 @@
 
 mod chart;
 mod driver;
-mod load;
+pub(crate) mod load;
 mod nats;
 mod postgres;
 mod rabbitmq;

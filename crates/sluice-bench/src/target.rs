@@ -95,6 +95,19 @@ impl Target {
         }
     }
 
+    /// True for a server running in this process (whose memory is this process's).
+    pub fn is_in_process(&self) -> bool {
+        matches!(self, Target::InProcess(_))
+    }
+
+    /// The in-process server's data directory; `None` for an external server.
+    pub fn data_dir(&self) -> Option<&Path> {
+        match self {
+            Target::InProcess(p) => Some(p.data_dir()),
+            Target::External { .. } => None,
+        }
+    }
+
     /// "in-process, data in DIR" or the external URL, for the report.
     pub fn describe(&self) -> String {
         match self {

@@ -412,8 +412,8 @@ impl Engine {
 
     fn poison(&self, reason: &str) {
         tracing::error!("storage poisoned, refusing all further writes until restart: {reason}");
-        let mut poisoned = self.shared.poisoned.lock().unwrap_or_else(|e| e.into_inner());
-        poisoned.get_or_insert_with(|| reason.to_string());
+        let mut refusal = self.shared.refusal.lock().unwrap_or_else(|e| e.into_inner());
+        refusal.get_or_insert_with(|| StoreError::Poisoned(reason.to_string()));
     }
 
     /// Poisons the store after a failed batch. On a full disk, schedules the first reopen
@@ -429,21 +429,27 @@ impl Engine {
                     "the disk holding the data directory is full ({cause}); no acknowledged write is lost, but every call is refused until space is freed (the store retries every {STORAGE_FULL_RETRY_MS} ms)"
                 );
                 tracing::error!("{reason}");
-                self.shared.poisoned.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(|| reason.clone());
-                self.reopen_at = Some(Instant::now() + Duration::from_millis(STORAGE_FULL_RETRY_MS));
+                let mut refusal = self.shared.refusal.lock().unwrap_or_else(|e| e.into_inner());
+                // A store already poisoned stays so: only a full disk alone is waited out.
+                if refusal.is_none() {
+                    *refusal = Some(StoreError::StorageFull(reason.clone()));
+                    self.reopen_at = Some(Instant::now() + Duration::from_millis(STORAGE_FULL_RETRY_MS));
+                }
+                drop(refusal);
                 reason
             }
         };
-        self.fail_waiters(&reason);
-        StoreError::Poisoned(reason)
+        let refusal = self.poisoned().unwrap_or(StoreError::Poisoned(reason));
+        self.fail_waiters(&refusal);
+        refusal
     }
 
     /// Answers every parked long poll with the poisoned error.
-    fn fail_waiters(&mut self, reason: &str) {
+    fn fail_waiters(&mut self, refusal: &StoreError) {
         self.waiter_deadlines.clear();
         for (_, queue) in self.waiters.drain() {
             for waiter in queue {
-                let _ = waiter.reply.send(Err(StoreError::Poisoned(reason.to_string())));
+                let _ = waiter.reply.send(Err(refusal.clone()));
             }
         }
     }
@@ -473,7 +479,11 @@ impl Engine {
                 // Damage found while replaying is not something waiting can cure.
                 self.reopen_at = None;
                 let reason = format!("reopening after the disk was full: {e}");
-                self.shared.poisoned.lock().unwrap_or_else(|e| e.into_inner()).replace(reason.clone());
+                self.shared
+                    .refusal
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .replace(StoreError::Poisoned(reason.clone()));
                 tracing::error!("storage poisoned, refusing all further writes until restart: {reason}");
                 return;
             }
@@ -496,7 +506,7 @@ impl Engine {
         self.broker = broker;
         self.disk = Some(Disk { db, ks });
         self.reopen_at = None;
-        *self.shared.poisoned.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.shared.refusal.lock().unwrap_or_else(|e| e.into_inner()) = None;
         self.publish_counters();
         tracing::warn!(
             queues = recovery.queues,
@@ -505,8 +515,9 @@ impl Engine {
         );
     }
 
-    fn poisoned(&self) -> Option<String> {
-        self.shared.poisoned.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    /// The error every call gets while the store refuses them.
+    fn poisoned(&self) -> Option<StoreError> {
+        self.shared.refusal.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     fn publish_counters(&self) {
@@ -549,11 +560,11 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
             }
         }
         engine.reopen_if_due();
-        if let Some(reason) = engine.poisoned() {
+        if let Some(refusal) = engine.poisoned() {
             // Nothing runs against a store whose disk state is unknown, timers included.
             let mut next = first.take();
             while let Some(cmd) = next {
-                refuse(cmd, &reason, &mut close_ack);
+                refuse(cmd, &refusal, &mut close_ack);
                 next = if close_ack.is_some() { None } else { rx.try_recv().ok() };
             }
             if close_ack.is_some() {
@@ -621,7 +632,7 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
     }
 }
 
-fn refuse(cmd: Command, reason: &str, close_ack: &mut Option<std::sync::mpsc::Sender<()>>) {
+fn refuse(cmd: Command, refusal: &StoreError, close_ack: &mut Option<std::sync::mpsc::Sender<()>>) {
     match cmd {
         Command::Run(job) => {
             // The job must not run against a store whose disk state is unknown; its reply is
@@ -629,10 +640,10 @@ fn refuse(cmd: Command, reason: &str, close_ack: &mut Option<std::sync::mpsc::Se
             // Instead the Store methods check the poison flag before queueing; a job that
             // raced past that check is dropped here and its caller sees the channel close.
             drop(job);
-            tracing::debug!("dropped a command after poisoning: {reason}");
+            tracing::debug!("dropped a command while refusing calls: {refusal}");
         }
         Command::Receive { reply, .. } => {
-            let _ = reply.send(Err(StoreError::Poisoned(reason.to_string())));
+            let _ = reply.send(Err(refusal.clone()));
         }
         Command::Close(ack) => *close_ack = Some(ack),
     }

@@ -122,7 +122,9 @@ struct Counters {
 /// State the writer thread and the handles share.
 #[derive(Default)]
 struct Shared {
-    poisoned: Mutex<Option<String>>,
+    /// Set while every call is refused: `Poisoned` until restart, or `StorageFull` until the
+    /// writer finds room on the disk again.
+    refusal: Mutex<Option<StoreError>>,
     counters: Counters,
 }
 
@@ -178,10 +180,7 @@ impl EmbeddedStore {
     }
 
     fn closed_error(&self) -> StoreError {
-        match self.poisoned() {
-            Some(reason) => StoreError::Poisoned(reason),
-            None => StoreError::ShuttingDown,
-        }
+        self.refusal().unwrap_or(StoreError::ShuttingDown)
     }
 
     /// Runs `f` on the writer thread and answers once its batch is durable.
@@ -190,8 +189,8 @@ impl EmbeddedStore {
         T: Send + 'static,
         F: FnOnce(&mut Engine, TimeMs) -> Result<T, StoreError> + Send + 'static,
     {
-        if let Some(reason) = self.poisoned() {
-            return Err(StoreError::Poisoned(reason));
+        if let Some(refusal) = self.refusal() {
+            return Err(refusal);
         }
         let (tx, rx) = oneshot::channel();
         let job = Box::new(move |engine: &mut Engine, now: TimeMs| -> Reply {
@@ -443,8 +442,8 @@ impl Store for EmbeddedStore {
     }
 
     async fn receive(&self, queue: &str, request: ReceiveRequest) -> Result<Vec<ReceivedMessage>, StoreError> {
-        if let Some(reason) = self.poisoned() {
-            return Err(StoreError::Poisoned(reason));
+        if let Some(refusal) = self.refusal() {
+            return Err(refusal);
         }
         let (reply, rx) = oneshot::channel();
         self.tx.send(Command::Receive { queue: queue.to_string(), request, reply }).map_err(|_| self.closed_error())?;
@@ -541,7 +540,14 @@ impl Store for EmbeddedStore {
     }
 
     fn poisoned(&self) -> Option<String> {
-        self.shared.poisoned.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.refusal().map(|e| match e {
+            StoreError::Poisoned(reason) | StoreError::StorageFull(reason) => reason,
+            other => other.to_string(),
+        })
+    }
+
+    fn refusal(&self) -> Option<StoreError> {
+        self.shared.refusal.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     fn counters(&self) -> StoreCounters {

@@ -94,6 +94,7 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::Broker(b) => b.into(),
             StoreError::Poisoned(reason) => ApiError::new(ErrorCode::StorePoisoned, reason),
+            StoreError::StorageFull(reason) => ApiError::new(ErrorCode::InsufficientStorage, reason),
             StoreError::ShuttingDown => ApiError::new(ErrorCode::ShuttingDown, "storage is shutting down"),
         }
     }
@@ -134,6 +135,16 @@ mod tests {
         let body = e.body();
         assert_eq!(body.code, "store_poisoned");
         assert!(!body.message.contains("/secret/path"), "{}", body.message);
+    }
+
+    #[test]
+    fn a_full_disk_is_507_and_says_it_resumes() {
+        let e: ApiError = StoreError::StorageFull("no space left on /secret/path".into()).into();
+        assert_eq!(e.status(), StatusCode::INSUFFICIENT_STORAGE);
+        let body = e.body();
+        assert_eq!(body.code, "insufficient_storage");
+        assert!(!body.message.contains("/secret/path"), "{}", body.message);
+        assert!(body.message.contains("without a restart"), "{}", body.message);
     }
 
     #[test]

@@ -22,11 +22,12 @@ pub async fn healthz() -> axum::Json<Value> {
     responses(
         (status = 200, description = "The store accepts writes", body = Object),
         (status = 503, description = "`store_poisoned`: a write or sync failed; restart the server", body = ErrorResponse),
+        (status = 507, description = "`insufficient_storage`: the disk is full; ready again once space is freed", body = ErrorResponse),
     )
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<axum::Json<Value>, ApiError> {
-    match state.store.poisoned() {
-        Some(reason) => Err(ApiError::new(ErrorCode::StorePoisoned, reason)),
+    match state.store.refusal() {
+        Some(refusal) => Err(refusal.into()),
         None => Ok(axum::Json(json!({ "status": "ready" }))),
     }
 }

@@ -26,6 +26,10 @@ pub enum StoreError {
     /// what is on disk can no longer be known.
     #[error("storage is poisoned after a failed write or sync ({0}); restart the server")]
     Poisoned(String),
+    /// The disk holding the data is full: the write was refused and nothing of it was
+    /// acknowledged. Unlike `Poisoned`, the store resumes by itself once space is freed.
+    #[error("the disk holding the data is full ({0}); writes resume once space is freed")]
+    StorageFull(String),
     /// The store is shutting down.
     #[error("storage is shutting down")]
     ShuttingDown,
@@ -145,6 +149,11 @@ pub trait Store: Send + Sync + 'static {
     async fn move_messages(&self, from: &str, to: Option<&str>, max: u64) -> Result<MoveOutcome, StoreError>;
     /// `Some(reason)` once the store has stopped accepting writes.
     fn poisoned(&self) -> Option<String>;
+    /// The error every call gets while the store refuses them (`poisoned` says why): by default
+    /// `Poisoned`; a store that tells a full disk apart answers `StorageFull` for it.
+    fn refusal(&self) -> Option<StoreError> {
+        self.poisoned().map(StoreError::Poisoned)
+    }
     /// Running totals since the process started, for metrics.
     fn counters(&self) -> StoreCounters;
 }

@@ -79,6 +79,7 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         PayloadTooLarge | BatchTooLarge => "send fewer or smaller messages per request",
         LimitExceeded => "delete queues you no longer need with `sluice queue delete NAME`",
         StorePoisoned => "the server's disk failed; read its log, fix the disk and restart `sluice serve`",
+        InsufficientStorage => "free space on the disk holding the server's data; the server resumes by itself",
         ShuttingDown => "the server is stopping; try again once it is back",
         RequestTimeout => "the request was sent too slowly; check the network between here and the server",
         Internal => "the server's log has the details",

@@ -253,6 +253,11 @@ impl From<StoreError> for SqsError {
                 tracing::warn!(%reason, "SQS request refused: the store is poisoned");
                 SqsError::service_unavailable()
             }
+            StoreError::StorageFull(reason) => {
+                // SQS has no "disk full"; ServiceUnavailable is what its SDKs retry with backoff.
+                tracing::warn!(%reason, "SQS request refused: the disk is full");
+                SqsError::service_unavailable()
+            }
             StoreError::ShuttingDown => SqsError::service_unavailable(),
         }
     }
