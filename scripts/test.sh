@@ -61,7 +61,8 @@ fi
 fuzz=(env RUSTC_BOOTSTRAP=1 cargo fuzz)
 fuzz_flags=(--sanitizer none --codegen-units 16)
 "${fuzz[@]}" build "${fuzz_flags[@]}"
-for target in native_api sqs_api receipt record; do
+targets=(native_api sqs_api receipt record filter_policy)
+for target in "${targets[@]}"; do
     corpus=fuzz/corpus/$target
     mkdir -p "$corpus"
     inputs=("$corpus" "fuzz/seeds/$target")
@@ -81,4 +82,4 @@ for target in native_api sqs_api receipt record; do
         exit 1
     fi
 done
-echo "fuzz: 4 passed, 0 failed"
+echo "fuzz: ${#targets[@]} passed, 0 failed"

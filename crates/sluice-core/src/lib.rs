@@ -7,7 +7,10 @@
 
 pub mod attributes;
 pub mod backoff;
+pub mod breaker;
 pub mod broker;
+pub mod delivery;
+pub mod filter;
 pub mod limits;
 pub mod message;
 pub mod name;

@@ -92,3 +92,31 @@ pub const DEDUP_WINDOW_MS_MAX: u64 = 24 * 60 * 60 * 1000;
 
 /// Suffix that marks a FIFO queue's name (required through the SQS API, optional natively).
 pub const FIFO_SUFFIX: &str = ".fifo";
+
+/// SNS subscription filter policies (`sluice_core::filter`), with SNS's own limits: the largest
+/// policy text, the most keys (distinct leaf keys, nested ones as `a.b`), the most value
+/// combinations (AWS's complexity measure), the magnitude of numbers compared numerically, and
+/// the decimal places to which numbers are compared (more are rounded, not refused).
+pub const FILTER_POLICY_BYTES_MAX: usize = 256 * 1024;
+pub const FILTER_POLICY_KEYS_MAX: usize = 5;
+pub const FILTER_POLICY_COMBINATIONS_MAX: u64 = 150;
+pub const FILTER_POLICY_NUMBER_MAGNITUDE_MAX: f64 = 1e9;
+pub const FILTER_POLICY_NUMBER_DECIMALS_MAX: u32 = 5;
+
+/// Circuit breakers of push endpoints (`sluice_core::breaker`): the shortest and longest
+/// sliding window, the largest minimum number of calls, the longest cooldown and probe timeout.
+pub const BREAKER_WINDOW_MS_MIN: u64 = 1_000;
+pub const BREAKER_WINDOW_MS_MAX: u64 = 60 * 60 * 1000;
+pub const BREAKER_CALLS_MIN_MAX: u32 = 100_000;
+pub const BREAKER_COOLDOWN_MS_MAX: u64 = 60 * 60 * 1000;
+pub const BREAKER_PROBE_TIMEOUT_MS_MAX: u64 = 60 * 60 * 1000;
+
+/// Delivery policies of HTTP/S push subscriptions (`sluice_core::delivery`), with SNS's
+/// documented bounds: the most retries, the shortest and longest delay target, the longest the
+/// retries may take in all, the longest `Content-Type`, and the largest policy text.
+pub const DELIVERY_RETRIES_MAX: u32 = 100;
+pub const DELIVERY_DELAY_MS_MIN: u64 = 1_000;
+pub const DELIVERY_DELAY_MS_MAX: u64 = 60 * 60 * 1000;
+pub const DELIVERY_RETRY_TIME_MS_MAX: u64 = 60 * 60 * 1000;
+pub const DELIVERY_CONTENT_TYPE_LEN_MAX: usize = 256;
+pub const DELIVERY_POLICY_BYTES_MAX: usize = 64 * 1024;

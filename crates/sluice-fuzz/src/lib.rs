@@ -12,20 +12,31 @@
 //! - [`receipt`]: `Receipt::decode`, and that what it accepts re-encodes to the same text.
 //! - [`record`]: the embedded store's on-disk record and key decoders, and that what they
 //!   accept survives an encode/decode round trip.
+//! - [`filter_policy`]: an SNS filter policy parsed and matched against a message's attributes
+//!   and body.
 
 mod http;
 mod records;
 pub mod store;
 
+use std::collections::BTreeMap;
+
 use sluice_core::Receipt;
+use sluice_core::filter::{FilterPolicy, FilterScope, MessageView, SnsCall};
+use sluice_core::message::{AttributeData, AttributeValue};
 
 /// A fuzz target: returns normally for every input, or has found a bug.
 pub type Target = fn(&[u8]);
 
 /// Every target by name, as the folders under `fuzz/` and the binaries in `fuzz/fuzz_targets/`
 /// are named.
-pub const TARGETS: &[(&str, Target)] =
-    &[("native_api", native_api), ("sqs_api", sqs_api), ("receipt", receipt), ("record", record)];
+pub const TARGETS: &[(&str, Target)] = &[
+    ("native_api", native_api),
+    ("sqs_api", sqs_api),
+    ("receipt", receipt),
+    ("record", record),
+    ("filter_policy", filter_policy),
+];
 
 /// A raw HTTP request to the native API. Besides going through the router, the body is
 /// deserialised as every request type of the native API, whatever the path says.
@@ -56,6 +67,53 @@ pub fn receipt(data: &[u8]) {
 /// A value or key as read back from disk. The first byte chooses the decoder.
 pub fn record(data: &[u8]) {
     records::check(data);
+}
+
+/// An SNS filter policy and a message to match. The first byte chooses the scope (odd: the
+/// body); the rest is NUL-separated: the policy text, the body, then one attribute per part as
+/// `name<TAB>data type<TAB>value` (a Binary attribute's value is its bytes). Besides not
+/// panicking: a policy the attributes scope accepts, the body scope accepts too; over the
+/// attributes scope the body changes nothing; a refusal reads as SNS's message.
+pub fn filter_policy(data: &[u8]) {
+    let Some((&first, rest)) = data.split_first() else { return };
+    let mut parts = rest.split(|&b| b == 0);
+    let policy_text = String::from_utf8_lossy(parts.next().unwrap_or_default());
+    let body = String::from_utf8_lossy(parts.next().unwrap_or_default());
+    let mut attributes = BTreeMap::new();
+    for part in parts {
+        let mut fields = part.splitn(3, |&b| b == b'\t');
+        let (Some(name), Some(data_type), Some(value)) = (fields.next(), fields.next(), fields.next()) else {
+            continue;
+        };
+        let data_type = String::from_utf8_lossy(data_type).into_owned();
+        let value = if data_type.starts_with("Binary") {
+            AttributeData::Bytes(value.to_vec())
+        } else {
+            AttributeData::Text(String::from_utf8_lossy(value).into_owned())
+        };
+        attributes.insert(String::from_utf8_lossy(name).into_owned(), AttributeValue { data_type, value });
+    }
+    let scope = if first & 1 == 1 { FilterScope::MessageBody } else { FilterScope::MessageAttributes };
+    match FilterPolicy::parse(&policy_text, scope) {
+        Ok(policy) => {
+            let matched = policy.matches(&MessageView::new(&attributes, &body));
+            if scope == FilterScope::MessageAttributes {
+                assert_eq!(
+                    matched,
+                    policy.matches(&MessageView::new(&attributes, "")),
+                    "the attributes scope ignores the body"
+                );
+                assert!(
+                    FilterPolicy::parse(&policy_text, FilterScope::MessageBody).is_ok(),
+                    "a policy valid over attributes is valid over the body"
+                );
+            }
+        }
+        Err(e) => {
+            assert!(!e.to_string().is_empty(), "a refusal says why");
+            assert!(e.sns_message(SnsCall::Subscribe).starts_with("Invalid parameter: "));
+        }
+    }
 }
 
 fn sluice_api_types(body: &[u8]) {
