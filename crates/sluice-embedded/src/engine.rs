@@ -34,6 +34,7 @@ use sluice_store::{ReceiveRequest, ReceivedMessage, StoreError, StoredMessage};
 use tokio::sync::oneshot;
 
 use crate::codec::{self, QueueRecord};
+use crate::records::Records;
 use crate::{Durability, EmbeddedConfig, Recovered, Shared};
 
 /// Most commands taken into one batch, and the body bytes after which a batch is cut.
@@ -113,6 +114,8 @@ fn is_storage_full(e: &(dyn std::error::Error + 'static)) -> bool {
 
 pub struct Engine {
     pub broker: Broker,
+    /// Durable configuration records (`records.rs`), written with the broker's effects.
+    pub records: Records,
     /// `None` only while a store that ran out of disk waits to reopen.
     disk: Option<Disk>,
     data_dir: PathBuf,
@@ -137,9 +140,10 @@ pub fn now_ms() -> TimeMs {
 
 impl Engine {
     pub fn new(recovered: Recovered, config: EmbeddedConfig, shared: Arc<Shared>) -> Engine {
-        let Recovered { db, ks, broker, .. } = recovered;
+        let Recovered { db, ks, broker, records, .. } = recovered;
         Engine {
             broker,
+            records,
             disk: Some(Disk { db, ks }),
             data_dir: config.data_dir,
             durability: config.durability,
@@ -338,7 +342,8 @@ impl Engine {
             + queues.len()
             + dedup.len()
             + self.pending_body_writes.len()
-            + usize::from(high_water.is_some());
+            + usize::from(high_water.is_some())
+            + self.records.write_pending(&mut batch, &disk.ks.meta);
         for (k, value) in dedup {
             match value {
                 Some(v) => batch.insert(&disk.ks.dedup, k, v),
@@ -502,8 +507,9 @@ impl Engine {
             tracing::debug!("the disk is still full: a probe write of {STORAGE_FULL_PROBE_BYTES} bytes failed: {e}");
             return;
         }
-        let Recovered { db, ks, broker, recovery } = recovered;
+        let Recovered { db, ks, broker, records, recovery } = recovered;
         self.broker = broker;
+        self.records = records;
         self.disk = Some(Disk { db, ks });
         self.reopen_at = None;
         *self.shared.refusal.lock().unwrap_or_else(|e| e.into_inner()) = None;

@@ -9,6 +9,7 @@
 mod codec;
 mod engine;
 mod journal;
+mod records;
 mod tables;
 
 use std::path::{Path, PathBuf};
@@ -27,8 +28,8 @@ use sluice_core::{
     Broker, EntryError, MessageId, MessageMeta, NewMessage, QueueAttributes, QueueAttributesPatch, Sent, TimeMs,
 };
 use sluice_store::{
-    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Store, StoreCounters, StoreError,
-    StoredMessage,
+    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Record, Store, StoreCounters,
+    StoreError, StoredMessage, validate_record_key, validate_record_list, validate_record_value,
 };
 use tokio::sync::oneshot;
 
@@ -221,6 +222,7 @@ pub(crate) struct Recovered {
     pub db: Database,
     pub ks: Keyspaces,
     pub broker: Broker,
+    pub records: records::Records,
     pub recovery: Recovery,
 }
 
@@ -304,6 +306,7 @@ pub(crate) fn recover(path: &Path) -> Result<Recovered, OpenError> {
         }
     }
     broker.finish_restore();
+    let records = records::Records::load(meta).map_err(corrupt)?;
     if !stale_dedup.is_empty() {
         let mut batch = db.batch();
         for k in stale_dedup {
@@ -322,8 +325,8 @@ pub(crate) fn recover(path: &Path) -> Result<Recovered, OpenError> {
         batch.durability(Some(fjall::PersistMode::SyncData)).commit().map_err(storage)?;
     }
     let recovery = Recovery { queues, messages, elapsed: started.elapsed() };
-    tracing::debug!(queues, messages, elapsed = ?recovery.elapsed, "recovered");
-    Ok(Recovered { db, ks, broker, recovery })
+    tracing::debug!(queues, messages, records = records.count(), elapsed = ?recovery.elapsed, "recovered");
+    Ok(Recovered { db, ks, broker, records, recovery })
 }
 
 /// Sorts a fjall error met while opening. Damage (a checksum, a tag or a trailer that does
@@ -537,6 +540,75 @@ impl Store for EmbeddedStore {
         let from = from.to_string();
         let to = to.map(str::to_string);
         self.call(move |e, now| Ok(e.broker.move_messages(&from, to.as_deref(), max, now)?)).await
+    }
+
+    async fn insert_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<bool, StoreError> {
+        validate_record_key(kind, key)?;
+        validate_record_value(&value)?;
+        let (kind, key) = (kind.to_string(), key.to_string());
+        self.call(move |e, _now| {
+            if e.records.get(&kind, &key).is_some() {
+                return Ok(false);
+            }
+            e.records.put(&kind, &key, value);
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn put_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<(), StoreError> {
+        validate_record_key(kind, key)?;
+        validate_record_value(&value)?;
+        let (kind, key) = (kind.to_string(), key.to_string());
+        self.call(move |e, _now| {
+            e.records.put(&kind, &key, value);
+            Ok(())
+        })
+        .await
+    }
+
+    async fn replace_record(
+        &self,
+        kind: &str,
+        key: &str,
+        expected: Vec<u8>,
+        value: Vec<u8>,
+    ) -> Result<bool, StoreError> {
+        validate_record_key(kind, key)?;
+        validate_record_value(&value)?;
+        let (kind, key) = (kind.to_string(), key.to_string());
+        self.call(move |e, _now| {
+            if e.records.get(&kind, &key) != Some(&expected) {
+                return Ok(false);
+            }
+            e.records.put(&kind, &key, value);
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn get_record(&self, kind: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        validate_record_key(kind, key)?;
+        let (kind, key) = (kind.to_string(), key.to_string());
+        self.call(move |e, _now| Ok(e.records.get(&kind, &key).cloned())).await
+    }
+
+    async fn list_records(
+        &self,
+        kind: &str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Record>, StoreError> {
+        validate_record_list(kind, prefix, limit)?;
+        let (kind, prefix, after) = (kind.to_string(), prefix.to_string(), after.map(str::to_string));
+        self.call(move |e, _now| Ok(e.records.list(&kind, &prefix, after.as_deref(), limit))).await
+    }
+
+    async fn delete_record(&self, kind: &str, key: &str) -> Result<bool, StoreError> {
+        validate_record_key(kind, key)?;
+        let (kind, key) = (kind.to_string(), key.to_string());
+        self.call(move |e, _now| Ok(e.records.delete(&kind, &key))).await
     }
 
     fn poisoned(&self) -> Option<String> {

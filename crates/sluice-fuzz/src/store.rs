@@ -3,7 +3,8 @@
 //! Every queue name that the core accepts names an empty queue (FIFO when the name ends in
 //! `.fifo`). Each call checks its arguments the way the core does (queue names, attributes,
 //! messages, receipts) and then answers as an empty queue would, so that a request's parsing,
-//! conversion and validation run in full and nothing accumulates between fuzz inputs.
+//! conversion and validation run in full and nothing accumulates between fuzz inputs. Records
+//! are checked and forgotten: every record read finds nothing.
 
 use async_trait::async_trait;
 use sluice_core::broker::{MoveOutcome, QueueStats, QueueView};
@@ -11,7 +12,8 @@ use sluice_core::limits::FIFO_SUFFIX;
 use sluice_core::name::validate_queue_name;
 use sluice_core::{EntryError, MessageId, NewMessage, QueueAttributes, QueueAttributesPatch, Receipt, Sent};
 use sluice_store::{
-    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Store, StoreCounters, StoreError,
+    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Record, Store, StoreCounters, StoreError,
+    validate_record_key, validate_record_list, validate_record_value,
 };
 
 pub struct ParseOnlyStore;
@@ -113,6 +115,35 @@ impl Store for ParseOnlyStore {
             existing(to)?;
         }
         Ok(MoveOutcome::default())
+    }
+    async fn insert_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<bool, StoreError> {
+        validate_record_key(kind, key)?;
+        validate_record_value(&value)?;
+        Ok(true)
+    }
+    async fn put_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<(), StoreError> {
+        self.insert_record(kind, key, value).await.map(|_| ())
+    }
+    async fn replace_record(&self, kind: &str, key: &str, _: Vec<u8>, value: Vec<u8>) -> Result<bool, StoreError> {
+        self.insert_record(kind, key, value).await.map(|_| false)
+    }
+    async fn get_record(&self, kind: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        validate_record_key(kind, key)?;
+        Ok(None)
+    }
+    async fn list_records(
+        &self,
+        kind: &str,
+        prefix: &str,
+        _: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Record>, StoreError> {
+        validate_record_list(kind, prefix, limit)?;
+        Ok(Vec::new())
+    }
+    async fn delete_record(&self, kind: &str, key: &str) -> Result<bool, StoreError> {
+        validate_record_key(kind, key)?;
+        Ok(false)
     }
     fn poisoned(&self) -> Option<String> {
         None

@@ -24,6 +24,7 @@
 //!   `FOR UPDATE SKIP LOCKED` and re-checked, and an advisory lock keeps all but one node from
 //!   even scanning.
 //! - `transactional`: `sluice_send` from the application's own transaction.
+//! - `records`: durable configuration records (topics, subscriptions), one row each.
 //!
 //! Time is the database's clock (`sluice_now_ms()` in SQL), so nodes with drifting clocks agree
 //! on when holds and delays end.
@@ -35,6 +36,7 @@ mod messages;
 pub mod migrate;
 mod queues;
 mod receive;
+mod records;
 mod sweep;
 mod transactional;
 mod wake;
@@ -48,7 +50,8 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use sluice_core::broker::{MoveOutcome, QueueView, Sent};
 use sluice_core::{NewMessage, QueueAttributes, QueueAttributesPatch};
 use sluice_store::{
-    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Store, StoreCounters, StoreError,
+    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Record, Store, StoreCounters,
+    StoreError,
 };
 use tokio::task::JoinHandle;
 
@@ -380,6 +383,42 @@ impl Store for PostgresStore {
 
     async fn move_messages(&self, from: &str, to: Option<&str>, max: u64) -> Result<MoveOutcome, StoreError> {
         messages::move_messages(&self.inner, from, to, max).await
+    }
+
+    async fn insert_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<bool, StoreError> {
+        records::insert(&self.inner, kind, key, value).await
+    }
+
+    async fn put_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<(), StoreError> {
+        records::put(&self.inner, kind, key, value).await
+    }
+
+    async fn replace_record(
+        &self,
+        kind: &str,
+        key: &str,
+        expected: Vec<u8>,
+        value: Vec<u8>,
+    ) -> Result<bool, StoreError> {
+        records::replace(&self.inner, kind, key, expected, value).await
+    }
+
+    async fn get_record(&self, kind: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        records::get(&self.inner, kind, key).await
+    }
+
+    async fn list_records(
+        &self,
+        kind: &str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Record>, StoreError> {
+        records::list(&self.inner, kind, prefix, after, limit).await
+    }
+
+    async fn delete_record(&self, kind: &str, key: &str) -> Result<bool, StoreError> {
+        records::delete(&self.inner, kind, key).await
     }
 
     /// Never poisoned: the database owns durability, and after a failed call the next one simply

@@ -12,6 +12,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration { version: 2, name: "send_function", sql: include_str!("../migrations/0002_send_function.sql") },
     Migration { version: 3, name: "fifo", sql: include_str!("../migrations/0003_fifo.sql") },
     Migration { version: 4, name: "fair_groups", sql: include_str!("../migrations/0004_fair_groups.sql") },
+    Migration { version: 5, name: "records", sql: include_str!("../migrations/0005_records.sql") },
 ];
 
 #[derive(Debug, Clone, Copy)]

@@ -4,8 +4,13 @@
 //! A store is the whole engine behind the HTTP surface: it applies the broker's rules
 //! (`sluice_core::Broker` for the embedded backend, SQL for PostgreSQL later), makes the result
 //! durable, and only then answers. The server above it knows nothing about disks.
+//!
+//! Beside queues and messages a store keeps *records* (`records`): small durable configuration
+//! values by kind and key (topics, subscriptions), written through the same durable path, so
+//! that features above the store keep their configuration without a storage layer of their own.
 
 pub mod conformance;
+mod records;
 
 use async_trait::async_trait;
 use sluice_core::broker::{MoveOutcome, QueueView};
@@ -14,6 +19,11 @@ use sluice_core::message::MessageContent;
 use sluice_core::{
     BrokerError, EntryError, MessageMeta, MessageState, NewMessage, QueueAttributes, QueueAttributesPatch, Sent,
     ValidationError,
+};
+
+pub use records::{
+    RECORD_KEY_LEN_MAX, RECORD_KIND_LEN_MAX, RECORD_LIST_LIMIT_MAX, RECORD_VALUE_BYTES_MAX, Record,
+    validate_record_key, validate_record_list, validate_record_value,
 };
 
 /// Errors that fail a whole store call.
@@ -147,6 +157,42 @@ pub trait Store: Send + Sync + 'static {
     /// One redrive step: moves up to `max` visible messages of `from` to `to`, or each back to
     /// the queue it was dead-lettered from when `to` is `None`.
     async fn move_messages(&self, from: &str, to: Option<&str>, max: u64) -> Result<MoveOutcome, StoreError>;
+
+    // Records: durable configuration values of a `kind` (`[a-z0-9_]`, at most
+    // `RECORD_KIND_LEN_MAX` bytes) by `key` (1 to `RECORD_KEY_LEN_MAX` bytes of UTF-8 without
+    // NUL), each at most `RECORD_VALUE_BYTES_MAX` bytes. Keys compare byte-wise in every
+    // backend. Writes are durable before they answer, like every other write; reads see every
+    // write that answered, on every node of a shared backend. A bad kind, key or value is
+    // `BrokerError::Invalid` and changes nothing.
+
+    /// Creates the record unless one exists under that key; `true` when it was created, `false`
+    /// (and the record left as it was) when it existed.
+    async fn insert_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<bool, StoreError>;
+    /// Creates or replaces the record.
+    async fn put_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<(), StoreError>;
+    /// Replaces the record only if it holds `expected` now (compare-and-swap, for
+    /// read-modify-write without lost updates between nodes); `false` when it holds something
+    /// else or does not exist, and then nothing changed.
+    async fn replace_record(
+        &self,
+        kind: &str,
+        key: &str,
+        expected: Vec<u8>,
+        value: Vec<u8>,
+    ) -> Result<bool, StoreError>;
+    async fn get_record(&self, kind: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Records of `kind` whose keys start with `prefix`, after the key `after`, in key order,
+    /// at most `limit` (up to `RECORD_LIST_LIMIT_MAX`).
+    async fn list_records(
+        &self,
+        kind: &str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Record>, StoreError>;
+    /// Deletes the record; `true` when it existed.
+    async fn delete_record(&self, kind: &str, key: &str) -> Result<bool, StoreError>;
+
     /// `Some(reason)` once the store has stopped accepting writes.
     fn poisoned(&self) -> Option<String>;
     /// The error every call gets while the store refuses them (`poisoned` says why): by default

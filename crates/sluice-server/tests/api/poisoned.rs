@@ -11,7 +11,7 @@ use sluice_core::broker::{MoveOutcome, QueueView};
 use sluice_core::{QueueAttributes, QueueAttributesPatch};
 use sluice_embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 use sluice_store::{
-    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Store, StoreCounters, StoreError,
+    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Record, Store, StoreCounters, StoreError,
 };
 use tower::ServiceExt;
 
@@ -76,6 +76,30 @@ impl Store for Poisoned {
     }
     async fn move_messages(&self, from: &str, to: Option<&str>, max: u64) -> Result<MoveOutcome, StoreError> {
         self.0.move_messages(from, to, max).await
+    }
+    async fn insert_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<bool, StoreError> {
+        self.0.insert_record(kind, key, value).await
+    }
+    async fn put_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<(), StoreError> {
+        self.0.put_record(kind, key, value).await
+    }
+    async fn replace_record(&self, kind: &str, key: &str, old: Vec<u8>, new: Vec<u8>) -> Result<bool, StoreError> {
+        self.0.replace_record(kind, key, old, new).await
+    }
+    async fn get_record(&self, kind: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.0.get_record(kind, key).await
+    }
+    async fn list_records(
+        &self,
+        kind: &str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Record>, StoreError> {
+        self.0.list_records(kind, prefix, after, limit).await
+    }
+    async fn delete_record(&self, kind: &str, key: &str) -> Result<bool, StoreError> {
+        self.0.delete_record(kind, key).await
     }
     fn poisoned(&self) -> Option<String> {
         Some(CAUSE.to_string())
