@@ -11,8 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [[ -n "${SLUICE_TEST_PG_URL:-}" ]]; then
-    # No PostgreSQL backend exists yet; check the database anyway so that a CI run with the
-    # variable set fails loudly on an unreachable server instead of silently testing less.
+    # The PostgreSQL tests (store conformance, several nodes, vacuum) run against this database;
+    # check it first so that an unreachable server fails the run at once, with a clear message,
+    # instead of after the build.
     if command -v pg_isready >/dev/null; then
         pg_isready -d "$SLUICE_TEST_PG_URL" -t 10 || { echo "error: PostgreSQL at SLUICE_TEST_PG_URL is unreachable" >&2; exit 1; }
     else
