@@ -70,6 +70,12 @@ codes! {
     RedriveNotFound = "redrive_not_found", 404, "No redrive task has this id.";
     RedriveRunning = "redrive_running", 409, "A redrive of this queue is already running.";
     LimitExceeded = "limit_exceeded", 400, "A server-wide limit (such as the number of queues) is reached.";
+    TopicNotFound = "topic_not_found", 404, "No topic has this name.";
+    TopicExists = "topic_exists", 409, "A topic of this name exists with different attributes or tags.";
+    SubscriptionNotFound = "subscription_not_found", 404, "The topic has no subscription with this id.";
+    SubscriptionExists = "subscription_exists", 409, "The endpoint is subscribed to the topic with different settings.";
+    PublishIncomplete = "publish_incomplete", 503, "The message reached some matching subscriptions but the store refused it for others (full disk, failed sync): it is not acknowledged. Retry; subscriptions that have it may get it twice.";
+    Contended = "contended", 409, "The topic or subscription kept changing under this call; retry it.";
     NotFound = "not_found", 404, "No such route.";
     MethodNotAllowed = "method_not_allowed", 405, "The route does not take this method.";
     UnsupportedMediaType = "unsupported_media_type", 415, "Send `Content-Type: application/json`.";

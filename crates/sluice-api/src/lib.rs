@@ -5,6 +5,7 @@
 //! `utoipa::ToSchema` so that `/v1/openapi.json` is generated from these definitions.
 
 pub mod error;
+pub mod topics;
 
 use std::collections::BTreeMap;
 
@@ -12,6 +13,10 @@ use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
 pub use error::{ErrorBody, ErrorCode, ErrorResponse};
+pub use topics::{
+    CreateTopicRequest, FilterPolicyScope, PublishMessage, PublishRequest, PublishResponse, PublishResult,
+    SubscribeRequest, Subscription, SubscriptionCounts, SubscriptionList, Topic, TopicList,
+};
 
 /// Dead-letter policy of a queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -170,7 +170,7 @@ pub fn new_message(m: api::SendMessage) -> Result<NewMessage, ValidationError> {
     })
 }
 
-fn attribute_from_api(a: api::Attribute) -> Result<AttributeValue, ValidationError> {
+pub fn attribute_from_api(a: api::Attribute) -> Result<AttributeValue, ValidationError> {
     let binary = a.data_type.split('.').next() == Some("Binary");
     let value = if binary {
         let bytes = STANDARD
@@ -183,7 +183,7 @@ fn attribute_from_api(a: api::Attribute) -> Result<AttributeValue, ValidationErr
     Ok(AttributeValue { data_type: a.data_type, value })
 }
 
-fn attribute_to_api(a: &AttributeValue) -> api::Attribute {
+pub fn attribute_to_api(a: &AttributeValue) -> api::Attribute {
     let value = match &a.value {
         AttributeData::Text(s) => s.clone(),
         AttributeData::Bytes(b) => STANDARD.encode(b),

@@ -100,6 +100,51 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<crate::topics::TopicError> for ApiError {
+    fn from(e: crate::topics::TopicError) -> ApiError {
+        use crate::topics::TopicError as T;
+        let message = e.to_string();
+        match e {
+            T::TopicNotFound(topic) => {
+                ApiError::new(ErrorCode::TopicNotFound, message).with_details(json!({ "topic": topic }))
+            }
+            T::SubscriptionNotFound(arn) => {
+                ApiError::new(ErrorCode::SubscriptionNotFound, message).with_details(json!({ "subscription": arn }))
+            }
+            T::TopicExists { name, tags } => ApiError::new(ErrorCode::TopicExists, message)
+                .with_details(json!({ "topic": name, "field": if tags { "tags" } else { "attributes" } })),
+            T::SubscriptionExists(arn) => {
+                ApiError::new(ErrorCode::SubscriptionExists, message).with_details(json!({ "subscription": arn }))
+            }
+            T::Invalid(i) => ApiError::invalid(&i.field, i.message),
+            T::LimitExceeded { message, .. } => ApiError::new(ErrorCode::LimitExceeded, message),
+            T::Contended => ApiError::new(ErrorCode::Contended, message),
+            T::Corrupt(reason) => ApiError::new(ErrorCode::Internal, reason),
+            T::Store(e) => e.into(),
+        }
+    }
+}
+
+/// A publish entry's error.
+pub fn publish_error(e: &crate::topics::PublishError, prefix: &str) -> ErrorBody {
+    use crate::topics::PublishError as P;
+    match e {
+        P::Invalid(i) => ErrorBody {
+            code: ErrorCode::InvalidArgument.as_str().to_string(),
+            message: i.message.clone(),
+            details: Some(json!({ "field": format!("{prefix}.{}", i.field) })),
+        },
+        P::Incomplete { delivered, matched, cause } => {
+            tracing::warn!(%cause, delivered, matched, "a publish reached only some of its subscriptions");
+            ErrorBody {
+                code: ErrorCode::PublishIncomplete.as_str().to_string(),
+                message: ErrorCode::PublishIncomplete.description().to_string(),
+                details: Some(json!({ "delivered": delivered, "matched": matched })),
+            }
+        }
+    }
+}
+
 /// The per-entry error of a batch answer. Entries carry a code, never a status.
 pub fn entry_error(e: &EntryError) -> ErrorBody {
     let (code, details) = match e {

@@ -1,6 +1,7 @@
 //! Sluice's HTTP surface: the native JSON API (`/v1/...`), the AWS SQS API (JSON and Query
-//! protocols, on `/` and queue-URL paths, in `sqs/`), Prometheus metrics, health probes, the
-//! OpenAPI document, and the background redrive tasks.
+//! protocols, on `/` and queue-URL paths, in `sqs/`), the AWS SNS API (Query protocol, in
+//! `sns/`) over the topics service (`topics/`), Prometheus metrics, health probes, the OpenAPI
+//! document, and the background redrive tasks.
 //!
 //! Handlers translate between the wire types of `sluice_api` (or SQS's) and the [`Store`]
 //! trait; every rule of Sluice lives in `sluice_core` and is applied by the store, never here.
@@ -23,6 +24,8 @@ mod queues;
 mod redrive;
 mod redrive_tasks;
 mod sqs;
+mod topic_routes;
+mod topics;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -64,6 +67,7 @@ pub(crate) struct AppState {
     redrives: Arc<redrive_tasks::Redrives>,
     config: Arc<ServerConfig>,
     sqs: Arc<sqs::SqsState>,
+    topics: Arc<topics::Topics>,
 }
 
 /// Every route, with its middleware, over `store`, with the default [`ServerConfig`]. No
@@ -80,8 +84,10 @@ pub fn app_with(store: Arc<dyn Store>, config: ServerConfig) -> Router {
 fn build(store: Arc<dyn Store>, config: ServerConfig) -> (Router, AppState) {
     // Installed before the first request so that the first request is measured too.
     metrics::handle();
+    let arns = topics::Arns { region: config.region.clone(), account: config.account.clone() };
     let state = AppState {
         redrives: redrive_tasks::Redrives::new(store.clone()),
+        topics: Arc::new(topics::Topics::new(store.clone(), arns)),
         store,
         config: Arc::new(config),
         sqs: Arc::new(sqs::SqsState::default()),
@@ -96,6 +102,18 @@ fn build(store: Arc<dyn Store>, config: ServerConfig) -> (Router, AppState) {
         .route("/v1/queues/{name}/visibility", post(messages::change_visibility))
         .route("/v1/queues/{name}/nack", post(messages::nack))
         .route("/v1/queues/{name}/redrive", post(redrive::start).get(redrive::list_for_queue))
+        .route("/v1/topics", get(topic_routes::list_topics).post(topic_routes::create_topic))
+        .route("/v1/topics/{name}", get(topic_routes::get_topic).delete(topic_routes::delete_topic))
+        .route(
+            "/v1/topics/{name}/subscriptions",
+            get(topic_routes::list_topic_subscriptions).post(topic_routes::subscribe),
+        )
+        .route(
+            "/v1/topics/{name}/subscriptions/{id}",
+            get(topic_routes::get_subscription).delete(topic_routes::unsubscribe),
+        )
+        .route("/v1/topics/{name}/publish", post(topic_routes::publish))
+        .route("/v1/subscriptions", get(topic_routes::list_subscriptions))
         .route("/v1/redrives", get(redrive::list))
         .route("/v1/redrives/{id}", get(redrive::get).delete(redrive::cancel))
         .route("/v1/openapi.json", get(openapi::openapi_json))

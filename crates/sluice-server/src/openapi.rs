@@ -5,13 +5,13 @@ use std::sync::OnceLock;
 
 use utoipa::OpenApi;
 
-use crate::{health, messages, metrics, queues, redrive};
+use crate::{health, messages, metrics, queues, redrive, topic_routes};
 
 #[derive(OpenApi)]
 #[openapi(
     info(
         title = "Sluice native API",
-        description = "Durable queues over HTTP. Errors are `{\"error\": {\"code\", \"message\", \"details\"}}` with a stable `code`.",
+        description = "Durable queues and topics over HTTP. Errors are `{\"error\": {\"code\", \"message\", \"details\"}}` with a stable `code`.",
     ),
     paths(
         queues::create_queue,
@@ -31,6 +31,16 @@ use crate::{health, messages, metrics, queues, redrive};
         redrive::list,
         redrive::get,
         redrive::cancel,
+        topic_routes::create_topic,
+        topic_routes::list_topics,
+        topic_routes::get_topic,
+        topic_routes::delete_topic,
+        topic_routes::subscribe,
+        topic_routes::list_topic_subscriptions,
+        topic_routes::get_subscription,
+        topic_routes::unsubscribe,
+        topic_routes::publish,
+        topic_routes::list_subscriptions,
         health::healthz,
         health::readyz,
         metrics::scrape,
@@ -41,6 +51,7 @@ use crate::{health, messages, metrics, queues, redrive};
         (name = "queues", description = "Create, inspect and configure queues"),
         (name = "messages", description = "Send, receive, acknowledge and inspect messages"),
         (name = "redrive", description = "Move dead-lettered messages back"),
+        (name = "topics", description = "Topics, subscriptions and publishing (fan-out into queues and HTTP endpoints)"),
         (name = "operations", description = "Health, readiness, metrics and this document"),
     )
 )]

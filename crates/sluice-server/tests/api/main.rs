@@ -9,3 +9,4 @@ mod poisoned;
 mod queues;
 mod redrive;
 mod serve;
+mod topics;

@@ -71,6 +71,12 @@ async fn openapi_lists_every_route() {
         ("/v1/queues/{name}/redrive", &["get", "post"]),
         ("/v1/redrives", &["get"]),
         ("/v1/redrives/{id}", &["get", "delete"]),
+        ("/v1/topics", &["get", "post"]),
+        ("/v1/topics/{name}", &["get", "delete"]),
+        ("/v1/topics/{name}/subscriptions", &["get", "post"]),
+        ("/v1/topics/{name}/subscriptions/{id}", &["get", "delete"]),
+        ("/v1/topics/{name}/publish", &["post"]),
+        ("/v1/subscriptions", &["get"]),
         ("/metrics", &["get"]),
         ("/healthz", &["get"]),
         ("/readyz", &["get"]),
@@ -84,7 +90,18 @@ async fn openapi_lists_every_route() {
     }
     assert_eq!(paths.len(), want.len(), "unexpected paths: {:?}", paths.keys().collect::<Vec<_>>());
     let schemas = doc["components"]["schemas"].as_object().expect("schemas");
-    for name in ["SendRequest", "Message", "Queue", "ErrorResponse", "RedriveTask", "BatchResponse"] {
+    for name in [
+        "SendRequest",
+        "Message",
+        "Queue",
+        "ErrorResponse",
+        "RedriveTask",
+        "BatchResponse",
+        "Topic",
+        "Subscription",
+        "PublishRequest",
+        "PublishResponse",
+    ] {
         assert!(schemas.contains_key(name), "schema {name} missing");
     }
 }

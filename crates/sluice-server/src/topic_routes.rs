@@ -1,0 +1,430 @@
+//! Topic handlers (`/v1/topics...`, `/v1/subscriptions`): create, list, get and delete
+//! topics; subscribe, list, get and remove subscriptions; publish. They translate the native
+//! API's fields into the topics service's SNS-named settings (`crate::topics`), which holds
+//! every rule.
+
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::Deserialize;
+use sluice_api::{
+    CreateTopicRequest, ErrorCode, ErrorResponse, FilterPolicyScope, PublishRequest, PublishResponse, PublishResult,
+    SubscribeRequest, Subscription, SubscriptionCounts, SubscriptionList, Topic, TopicList,
+};
+use sluice_core::filter::FilterScope;
+use utoipa::IntoParams;
+
+use crate::AppState;
+use crate::convert::{self, rfc3339};
+use crate::error::{ApiError, publish_error};
+use crate::extract::{Json, Path, Query};
+use crate::topics::limits::{LIST_LIMIT_MAX, PUBLISH_BATCH_ENTRIES_MAX};
+use crate::topics::{Endpoint, Origin, Publication, SubscriptionRecord, TopicError, TopicRecord, TopicView};
+
+type JsonResult<T> = Result<axum::Json<T>, ApiError>;
+
+/// Page size when the client does not give one.
+const LIST_LIMIT_DEFAULT: u32 = 100;
+
+fn topic(record: &TopicRecord, arn: String, counts: Option<SubscriptionCounts>) -> Topic {
+    Topic {
+        name: record.name.clone(),
+        arn,
+        fifo: record.fifo,
+        content_based_dedup: record.fifo.then(|| record.content_based_dedup()),
+        display_name: record.attributes.get("DisplayName").cloned(),
+        attributes: record.attributes.clone(),
+        tags: record.tags.clone(),
+        subscriptions: counts,
+        created_at: rfc3339(record.created_at_ms),
+        created_at_ms: record.created_at_ms,
+    }
+}
+
+fn topic_view(view: &TopicView) -> Topic {
+    let counts = SubscriptionCounts {
+        confirmed: view.subscriptions_confirmed as u64,
+        pending: view.subscriptions_pending as u64,
+    };
+    topic(&view.record, view.arn.clone(), Some(counts))
+}
+
+/// A stored policy as JSON (it was checked to be JSON when set).
+fn policy_json(text: &Option<String>) -> Option<serde_json::Value> {
+    text.as_ref().map(|t| serde_json::from_str(t).unwrap_or_else(|_| serde_json::Value::String(t.clone())))
+}
+
+fn subscription(state: &AppState, s: &SubscriptionRecord) -> Subscription {
+    Subscription {
+        id: s.id.clone(),
+        arn: state.topics.arns().subscription(&s.topic, &s.id),
+        topic: s.topic.clone(),
+        protocol: s.protocol.as_str().to_string(),
+        endpoint: s.endpoint.clone(),
+        queue: s.queue.clone(),
+        raw: s.raw,
+        filter_policy: policy_json(&s.filter_policy),
+        filter_policy_scope: match s.filter_scope {
+            FilterScope::MessageAttributes => FilterPolicyScope::Attributes,
+            FilterScope::MessageBody => FilterPolicyScope::Body,
+        },
+        dead_letter_queue: s.dead_letter_queue.clone(),
+        delivery_policy: policy_json(&s.delivery_policy),
+        pending_confirmation: s.pending,
+        created_at: rfc3339(s.created_at_ms),
+        created_at_ms: s.created_at_ms,
+    }
+}
+
+/// Names the native field a service error is about, instead of the SNS attribute.
+fn native(e: TopicError) -> ApiError {
+    let TopicError::Invalid(mut invalid) = e else { return e.into() };
+    let renamed = match invalid.field.as_str() {
+        "attributes.RawMessageDelivery" => "raw",
+        "attributes.FilterPolicy" => "filter_policy",
+        "attributes.FilterPolicyScope" => "filter_policy_scope",
+        "attributes.RedrivePolicy" => "dead_letter_queue",
+        "attributes.DeliveryPolicy" => "delivery_policy",
+        "attributes.DisplayName" => "display_name",
+        "attributes.ContentBasedDeduplication" => "content_based_dedup",
+        "endpoint" => "endpoint",
+        other => other,
+    };
+    invalid.field = renamed.to_string();
+    TopicError::Invalid(invalid).into()
+}
+
+fn origin(state: &AppState, headers: &HeaderMap) -> Origin {
+    let host = headers.get(axum::http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("localhost");
+    Origin { base_url: format!("http://{host}"), sender: state.config.account.clone() }
+}
+
+fn encode_token(last: &str) -> String {
+    URL_SAFE_NO_PAD.encode(last.as_bytes())
+}
+
+fn decode_token(token: &str) -> Result<String, ApiError> {
+    URL_SAFE_NO_PAD
+        .decode(token.as_bytes())
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .ok_or_else(|| ApiError::invalid("next_token", "next_token is not one this server returned"))
+}
+
+fn page_limit(limit: Option<u32>) -> Result<usize, ApiError> {
+    let limit = limit.unwrap_or(LIST_LIMIT_DEFAULT) as usize;
+    if limit == 0 || limit > LIST_LIMIT_MAX {
+        return Err(ApiError::invalid("limit", format!("limit must be 1 to {LIST_LIMIT_MAX}")));
+    }
+    Ok(limit)
+}
+
+#[utoipa::path(
+    post, path = "/v1/topics", tag = "topics",
+    request_body = CreateTopicRequest,
+    responses(
+        (status = 201, description = "The topic was created", body = Topic),
+        (status = 200, description = "The topic exists with these attributes and tags", body = Topic),
+        (status = 400, description = "A name or attribute breaks a rule", body = ErrorResponse),
+        (status = 409, description = "The topic exists with different attributes or tags (`topic_exists`)", body = ErrorResponse),
+    )
+)]
+pub async fn create_topic(
+    State(state): State<AppState>,
+    Json(request): Json<CreateTopicRequest>,
+) -> Result<(StatusCode, axum::Json<Topic>), ApiError> {
+    let mut attributes = request.attributes.unwrap_or_default();
+    let fifo = match (request.fifo, attributes.remove("FifoTopic")) {
+        (Some(fifo), _) => fifo,
+        (None, Some(value)) => crate::topics::fifo_topic_value(&value).map_err(|e| native(e.into()))?,
+        (None, None) => request.name.ends_with(sluice_core::limits::FIFO_SUFFIX),
+    };
+    if let Some(dedup) = request.content_based_dedup {
+        attributes.insert("ContentBasedDeduplication".into(), dedup.to_string());
+    }
+    if let Some(name) = request.display_name {
+        attributes.insert("DisplayName".into(), name);
+    }
+    if let Some(policy) = request.delivery_policy {
+        attributes.insert("DeliveryPolicy".into(), policy.to_string());
+    }
+    let tags = request.tags.unwrap_or_default();
+    let (record, created) = state.topics.create_topic(&request.name, fifo, attributes, tags).await.map_err(native)?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, axum::Json(topic(&record, state.topics.arns().topic(&record.name), None))))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListParams {
+    /// Only names starting with this (topics).
+    prefix: Option<String>,
+    /// Most items per page (1 to 1000, default 100).
+    limit: Option<u32>,
+    /// The `next_token` of the previous page.
+    next_token: Option<String>,
+}
+
+#[utoipa::path(
+    get, path = "/v1/topics", tag = "topics",
+    params(ListParams),
+    responses(
+        (status = 200, description = "A page of topics in name order", body = TopicList),
+        (status = 400, description = "Bad limit or next_token", body = ErrorResponse),
+    )
+)]
+pub async fn list_topics(State(state): State<AppState>, Query(params): Query<ListParams>) -> JsonResult<TopicList> {
+    let limit = page_limit(params.limit)?;
+    let after = params.next_token.as_deref().map(decode_token).transpose()?;
+    let prefix = params.prefix.unwrap_or_default();
+    let mut records = state.topics.list_topics(&prefix, after.as_deref(), limit + 1).await?;
+    let next_token = (records.len() > limit).then(|| {
+        records.truncate(limit);
+        records.last().map(|t| encode_token(&t.name))
+    });
+    let topics = records.iter().map(|t| topic(t, state.topics.arns().topic(&t.name), None)).collect();
+    Ok(axum::Json(TopicList { topics, next_token: next_token.flatten() }))
+}
+
+#[utoipa::path(
+    get, path = "/v1/topics/{name}", tag = "topics",
+    params(("name" = String, Path, description = "Topic name")),
+    responses(
+        (status = 200, description = "The topic with its subscription counts", body = Topic),
+        (status = 404, description = "`topic_not_found`", body = ErrorResponse),
+    )
+)]
+pub async fn get_topic(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<Topic> {
+    Ok(axum::Json(topic_view(&state.topics.get_topic(&name).await?)))
+}
+
+#[utoipa::path(
+    delete, path = "/v1/topics/{name}", tag = "topics",
+    params(("name" = String, Path, description = "Topic name")),
+    responses(
+        (status = 204, description = "The topic and its subscriptions are gone"),
+        (status = 404, description = "`topic_not_found`", body = ErrorResponse),
+    )
+)]
+pub async fn delete_topic(State(state): State<AppState>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
+    if state.topics.delete_topic(&name).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(TopicError::TopicNotFound(name).into())
+    }
+}
+
+#[utoipa::path(
+    post, path = "/v1/topics/{name}/subscriptions", tag = "topics",
+    params(("name" = String, Path, description = "Topic name")),
+    request_body = SubscribeRequest,
+    responses(
+        (status = 201, description = "The subscription was created", body = Subscription),
+        (status = 200, description = "The endpoint is subscribed with these settings already", body = Subscription),
+        (status = 400, description = "A setting breaks a rule (a bad filter policy, a FIFO queue on a standard topic, ...)", body = ErrorResponse),
+        (status = 404, description = "`topic_not_found`", body = ErrorResponse),
+        (status = 409, description = "The endpoint is subscribed with other settings (`subscription_exists`)", body = ErrorResponse),
+    )
+)]
+pub async fn subscribe(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    Json(request): Json<SubscribeRequest>,
+) -> Result<(StatusCode, axum::Json<Subscription>), ApiError> {
+    let arns = state.topics.arns();
+    let endpoint = match (request.queue, request.endpoint) {
+        (Some(queue), None) if queue.starts_with("arn:") => {
+            Endpoint::Queue(arns.parse_queue(&queue).map_err(|_| {
+                ApiError::invalid("queue", format!("{queue:?} is not the ARN of a queue of this server"))
+            })?)
+        }
+        (Some(queue), None) => Endpoint::Queue(queue),
+        (None, Some(url)) => Endpoint::Url(url),
+        _ => return Err(ApiError::invalid("queue", "give a queue (name or ARN) or an http(s) endpoint, not both")),
+    };
+    let mut attributes = BTreeMap::new();
+    if let Some(raw) = request.raw {
+        attributes.insert("RawMessageDelivery".to_string(), raw.to_string());
+    }
+    if let Some(policy) = request.filter_policy {
+        attributes.insert("FilterPolicy".to_string(), policy.to_string());
+    }
+    if let Some(scope) = request.filter_policy_scope {
+        let scope = match scope {
+            FilterPolicyScope::Attributes => FilterScope::MessageAttributes,
+            FilterPolicyScope::Body => FilterScope::MessageBody,
+        };
+        attributes.insert("FilterPolicyScope".to_string(), scope.as_str().to_string());
+    }
+    if let Some(queue) = request.dead_letter_queue {
+        let policy = serde_json::json!({ "deadLetterTargetArn": arns.queue(&queue) });
+        attributes.insert("RedrivePolicy".to_string(), policy.to_string());
+    }
+    if let Some(policy) = request.delivery_policy {
+        attributes.insert("DeliveryPolicy".to_string(), policy.to_string());
+    }
+    let origin = origin(&state, &headers);
+    let (record, created) = state.topics.subscribe(&name, endpoint, &attributes, &origin).await.map_err(native)?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, axum::Json(subscription(&state, &record))))
+}
+
+#[utoipa::path(
+    get, path = "/v1/topics/{name}/subscriptions", tag = "topics",
+    params(("name" = String, Path, description = "Topic name"), ListParams),
+    responses(
+        (status = 200, description = "A page of the topic's subscriptions", body = SubscriptionList),
+        (status = 404, description = "`topic_not_found`", body = ErrorResponse),
+    )
+)]
+pub async fn list_topic_subscriptions(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(params): Query<ListParams>,
+) -> JsonResult<SubscriptionList> {
+    list(&state, Some(&name), params).await
+}
+
+#[utoipa::path(
+    get, path = "/v1/subscriptions", tag = "topics",
+    params(ListParams),
+    responses((status = 200, description = "A page of every topic's subscriptions, by topic", body = SubscriptionList))
+)]
+pub async fn list_subscriptions(
+    State(state): State<AppState>,
+    Query(params): Query<ListParams>,
+) -> JsonResult<SubscriptionList> {
+    list(&state, None, params).await
+}
+
+async fn list(state: &AppState, topic: Option<&str>, params: ListParams) -> JsonResult<SubscriptionList> {
+    let limit = page_limit(params.limit)?;
+    let after = params.next_token.as_deref().map(decode_token).transpose()?;
+    let mut records = state.topics.list_subscriptions(topic, after.as_deref(), limit + 1).await?;
+    let next_token = (records.len() > limit).then(|| {
+        records.truncate(limit);
+        records.last().map(|s| encode_token(&if topic.is_some() { s.id.clone() } else { s.key() }))
+    });
+    let subscriptions = records.iter().map(|s| subscription(state, s)).collect();
+    Ok(axum::Json(SubscriptionList { subscriptions, next_token: next_token.flatten() }))
+}
+
+#[utoipa::path(
+    get, path = "/v1/topics/{name}/subscriptions/{id}", tag = "topics",
+    params(("name" = String, Path, description = "Topic name"), ("id" = String, Path, description = "Subscription id")),
+    responses(
+        (status = 200, description = "The subscription", body = Subscription),
+        (status = 404, description = "`subscription_not_found`", body = ErrorResponse),
+    )
+)]
+pub async fn get_subscription(
+    State(state): State<AppState>,
+    Path((name, id)): Path<(String, String)>,
+) -> JsonResult<Subscription> {
+    let record = state.topics.get_subscription(&name, &id).await?;
+    Ok(axum::Json(subscription(&state, &record)))
+}
+
+#[utoipa::path(
+    delete, path = "/v1/topics/{name}/subscriptions/{id}", tag = "topics",
+    params(("name" = String, Path, description = "Topic name"), ("id" = String, Path, description = "Subscription id")),
+    responses(
+        (status = 204, description = "Unsubscribed (an HTTP/S subscription's undelivered messages are dropped)"),
+        (status = 404, description = "`subscription_not_found`", body = ErrorResponse),
+    )
+)]
+pub async fn unsubscribe(
+    State(state): State<AppState>,
+    Path((name, id)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    if state.topics.unsubscribe(&name, &id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(TopicError::SubscriptionNotFound(state.topics.arns().subscription(&name, &id)).into())
+    }
+}
+
+#[utoipa::path(
+    post, path = "/v1/topics/{name}/publish", tag = "topics",
+    params(("name" = String, Path, description = "Topic name")),
+    request_body = PublishRequest,
+    responses(
+        (status = 200, description = "Per-message results, in order: `id` once the message is durable in every matching subscription's queue, else `error` (`invalid_argument`, or `publish_incomplete` when the store refused some copies: retry)", body = PublishResponse),
+        (status = 400, description = "No messages, or more than 100", body = ErrorResponse),
+        (status = 404, description = "`topic_not_found`", body = ErrorResponse),
+    )
+)]
+pub async fn publish(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    Json(request): Json<PublishRequest>,
+) -> JsonResult<PublishResponse> {
+    let count = request.messages.len();
+    if count == 0 {
+        return Err(ApiError::new(ErrorCode::EmptyBatch, "messages is empty; publish 1 to 100 messages")
+            .with_details(serde_json::json!({ "field": "messages" })));
+    }
+    if count > PUBLISH_BATCH_ENTRIES_MAX {
+        return Err(ApiError::new(
+            ErrorCode::BatchTooLarge,
+            format!("messages has {count} entries; a publish holds at most {PUBLISH_BATCH_ENTRIES_MAX}"),
+        )
+        .with_details(serde_json::json!({ "field": "messages", "count": count, "max": PUBLISH_BATCH_ENTRIES_MAX })));
+    }
+    let mut results: Vec<Option<PublishResult>> = vec![None; count];
+    let mut publications = Vec::with_capacity(count);
+    let mut positions = Vec::with_capacity(count);
+    for (i, message) in request.messages.into_iter().enumerate() {
+        let mut attributes = BTreeMap::new();
+        let mut bad = None;
+        for (attribute, value) in message.attributes {
+            match convert::attribute_from_api(value) {
+                Ok(v) => {
+                    attributes.insert(attribute, v);
+                }
+                Err(e) => {
+                    bad = Some(crate::error::entry_validation_error(
+                        &e.within(&format!("messages[{i}].attributes.{attribute}")),
+                    ))
+                }
+            }
+        }
+        if let Some(error) = bad {
+            results[i] = Some(PublishResult { id: None, sequence_number: None, deliveries: None, error: Some(error) });
+            continue;
+        }
+        positions.push(i);
+        publications.push(Publication {
+            message: message.body,
+            subject: message.subject,
+            attributes,
+            structure_json: false,
+            group_id: message.group_id,
+            dedup_id: message.dedup_id,
+        });
+    }
+    let origin = origin(&state, &headers);
+    let published = state.topics.publish(&name, publications, &origin).await?;
+    for (i, outcome) in positions.into_iter().zip(published) {
+        results[i] = Some(match outcome {
+            Ok(p) => PublishResult {
+                id: Some(p.message_id),
+                sequence_number: p.sequence_number,
+                deliveries: Some(p.deliveries as u64),
+                error: None,
+            },
+            Err(e) => PublishResult {
+                id: None,
+                sequence_number: None,
+                deliveries: None,
+                error: Some(publish_error(&e, &format!("messages[{i}]"))),
+            },
+        });
+    }
+    Ok(axum::Json(PublishResponse { results: results.into_iter().flatten().collect() }))
+}
