@@ -414,7 +414,13 @@ async fn soak_on(plan: &Plan, soak_plan: &SoakPlan, target: &Target) -> anyhow::
         send_latency,
         e2e_latency,
     };
-    client.purge_queue(&plan.queue).await.context("purging the queue after the soak")?;
+    // Leaves an external server's queue as it was found. Best effort: the report must not be
+    // lost because a backlog left by a failed run takes long to purge.
+    if !target.is_in_process()
+        && let Err(e) = client.purge_queue(&plan.queue).await
+    {
+        eprintln!("warning: purging {} after the soak failed: {e}", plan.queue);
+    }
     Ok(outcome)
 }
 
@@ -566,7 +572,7 @@ fn stamp_of(body: &str) -> Option<(u64, u64)> {
 async fn sample(plan: &Plan, soak: &SoakPlan, state: &Soak, target: &Target) -> Vec<Sample> {
     let mut samples = Vec::new();
     let bar = crate::progress::phase("soaking", plan.duration);
-    bar.println(table_header());
+    live(&bar, table_header());
     let mut last = state.epoch;
     let mut errors_before = 0;
     while last < state.end {
@@ -602,7 +608,7 @@ async fn sample(plan: &Plan, soak: &SoakPlan, state: &Soak, target: &Target) -> 
             errors: errors - errors_before,
         };
         errors_before = errors;
-        bar.println(table_row(&sample));
+        live(&bar, table_row(&sample));
         bar.set_message(format!(
             "{} msg/s, RSS {}",
             thousands(sample.received_per_s),
@@ -616,6 +622,17 @@ async fn sample(plan: &Plan, soak: &SoakPlan, state: &Soak, target: &Target) -> 
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
+
+/// Prints a line of the live table on stderr: above the bar on a terminal, plainly when stderr
+/// is redirected (where indicatif hides the bar and everything it would print), so a soak run
+/// into a log file still shows its samples as they come.
+fn live(bar: &indicatif::ProgressBar, line: String) {
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+    }
+}
 
 /// Columns of the sample table, and their widths in the live table printed while running.
 const COLUMNS: [(&str, usize); 10] = [
