@@ -28,9 +28,10 @@ use reqwest::{Method, StatusCode, Url};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sluice_api::{
-    AckRequest, BatchResponse, CreateQueueRequest, ErrorResponse, Message, MessageList, NackRequest, PurgeResponse,
-    Queue, QueueList, ReceiveRequest, RedriveRequest, RedriveTask, RedriveTaskList, SendMessage, SendRequest,
-    SendResponse, UpdateQueueRequest, VisibilityRequest,
+    AckRequest, BatchResponse, CreateQueueRequest, CreateTopicRequest, ErrorResponse, Message, MessageList,
+    NackRequest, PublishRequest, PublishResponse, PurgeResponse, Queue, QueueList, ReceiveRequest, RedriveRequest,
+    RedriveTask, RedriveTaskList, SendMessage, SendRequest, SendResponse, SubscribeRequest, Subscription,
+    SubscriptionList, Topic, TopicList, UpdateQueueRequest, VisibilityRequest,
 };
 use sluice_core::backoff::Backoff;
 use sluice_core::limits::RECEIVE_WAIT_MS_MAX;
@@ -204,6 +205,111 @@ impl Client {
     /// `POST /v1/queues/{name}/purge`: deletes every message, keeps the queue.
     pub async fn purge_queue(&self, name: &str) -> Result<PurgeResponse> {
         self.json(Method::POST, &["v1", "queues", name, "purge"], &[], None::<&()>).await
+    }
+
+    // ---- topics ----
+
+    /// `POST /v1/topics`: creates a topic. Creating it again with matching attributes and tags
+    /// succeeds with `created: false`; with different ones it fails with `topic_exists`.
+    pub async fn create_topic(&self, request: &CreateTopicRequest) -> Result<CreatedTopic> {
+        let (status, topic) = self.json_with_status(Method::POST, &["v1", "topics"], &[], Some(request)).await?;
+        Ok(CreatedTopic { topic, created: status == StatusCode::CREATED })
+    }
+
+    /// `GET /v1/topics`: one page of topics whose names start with `prefix`, in name order.
+    pub async fn list_topics(
+        &self,
+        prefix: Option<&str>,
+        limit: Option<u32>,
+        next_token: Option<&str>,
+    ) -> Result<TopicList> {
+        let limit = limit.map(|l| l.to_string());
+        let query: Vec<(&str, &str)> = [("prefix", prefix), ("limit", limit.as_deref()), ("next_token", next_token)]
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect();
+        self.json(Method::GET, &["v1", "topics"], &query, None::<&()>).await
+    }
+
+    /// Every topic whose name starts with `prefix`, following `next_token` across pages.
+    pub async fn list_all_topics(&self, prefix: Option<&str>) -> Result<Vec<Topic>> {
+        let mut topics = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let page = self.list_topics(prefix, None, token.as_deref()).await?;
+            topics.extend(page.topics);
+            match page.next_token {
+                Some(next) if Some(&next) != token.as_ref() => token = Some(next),
+                _ => return Ok(topics),
+            }
+        }
+    }
+
+    /// `GET /v1/topics/{name}`: the topic with its subscription counts.
+    pub async fn get_topic(&self, name: &str) -> Result<Topic> {
+        self.json(Method::GET, &["v1", "topics", name], &[], None::<&()>).await
+    }
+
+    /// `DELETE /v1/topics/{name}`: deletes the topic and its subscriptions.
+    pub async fn delete_topic(&self, name: &str) -> Result<()> {
+        let call = self.call(Method::DELETE, &["v1", "topics", name], &[], None::<&()>, self.timeout)?;
+        let (status, body) = self.execute(call).await?;
+        if status.is_success() { Ok(()) } else { Err(error_from(status, &body)) }
+    }
+
+    /// `POST /v1/topics/{topic}/subscriptions`: subscribes a queue or an HTTP(S) endpoint.
+    /// Subscribing it again with the same settings succeeds with `created: false`.
+    pub async fn subscribe(&self, topic: &str, request: &SubscribeRequest) -> Result<CreatedSubscription> {
+        let (status, subscription) =
+            self.json_with_status(Method::POST, &["v1", "topics", topic, "subscriptions"], &[], Some(request)).await?;
+        Ok(CreatedSubscription { subscription, created: status == StatusCode::CREATED })
+    }
+
+    /// `GET /v1/topics/{topic}/subscriptions` (or `GET /v1/subscriptions` for every topic):
+    /// one page of subscriptions.
+    pub async fn list_subscriptions(
+        &self,
+        topic: Option<&str>,
+        limit: Option<u32>,
+        next_token: Option<&str>,
+    ) -> Result<SubscriptionList> {
+        let limit = limit.map(|l| l.to_string());
+        let query: Vec<(&str, &str)> = [("limit", limit.as_deref()), ("next_token", next_token)]
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect();
+        match topic {
+            Some(topic) => self.json(Method::GET, &["v1", "topics", topic, "subscriptions"], &query, None::<&()>).await,
+            None => self.json(Method::GET, &["v1", "subscriptions"], &query, None::<&()>).await,
+        }
+    }
+
+    /// Every subscription of `topic` (of every topic when `None`), across pages.
+    pub async fn list_all_subscriptions(&self, topic: Option<&str>) -> Result<Vec<Subscription>> {
+        let mut subscriptions = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let page = self.list_subscriptions(topic, None, token.as_deref()).await?;
+            subscriptions.extend(page.subscriptions);
+            match page.next_token {
+                Some(next) if Some(&next) != token.as_ref() => token = Some(next),
+                _ => return Ok(subscriptions),
+            }
+        }
+    }
+
+    /// `DELETE /v1/topics/{topic}/subscriptions/{id}`.
+    pub async fn unsubscribe(&self, topic: &str, id: &str) -> Result<()> {
+        let path = ["v1", "topics", topic, "subscriptions", id];
+        let call = self.call(Method::DELETE, &path, &[], None::<&()>, self.timeout)?;
+        let (status, body) = self.execute(call).await?;
+        if status.is_success() { Ok(()) } else { Err(error_from(status, &body)) }
+    }
+
+    /// `POST /v1/topics/{topic}/publish`: publishes up to 100 messages; each entry of the
+    /// answer holds the message's id or why that one was refused or not acknowledged.
+    pub async fn publish(&self, topic: &str, request: &PublishRequest) -> Result<PublishResponse> {
+        self.json(Method::POST, &["v1", "topics", topic, "publish"], &[], Some(request)).await
     }
 
     // ---- messages ----
@@ -395,6 +501,24 @@ pub struct CreatedQueue {
     /// The queue as it is now.
     pub queue: Queue,
     /// False when an identical queue already existed.
+    pub created: bool,
+}
+
+/// What [`Client::create_topic`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatedTopic {
+    /// The topic as it is now.
+    pub topic: Topic,
+    /// False when a matching topic already existed.
+    pub created: bool,
+}
+
+/// What [`Client::subscribe`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatedSubscription {
+    /// The subscription as it is now.
+    pub subscription: Subscription,
+    /// False when the endpoint was subscribed with these settings already.
     pub created: bool,
 }
 

@@ -77,7 +77,17 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
             "send a smaller body, or raise the limit with `sluice queue update NAME --message-bytes-max N`"
         }
         PayloadTooLarge | BatchTooLarge => "send fewer or smaller messages per request",
-        LimitExceeded => "delete queues you no longer need with `sluice queue delete NAME`",
+        LimitExceeded => "delete queues or subscriptions you no longer need",
+        TopicNotFound => "list topics with `sluice topic list`, or create one with `sluice topic create NAME`",
+        TopicExists => "see its settings with `sluice topic get NAME`",
+        SubscriptionNotFound => "list the topic's subscriptions with `sluice topic subscriptions TOPIC`",
+        SubscriptionExists => {
+            "unsubscribe first (`sluice topic unsubscribe TOPIC ID`) to subscribe with other settings"
+        }
+        PublishIncomplete => {
+            "publish again once the server's disk problem is fixed; some subscriptions may get the message twice"
+        }
+        Contended => "another client changed it at the same moment; run the command again",
         StorePoisoned => "the server's disk failed; read its log, fix the disk and restart `sluice serve`",
         InsufficientStorage => "free space on the disk holding the server's data; the server resumes by itself",
         ShuttingDown => "the server is stopping; try again once it is back",

@@ -261,3 +261,61 @@ async fn queue_list_follows_next_token_across_pages() {
     assert!(listed.get("next_token").is_none(), "all pages were followed: {listed}");
     assert_eq!(server.cli(&["queue", "list"]).ok().lines().count(), 106, "a header and one row per queue");
 }
+
+#[test]
+fn topic_commands_fan_out_into_queues() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    server.cli(&["queue", "create", "billing"]).ok();
+    server.cli(&["queue", "create", "audit"]).ok();
+    assert!(server.cli(&["topic", "create", "orders", "--tag", "team=core"]).ok().starts_with("created topic orders"));
+    assert!(server.cli(&["topic", "create", "orders"]).ok().contains("already exists"));
+    let fifo = server.cli(&["topic", "create", "steps.fifo", "--content-based-dedup", "--json"]).json();
+    assert_eq!(fifo["fifo"], true);
+
+    let subscribed = server.cli(&["topic", "subscribe", "orders", "--queue", "billing", "--raw"]).ok().to_owned();
+    assert!(subscribed.starts_with("subscribed arn:aws:sqs:"), "{subscribed}");
+    let filtered =
+        ["topic", "subscribe", "orders", "--queue", "audit", "--filter-policy", r#"{"kind": ["created"]}"#, "--json"];
+    let audit = server.cli(&filtered).json();
+    assert_eq!(audit["filter_policy"]["kind"][0], "created");
+    let bad = server.cli(&["topic", "subscribe", "orders", "--queue", "x", "--filter-policy", "{"]).failed().to_owned();
+    assert!(bad.contains("--filter-policy is not JSON"), "{bad}");
+
+    let published =
+        server.cli(&["topic", "publish", "orders", "hello", "--attr", "kind=String:created"]).ok().to_owned();
+    assert!(published.trim_end().ends_with("to 2 subscriptions"), "{published}");
+    server.cli(&["topic", "publish", "orders", "bye"]).ok();
+    let received = server.cli(&["receive", "billing", "--max", "10", "--json"]).json();
+    assert_eq!(received["messages"].as_array().unwrap().len(), 2);
+    assert_eq!(received["messages"][0]["body"], "hello");
+    let audit_got = server.cli(&["receive", "audit", "--max", "10", "--json"]).json();
+    let envelope: Value = serde_json::from_str(audit_got["messages"][0]["body"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        (envelope["Message"].clone(), audit_got["messages"].as_array().unwrap().len()),
+        (Value::from("hello"), 1)
+    );
+
+    let table = server.cli(&["topic", "subscriptions", "orders"]).ok().to_owned();
+    assert_eq!(table.lines().count(), 3, "{table}");
+    assert!(table.contains("confirmed") && table.contains(r#"{"kind":["created"]}"#), "{table}");
+    let listed = server.cli(&["topic", "list", "--json"]).json();
+    assert_eq!(listed["topics"].as_array().unwrap().len(), 2);
+    let got = server.cli(&["topic", "get", "orders"]).ok().to_owned();
+    assert!(got.contains("team=core"), "{got}");
+
+    let missing = server.cli(&["topic", "publish", "nope", "x"]).failed().to_owned();
+    assert!(missing.contains("(topic_not_found)") && missing.contains("sluice topic list"), "{missing}");
+    let no_group = server.cli(&["topic", "publish", "steps.fifo", "x"]).failed().to_owned();
+    assert!(no_group.contains("group_id"), "{no_group}");
+    assert!(server.cli(&["topic", "publish", "steps.fifo", "x", "--group", "g"]).ok().contains("(sequence "));
+
+    let id = audit["id"].as_str().unwrap();
+    assert_eq!(
+        server.cli(&["topic", "unsubscribe", "orders", id]).ok(),
+        format!("removed subscription {id} of orders\n")
+    );
+    assert!(server.cli(&["topic", "unsubscribe", "orders", id]).failed().contains("subscription_not_found"));
+    assert!(server.cli(&["topic", "delete", "orders"]).ok().starts_with("deleted topic orders"));
+    assert!(server.cli(&["topic", "delete", "orders"]).failed().contains("topic_not_found"));
+}

@@ -10,6 +10,7 @@ mod queue;
 mod receive;
 mod send;
 mod serve;
+mod topic;
 
 use anyhow::Result;
 use clap::Subcommand;
@@ -24,6 +25,7 @@ pub enum Command {
     Ack(ack::Args),
     Peek(peek::Args),
     Dlq(dlq::Args),
+    Topic(topic::Args),
     Bench(bench::Args),
     Migrate(migrate::Args),
 }
@@ -38,6 +40,7 @@ impl Command {
             Command::Ack(args) => ack::run(args).await,
             Command::Peek(args) => peek::run(args).await,
             Command::Dlq(args) => dlq::run(args).await,
+            Command::Topic(args) => topic::run(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Migrate(args) => migrate::run(args).await,
         }
@@ -76,8 +79,8 @@ pub fn parse_tag(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// `name=Type:value`, where Type is String, Number or Binary (optionally `.label`) and a Binary
-/// value is base64.
+/// `name=Type:value`, where Type is String, Number or Binary (optionally `.label`; topics also
+/// take String.Array, a JSON array) and a Binary value is base64.
 pub fn parse_attribute(s: &str) -> Result<(String, sluice_api::Attribute), String> {
     let usage = || format!("{s:?} is not NAME=TYPE:VALUE (e.g. kind=String:invoice, n=Number:3)");
     let (name, typed) = s.split_once('=').ok_or_else(usage)?;
