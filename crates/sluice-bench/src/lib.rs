@@ -234,12 +234,16 @@ impl Plan {
         let batch_max = (BATCH_ENTRIES_MAX as u32).min(RECEIVE_MESSAGES_MAX);
         // Refused rather than ignored, so that nobody reads figures for settings that did not apply.
         let scenario = args.scenario.name();
-        if args.scenario != Scenario::Throughput {
+        // The peers scenario takes one batch size and measures ceilings too.
+        if !matches!(args.scenario, Scenario::Throughput | Scenario::Peers) {
             if !args.batch.is_empty() {
-                bail!("--batch applies to the throughput scenario only; {scenario} uses fixed batch sizes");
+                bail!("--batch applies to the throughput and peers scenarios only; {scenario} uses fixed batch sizes");
             }
             if args.ceiling_duration.is_some() {
-                bail!("--ceiling-duration applies to the throughput scenario only; {scenario} measures no ceilings");
+                bail!(
+                    "--ceiling-duration applies to the throughput and peers scenarios only; {scenario} measures no \
+                     ceilings"
+                );
             }
         }
         if args.scenario == Scenario::Fairness && args.backlog_max.is_some() {
@@ -509,7 +513,7 @@ mod tests {
             let error = plan(args).err().unwrap_or_else(|| panic!("{args} was accepted"));
             assert!(error.contains(expected), "{args}: {error}");
         };
-        refused("--scenario fifo --batch 10", "--batch applies to the throughput scenario only");
+        refused("--scenario fifo --batch 10", "--batch applies to the throughput and peers scenarios only");
         refused("--scenario fairness --ceiling-duration 1s", "--ceiling-duration applies");
         refused("--scenario fairness --backlog-max 10", "use --noisy-backlog");
         refused("--noisy-backlog 10", "--noisy-backlog applies to the fairness scenario only");
@@ -519,5 +523,8 @@ mod tests {
         refused("--scenario soak --rate 0", "--rate 0: use a rate above zero");
         refused("--scenario soak --body-bytes 20", "--body-bytes 20: use 32 to");
         refused("--scenario soak --sample-every 0s", "--sample-every: use");
+        // The peers scenario uses both (its report's reproduce line passes them).
+        let peers = plan("--scenario peers --batch 10 --ceiling-duration 1s").expect("peers takes --batch");
+        assert_eq!((peers.batches, peers.ceiling_duration), (vec![10], Duration::from_secs(1)));
     }
 }

@@ -1,6 +1,8 @@
 //! The `peers` scenario: Sluice beside RabbitMQ, NATS JetStream, Redis Streams and a PostgreSQL
 //! queue table, on the same machine in one run, each through its maintained Rust client and at
-//! stated durability, with the results as ratios (DESIGN.md §5).
+//! stated durability, with the results as ratios (DESIGN.md §5). Sluice runs on its embedded
+//! store and on PostgreSQL (one server, and three sharing the database); when a system on
+//! PostgreSQL is measured, so is the database's own limit, with pgbench (`pgbench`).
 //!
 //! Every system implements `driver::Peer` in a file of its own; `load` drives any of them with
 //! the same workloads (max rate, fixed rate at half the max, backlog drain); `report` prints the
@@ -15,11 +17,13 @@ mod chart;
 mod driver;
 pub(crate) mod load;
 mod nats;
+mod pgbench;
 mod postgres;
 mod rabbitmq;
 mod redis;
 mod report;
 mod sluice;
+mod sluice_pg;
 mod spawned;
 mod system;
 
@@ -51,9 +55,10 @@ const DRAIN_CLIENTS_PREFERRED: usize = 4;
 #[derive(Debug, Clone, Default, clap::Args)]
 #[command(next_help_heading = "Peers scenario (--scenario peers)")]
 pub struct PeerArgs {
-    /// Systems to measure, comma-separated: families (sluice, rabbitmq, nats, redis, postgres) or
-    /// names (sluice-fsync, sluice-interval, rabbitmq-classic, rabbitmq-quorum, nats-default,
-    /// nats-always, redis-default, redis-always, postgres) [default: all].
+    /// Systems to measure, comma-separated: families (sluice, sluice-pg, rabbitmq, nats, redis,
+    /// postgres) or names (sluice-fsync, sluice-interval, sluice-pg, sluice-pg-3nodes,
+    /// rabbitmq-classic, rabbitmq-quorum, nats-default, nats-always, redis-default, redis-always,
+    /// postgres) [default: all].
     #[arg(long, value_delimiter = ',', value_name = "SYSTEMS")]
     pub only: Vec<String>,
 
@@ -92,7 +97,8 @@ pub struct PeerArgs {
     #[arg(long, value_name = "URL")]
     pub redis_url: Option<String>,
 
-    /// PostgreSQL database for the queue tables [default: postgres://postgres@127.0.0.1:5432/test].
+    /// PostgreSQL database for the queue tables, Sluice's PostgreSQL store (a fresh schema) and
+    /// pgbench (a scratch database beside it) [default: postgres://postgres@127.0.0.1:5432/test].
     #[arg(long, value_name = "URL")]
     pub postgres_url: Option<String>,
 }
@@ -224,6 +230,14 @@ pub(crate) async fn run(plan: &Plan) -> anyhow::Result<()> {
     let load_average = crate::report::load_average();
     let fjall = crate::ceiling::fjall(plan).await.context("measuring the fjall ceiling")?;
     let http = crate::ceiling::empty_http(plan).await.context("measuring the empty-handler HTTP ceiling")?;
+    let pgbench = if peers.systems.iter().any(|s| s.uses_postgres()) {
+        let bar = crate::progress::phase("ceiling: pgbench", pgbench::PGBENCH_DURATION);
+        let measured = pgbench::measure(&peers.postgres_url).await.map_err(|e| format!("{e:#}"));
+        bar.finish_and_clear();
+        Some(measured)
+    } else {
+        None
+    };
 
     let epoch = Instant::now();
     let names = QueueNames::new(&plan.queue);
@@ -243,6 +257,7 @@ pub(crate) async fn run(plan: &Plan) -> anyhow::Result<()> {
         peers,
         fjall: &fjall,
         http: &http,
+        pgbench: pgbench.as_ref(),
         facts: &facts,
         rows: &rows,
         elapsed: started.elapsed(),
@@ -289,6 +304,9 @@ async fn connect(plan: &Plan, peers: &PeerPlan, system: System) -> anyhow::Resul
         System::SluiceInterval => {
             let every = Duration::from_millis(peers.sluice_interval_ms);
             sluice::connect(&plan.tmp_dir, StoreDurability::Interval(every)).await
+        }
+        System::SluicePg | System::SluicePg3Nodes => {
+            sluice_pg::connect(&peers.postgres_url, system.pg_nodes().unwrap_or(1)).await
         }
         System::RabbitClassic => rabbitmq::connect(&peers.rabbitmq_url, rabbitmq::QueueType::Classic).await,
         System::RabbitQuorum => rabbitmq::connect(&peers.rabbitmq_url, rabbitmq::QueueType::Quorum).await,
@@ -435,7 +453,7 @@ mod tests {
             (full.sizes.as_slice(), full.clients.as_slice(), full.drain_messages),
             (&[256, 4096][..], &[1, 4, 16][..], 1_000_000)
         );
-        assert_eq!((full.batch, full.drain_clients(), full.systems.len()), (100, 4, 9));
+        assert_eq!((full.batch, full.drain_clients(), full.systems.len()), (100, 4, 11));
         let quick = PeerPlan::new(PeerArgs::default(), Some(10), true).expect("defaults are valid");
         assert_eq!(
             (quick.sizes.as_slice(), quick.clients.as_slice(), quick.drain_messages, quick.batch),

@@ -23,6 +23,9 @@
 //!   removes orphans; several nodes never double-process, because every row is taken with
 //!   `FOR UPDATE SKIP LOCKED` and re-checked, and an advisory lock keeps all but one node from
 //!   even scanning.
+//! - `vacuum`: a background task per store that vacuums the churning tables once their dead
+//!   rows pass `vacuum_dead_rows_max`, one node at a time, so that throughput holds without
+//!   relying on the server's autovacuum.
 //! - `transactional`: `sluice_send` from the application's own transaction.
 //! - `records`: durable configuration records (topics, subscriptions), one row each.
 //!
@@ -39,6 +42,7 @@ mod receive;
 mod records;
 mod sweep;
 mod transactional;
+mod vacuum;
 mod wake;
 
 use std::sync::Arc;
@@ -50,13 +54,13 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use sluice_core::broker::{MoveOutcome, QueueView, Sent};
 use sluice_core::{NewMessage, QueueAttributes, QueueAttributesPatch};
 use sluice_store::{
-    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Record, Store, StoreCounters,
-    StoreError,
+    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Record, Store, StoreCounters, StoreError,
 };
 use tokio::task::JoinHandle;
 
 pub use migrate::{MigrateError, MigrationReport};
 pub use transactional::{TransactionalSendError, send_in_transaction};
+pub use vacuum::{CHURNING_TABLES, VACUUMS_METRIC};
 
 /// Longest schema name accepted in [`PostgresOptions::schema`]: the NOTIFY channel
 /// `sluice_wake_<schema>` must fit PostgreSQL's 63-byte identifiers.
@@ -73,11 +77,28 @@ pub struct PostgresOptions {
     pub pool_connections_max: usize,
     /// How often the sweeper looks for expired holds, messages past retention and orphans.
     pub sweep_interval_ms: u64,
+    /// Most dead rows (row versions left behind by deletes and updates) one of the churning
+    /// tables ([`CHURNING_TABLES`]) may gather before the store runs `VACUUM` on it itself,
+    /// whatever the server's autovacuum does; 0 leaves vacuuming to autovacuum alone. See the
+    /// `vacuum` module for why.
+    pub vacuum_dead_rows_max: u64,
+    /// How often one node reads the churning tables' dead rows (from `pg_stat_user_tables`).
+    pub vacuum_check_interval_ms: u64,
 }
+
+/// Default of [`PostgresOptions::vacuum_dead_rows_max`]: the threshold migration 1 gives
+/// autovacuum, small enough that a vacuum takes a fraction of a second.
+pub const VACUUM_DEAD_ROWS_MAX_DEFAULT: u64 = 10_000;
 
 impl Default for PostgresOptions {
     fn default() -> Self {
-        PostgresOptions { schema: None, pool_connections_max: 16, sweep_interval_ms: 250 }
+        PostgresOptions {
+            schema: None,
+            pool_connections_max: 16,
+            sweep_interval_ms: 250,
+            vacuum_dead_rows_max: VACUUM_DEAD_ROWS_MAX_DEFAULT,
+            vacuum_check_interval_ms: 1_000,
+        }
     }
 }
 
@@ -223,10 +244,14 @@ impl PostgresStore {
         let listener = wake::listen(&config, &channel).await?;
         let inner =
             Arc::new(Inner { pool, channel: channel.clone(), wakers: wakers.clone(), counters: Counters::default() });
-        let tasks = vec![
+        let mut tasks = vec![
             tokio::spawn(wake::run(config, channel, wakers, listener)),
             tokio::spawn(sweep::run(inner.clone(), Duration::from_millis(options.sweep_interval_ms.max(1)))),
         ];
+        if options.vacuum_dead_rows_max > 0 {
+            let every = Duration::from_millis(options.vacuum_check_interval_ms.max(1));
+            tasks.push(tokio::spawn(vacuum::run(inner.clone(), options.vacuum_dead_rows_max, every)));
+        }
         Ok(PostgresStore { inner, tasks })
     }
 

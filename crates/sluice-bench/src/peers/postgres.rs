@@ -29,7 +29,7 @@ pub(crate) struct Postgres {
 }
 
 /// Connects and spawns the connection's task; the task ends when the client is dropped.
-async fn open(url: &str) -> anyhow::Result<(Client, tokio::task::JoinHandle<()>)> {
+pub(super) async fn open(url: &str) -> anyhow::Result<(Client, tokio::task::JoinHandle<()>)> {
     let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
     let task = tokio::spawn(async move {
         // An error here surfaces as a failed query on the client, where it is reported.
@@ -38,39 +38,60 @@ async fn open(url: &str) -> anyhow::Result<(Client, tokio::task::JoinHandle<()>)
     Ok((client, task))
 }
 
-pub(crate) async fn connect(url: &str) -> anyhow::Result<Connected> {
-    let (admin, connection) = open(url).await.with_context(|| format!("connecting to PostgreSQL at {url}"))?;
+/// The server settings that decide what a commit survives, as the report states them.
+pub(super) struct CommitSettings {
+    pub version: String,
+    pub durability: Durability,
+    /// In the server's own words, e.g. "synchronous_commit on, fsync on".
+    pub durability_setting: String,
+    /// The rest that bears on commit latency: wal_sync_method and commit_delay.
+    pub wal: String,
+}
+
+/// Reads the settings that decide what an acknowledged commit survives.
+pub(super) async fn commit_settings(client: &Client) -> anyhow::Result<CommitSettings> {
     let mut shown = Vec::new();
     for setting in ["server_version", "synchronous_commit", "fsync", "wal_sync_method", "commit_delay"] {
-        let row = admin.query_one(&format!("SHOW {setting}"), &[]).await?;
+        let row = client.query_one(&format!("SHOW {setting}"), &[]).await?;
         shown.push(row.get::<_, String>(0));
     }
     let [version, synchronous_commit, fsync, wal_sync_method, commit_delay] =
         <[String; 5]>::try_from(shown).expect("five settings were read");
     let durability =
         if synchronous_commit != "off" && fsync == "on" { Durability::PerWrite } else { Durability::Deferred };
-    let durability_setting = format!("synchronous_commit {synchronous_commit}, fsync {fsync}");
+    Ok(CommitSettings {
+        version: format!("PostgreSQL {version}"),
+        durability,
+        durability_setting: format!("synchronous_commit {synchronous_commit}, fsync {fsync}"),
+        wal: format!("wal_sync_method {wal_sync_method}, commit_delay {commit_delay}"),
+    })
+}
+
+pub(crate) async fn connect(url: &str) -> anyhow::Result<Connected> {
+    let (admin, connection) = open(url).await.with_context(|| format!("connecting to PostgreSQL at {url}"))?;
+    let commit = commit_settings(&admin).await?;
     let settings = format!(
-        "{} via tokio-postgres; {durability_setting}, wal_sync_method {wal_sync_method}, commit_delay \
-         {commit_delay}; one table per phase (msg_id identity primary key, vt, read_ct, enqueued_at, message \
-         bytea; index on vt); send = INSERT ... SELECT unnest($1::bytea[]); receive = UPDATE ... SET vt = now + \
-         {VISIBILITY_TIMEOUT} of the oldest visible rows FOR UPDATE SKIP LOCKED ... RETURNING, polled every \
+        "{} via tokio-postgres; {}, {}; one table per phase (msg_id identity primary key, vt, read_ct, enqueued_at, \
+         message bytea; index on vt); send = INSERT ... SELECT unnest($1::bytea[]); receive = UPDATE ... SET vt = \
+         now + {VISIBILITY_TIMEOUT} of the oldest visible rows FOR UPDATE SKIP LOCKED ... RETURNING, polled every \
          {POLL_INTERVAL:?} while empty; ack = DELETE ... WHERE msg_id = ANY($1); every statement its own \
-         transaction; one connection per producer and consumer",
-        redact(url)
+         transaction; one connection per producer and consumer; no vacuum but the server's autovacuum",
+        redact(url),
+        commit.durability_setting,
+        commit.wal,
     );
     Ok(Connected {
         peer: Box::new(Postgres { url: url.to_owned(), admin, connection }),
-        version: format!("PostgreSQL {version}"),
+        version: commit.version,
         settings,
-        durability,
-        durability_setting,
+        durability: commit.durability,
+        durability_setting: commit.durability_setting,
         batch_max: BATCH_MAX,
     })
 }
 
 /// The URL without a password, for the report.
-fn redact(url: &str) -> String {
+pub(super) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let credentials = &url[scheme + 3..at];

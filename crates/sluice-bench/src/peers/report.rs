@@ -8,6 +8,7 @@ use std::time::Duration;
 use comfy_table::{CellAlignment, Table, presets};
 use serde_json::{Value, json};
 
+use super::pgbench::{PGBENCH_CLIENTS, PGBENCH_DURATION, PGBENCH_THREADS, Pgbench};
 use super::system::{Durability, System};
 use super::{FIXED_RATE_FRACTION, Facts, Mode, PeerPlan, Row};
 use crate::Plan;
@@ -23,6 +24,8 @@ pub(crate) struct Report<'a> {
     pub peers: &'a PeerPlan,
     pub fjall: &'a Ceiling,
     pub http: &'a Ceiling,
+    /// PostgreSQL's own limit, when a system on PostgreSQL was measured: the result, or why not.
+    pub pgbench: Option<&'a Result<Pgbench, String>>,
     pub facts: &'a [Facts],
     pub rows: &'a [Row],
     pub elapsed: Duration,
@@ -63,6 +66,23 @@ impl Report<'_> {
             self.http.concurrency,
             self.http.latency.p50_p99(),
         );
+        match self.pgbench {
+            Some(Ok(p)) => {
+                let _ = writeln!(
+                    w,
+                    "ceiling    PostgreSQL (pgbench's TPC-B-like script: 3 UPDATEs, 1 SELECT, 1 INSERT, one commit per \
+                     transaction): {} transactions/s; `{}` in a scratch database; {}; {}",
+                    thousands(p.tps),
+                    Pgbench::command(),
+                    p.durability_setting,
+                    p.version,
+                );
+            }
+            Some(Err(e)) => {
+                let _ = writeln!(w, "ceiling    PostgreSQL (pgbench): not measured: {e}");
+            }
+            None => {}
+        }
         let _ = writeln!(
             w,
             "workloads  sizes {} B; clients {} (N producers and N consumers, one connection each);",
@@ -115,6 +135,18 @@ impl Report<'_> {
             let _ = writeln!(w);
             let _ = writeln!(w, "{}", self.drain_table());
         }
+        if let Some(table) = self.postgres_table() {
+            let _ = writeln!(w);
+            let _ = writeln!(w, "On PostgreSQL, max rate, beside the plain SKIP LOCKED table and pgbench:");
+            let _ = writeln!(w, "{table}");
+            let _ = writeln!(
+                w,
+                "vs postgres = that over the plain SKIP LOCKED table's msg/s in the same shape; vs pgbench = msg/s over \
+                 pgbench's transactions/s ({PGBENCH_CLIENTS} clients, {PGBENCH_THREADS} threads, {} s), a ratio of \
+                 different units: each batch of messages costs a queue three commits (send, receive, ack).",
+                PGBENCH_DURATION.as_secs()
+            );
+        }
         for row in self.rows {
             for (what, tally) in [("send", &row.measured.sent), ("receive", &row.measured.received)] {
                 if let Some(first) = &tally.first_error {
@@ -130,7 +162,11 @@ impl Report<'_> {
         }
         let _ = writeln!(w);
         let _ = writeln!(w, "ratios");
-        for line in ratio_lines(self.rows, self.facts) {
+        let tps = match self.pgbench {
+            Some(Ok(p)) => Some(p.tps),
+            _ => None,
+        };
+        for line in ratio_lines(self.rows, self.facts).into_iter().chain(postgres_ratio_lines(self.rows, tps)) {
             let _ = writeln!(w, "  {line}");
         }
         out
@@ -221,6 +257,82 @@ impl Report<'_> {
         table
     }
 
+    /// Sluice on PostgreSQL (1 and 3 servers), the plain SKIP LOCKED table and Sluice on its
+    /// embedded store, shape by shape, with pgbench's rate below; `None` when no system on
+    /// PostgreSQL was measured at max rate.
+    fn postgres_table(&self) -> Option<Table> {
+        let mut maxima: Vec<&Row> = self
+            .rows
+            .iter()
+            .filter(|r| r.mode == Mode::MaxRate && (r.system.uses_postgres() || r.system == System::SluiceFsync))
+            .collect();
+        if !maxima.iter().any(|r| r.system.uses_postgres()) {
+            return None;
+        }
+        maxima.sort_by_key(|r| (r.body_bytes, r.clients, r.system));
+        let tps = match self.pgbench {
+            Some(Ok(p)) if p.tps > 0.0 => Some(p.tps),
+            _ => None,
+        };
+        let ratio = |rate: f64, base: Option<f64>| {
+            base.filter(|&b| b > 0.0).map_or_else(|| "-".into(), |b| format!("{:.2}", rate / b))
+        };
+        let mut table = Table::new();
+        table.load_preset(presets::ASCII_MARKDOWN).set_header([
+            "size B",
+            "clients",
+            "system",
+            "store",
+            "durability",
+            "max msg/s",
+            "vs postgres",
+            "vs sluice-fsync",
+            "vs pgbench",
+        ]);
+        for max in maxima {
+            let rate = max.measured.rate();
+            let store = match (max.system, max.system.pg_nodes()) {
+                (System::Postgres, _) => "one table, SQL".to_owned(),
+                (_, Some(1)) => "PostgreSQL, 1 server".to_owned(),
+                (_, Some(n)) => format!("PostgreSQL, {n} servers"),
+                (_, None) => "embedded (fjall)".to_owned(),
+            };
+            table.add_row([
+                max.body_bytes.to_string(),
+                format!("{0}/{0}", max.clients),
+                max.system.name().to_owned(),
+                store,
+                self.durability_of(max.system).label().to_owned(),
+                thousands(rate),
+                ratio(rate, rate_of(self.rows, System::Postgres, max.body_bytes, max.clients)),
+                ratio(rate, rate_of(self.rows, System::SluiceFsync, max.body_bytes, max.clients)),
+                ratio(rate, tps),
+            ]);
+        }
+        if let Some(tps) = tps {
+            table.add_row([
+                "-".to_owned(),
+                format!("{PGBENCH_CLIENTS}"),
+                "pgbench".to_owned(),
+                "TPC-B-like".to_owned(),
+                self.pgbench_durability().to_owned(),
+                format!("{} tx/s", thousands(tps)),
+                "-".to_owned(),
+                "-".to_owned(),
+                "1.00".to_owned(),
+            ]);
+        }
+        for column in table.column_iter_mut().skip(5) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+        Some(table)
+    }
+
+    /// pgbench commits at the server's settings, which the plain table's facts state.
+    fn pgbench_durability(&self) -> &'static str {
+        self.durability_of(System::Postgres).label()
+    }
+
     fn durability_of(&self, system: System) -> Durability {
         self.facts.iter().find(|f| f.system == system).map_or(system.durability(), |f| f.durability)
     }
@@ -291,6 +403,18 @@ impl Report<'_> {
             rows.push(crate::report::json_row(
                 self.plan,
                 json!({ "system": facts.system.name(), "workload": "none", "failure": facts.failure }),
+            ));
+        }
+        if let Some(Ok(p)) = self.pgbench {
+            rows.push(crate::report::json_row(
+                self.plan,
+                json!({
+                    "system": "pgbench",
+                    "durability": p.durability_setting,
+                    "workload": format!("tpcb-like-{PGBENCH_CLIENTS}c{PGBENCH_THREADS}j"),
+                    "tx_per_sec": p.tps,
+                    "version": p.version,
+                }),
             ));
         }
         for (system, ceiling, durability, workload) in [
@@ -380,6 +504,43 @@ pub(crate) fn ratio_lines(rows: &[Row], facts: &[Facts]) -> Vec<String> {
     lines
 }
 
+/// Sluice on PostgreSQL, per shape at max rate: one server against the plain SKIP LOCKED table
+/// and pgbench's rate, and three servers against one.
+pub(crate) fn postgres_ratio_lines(rows: &[Row], pgbench_tps: Option<f64>) -> Vec<String> {
+    let mut shapes: Vec<(usize, usize)> = rows
+        .iter()
+        .filter(|r| r.mode == Mode::MaxRate && r.system.pg_nodes().is_some())
+        .map(|r| (r.body_bytes, r.clients))
+        .collect();
+    shapes.sort_unstable();
+    shapes.dedup();
+    let mut lines = Vec::new();
+    for (body_bytes, clients) in shapes {
+        let shape = format!("{body_bytes} B {clients}/{clients}:");
+        let one = rate_of(rows, System::SluicePg, body_bytes, clients);
+        let three = rate_of(rows, System::SluicePg3Nodes, body_bytes, clients);
+        let plain = rate_of(rows, System::Postgres, body_bytes, clients);
+        for (system, rate) in [(System::SluicePg, one), (System::SluicePg3Nodes, three)] {
+            let Some(rate) = rate else { continue };
+            let mut line = format!("{shape} {} {} msg/s", system.name(), thousands(rate));
+            if let Some(plain) = plain.filter(|&p| p > 0.0) {
+                let _ =
+                    write!(line, " = {:.2}x the plain SKIP LOCKED table ({} msg/s)", rate / plain, thousands(plain));
+            }
+            if let Some(tps) = pgbench_tps.filter(|&t| t > 0.0) {
+                let _ = write!(line, "; {:.2} msg per pgbench transaction ({} tx/s)", rate / tps, thousands(tps));
+            }
+            lines.push(line);
+        }
+        if let (Some(one), Some(three)) = (one, three)
+            && one > 0.0
+        {
+            lines.push(format!("{shape} three servers on one database = {:.2}x one server", three / one));
+        }
+    }
+    lines
+}
+
 fn p50_p99_p999(latency: &Latency) -> String {
     match (latency.quantile_ms(0.5), latency.quantile_ms(0.99), latency.quantile_ms(0.999)) {
         (Some(a), Some(b), Some(c)) => format!("{} / {} / {}", ms(a), ms(b), ms(c)),
@@ -448,6 +609,26 @@ mod tests {
                 "256 B 16/16: sluice-interval against nats-default: not measured",
             ]
         );
+    }
+
+    #[test]
+    fn sluice_on_postgres_is_compared_with_the_plain_table_pgbench_and_one_server() {
+        let rows = [
+            row(System::SluicePg, 4, 6_000),
+            row(System::SluicePg3Nodes, 4, 9_000),
+            row(System::Postgres, 4, 12_000),
+            row(System::SluicePg, 16, 5_000),
+        ];
+        assert_eq!(
+            postgres_ratio_lines(&rows, Some(2_000.0)),
+            [
+                "256 B 4/4: sluice-pg 6,000 msg/s = 0.50x the plain SKIP LOCKED table (12,000 msg/s); 3.00 msg per pgbench transaction (2,000 tx/s)",
+                "256 B 4/4: sluice-pg-3nodes 9,000 msg/s = 0.75x the plain SKIP LOCKED table (12,000 msg/s); 4.50 msg per pgbench transaction (2,000 tx/s)",
+                "256 B 4/4: three servers on one database = 1.50x one server",
+                "256 B 16/16: sluice-pg 5,000 msg/s; 2.50 msg per pgbench transaction (2,000 tx/s)",
+            ]
+        );
+        assert!(postgres_ratio_lines(&rows[2..3], None).is_empty(), "the plain table alone has nothing to compare");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Sluice as a peer: an in-process server on a fresh embedded store, driven over the native
-//! HTTP API by `sluice-client`, exactly as the throughput scenario drives it.
+//! HTTP API by `sluice-client`, exactly as the throughput scenario drives it. The producer and
+//! consumer here drive Sluice over PostgreSQL too (`sluice_pg`).
 
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use super::system::Durability;
 use crate::target::InProcess;
 
 /// Visibility timeout of each receive: longer than any phase, so nothing is delivered twice.
-const VISIBILITY_TIMEOUT_MS: u64 = 60_000;
+pub(super) const VISIBILITY_TIMEOUT_MS: u64 = 60_000;
 
 pub(crate) struct Sluice {
     server: InProcess,
@@ -55,12 +56,11 @@ impl Peer for Sluice {
     }
 
     async fn producer(&self, queue: &str) -> anyhow::Result<Box<dyn Producer>> {
-        Ok(Box::new(SluiceProducer { client: crate::workload::client(&self.url)?, queue: queue.to_owned() }))
+        producer(&self.url, queue)
     }
 
     async fn consumer(&self, queue: &str, _batch: usize) -> anyhow::Result<Box<dyn Consumer>> {
-        let client = crate::workload::client(&self.url)?;
-        Ok(Box::new(SluiceConsumer { client, queue: queue.to_owned(), receipts: Vec::new() }))
+        consumer(&self.url, queue)
     }
 
     async fn delete(&self, queue: &str) -> anyhow::Result<()> {
@@ -71,6 +71,17 @@ impl Peer for Sluice {
     async fn stop(self: Box<Self>) -> anyhow::Result<()> {
         self.server.stop().await
     }
+}
+
+/// A producer of `queue` on its own connection to the server at `url`.
+pub(super) fn producer(url: &str, queue: &str) -> anyhow::Result<Box<dyn Producer>> {
+    Ok(Box::new(SluiceProducer { client: crate::workload::client(url)?, queue: queue.to_owned() }))
+}
+
+/// A consumer of `queue` on its own connection to the server at `url`.
+pub(super) fn consumer(url: &str, queue: &str) -> anyhow::Result<Box<dyn Consumer>> {
+    let client = crate::workload::client(url)?;
+    Ok(Box::new(SluiceConsumer { client, queue: queue.to_owned(), receipts: Vec::new() }))
 }
 
 struct SluiceProducer {

@@ -6,6 +6,11 @@
 pub(crate) enum System {
     SluiceFsync,
     SluiceInterval,
+    /// Sluice over PostgreSQL: one in-process server.
+    SluicePg,
+    /// Sluice over PostgreSQL: three in-process servers sharing one schema, the clients spread
+    /// over them.
+    SluicePg3Nodes,
     RabbitClassic,
     RabbitQuorum,
     NatsDefault,
@@ -38,9 +43,11 @@ impl Durability {
 
 impl System {
     /// Every system, in report order: Sluice first, then each peer's per-write setting last.
-    pub const ALL: [System; 9] = [
+    pub const ALL: [System; 11] = [
         System::SluiceFsync,
         System::SluiceInterval,
+        System::SluicePg,
+        System::SluicePg3Nodes,
         System::RabbitClassic,
         System::RabbitQuorum,
         System::NatsDefault,
@@ -55,6 +62,8 @@ impl System {
         match self {
             System::SluiceFsync => "sluice-fsync",
             System::SluiceInterval => "sluice-interval",
+            System::SluicePg => "sluice-pg",
+            System::SluicePg3Nodes => "sluice-pg-3nodes",
             System::RabbitClassic => "rabbitmq-classic",
             System::RabbitQuorum => "rabbitmq-quorum",
             System::NatsDefault => "nats-default",
@@ -65,10 +74,12 @@ impl System {
         }
     }
 
-    /// The product, as `--only` names a whole family.
+    /// The product, as `--only` names a whole family. Sluice over PostgreSQL is a family of its
+    /// own, so that `--only sluice` needs no database.
     pub fn family(self) -> &'static str {
         match self {
             System::SluiceFsync | System::SluiceInterval => "sluice",
+            System::SluicePg | System::SluicePg3Nodes => "sluice-pg",
             System::RabbitClassic | System::RabbitQuorum => "rabbitmq",
             System::NatsDefault | System::NatsAlways => "nats",
             System::RedisDefault | System::RedisAlways => "redis",
@@ -76,8 +87,23 @@ impl System {
         }
     }
 
+    /// Sluice on any store: never counted among the peers it is compared with.
     pub fn is_sluice(self) -> bool {
-        self.family() == "sluice"
+        self.family().starts_with("sluice")
+    }
+
+    /// Whether measuring it needs the PostgreSQL server (and so whether pgbench is worth running).
+    pub fn uses_postgres(self) -> bool {
+        matches!(self, System::SluicePg | System::SluicePg3Nodes | System::Postgres)
+    }
+
+    /// Sluice servers sharing one database, for the report; `None` for the other systems.
+    pub fn pg_nodes(self) -> Option<usize> {
+        match self {
+            System::SluicePg => Some(1),
+            System::SluicePg3Nodes => Some(3),
+            _ => None,
+        }
     }
 
     /// What an acknowledged send survives with the settings this harness uses. The running
@@ -86,6 +112,8 @@ impl System {
     pub fn durability(self) -> Durability {
         match self {
             System::SluiceFsync
+            | System::SluicePg
+            | System::SluicePg3Nodes
             | System::RabbitClassic
             | System::RabbitQuorum
             | System::NatsAlways
@@ -98,7 +126,7 @@ impl System {
 }
 
 /// The systems `--only` selects, in report order. Each item is a system's name or a family
-/// (`sluice`, `rabbitmq`, `nats`, `redis`, `postgres`); empty means all.
+/// (`sluice`, `sluice-pg`, `rabbitmq`, `nats`, `redis`, `postgres`); empty means all.
 pub(crate) fn select(only: &[String]) -> Result<Vec<System>, String> {
     if only.is_empty() {
         return Ok(System::ALL.to_vec());
@@ -111,7 +139,7 @@ pub(crate) fn select(only: &[String]) -> Result<Vec<System>, String> {
         if matched.is_empty() {
             let names: Vec<&str> = System::ALL.iter().map(|s| s.name()).collect();
             return Err(format!(
-                "--only {item}: not a system; use sluice, rabbitmq, nats, redis, postgres or one of {}",
+                "--only {item}: not a system; use sluice, sluice-pg, rabbitmq, nats, redis, postgres or one of {}",
                 names.join(", ")
             ));
         }
@@ -133,9 +161,11 @@ mod tests {
 
     #[test]
     fn only_takes_families_and_names_in_report_order() {
-        assert_eq!(names("").map(|n| n.len()), Ok(9));
+        assert_eq!(names("").map(|n| n.len()), Ok(11));
         assert_eq!(names("nats,sluice-fsync"), Ok(vec!["sluice-fsync", "nats-default", "nats-always"]));
         assert_eq!(names("postgres,sluice,postgres"), Ok(vec!["sluice-fsync", "sluice-interval", "postgres"]));
+        assert_eq!(names("postgres,sluice-pg"), Ok(vec!["sluice-pg", "sluice-pg-3nodes", "postgres"]));
+        assert_eq!(names("sluice-pg-3nodes"), Ok(vec!["sluice-pg-3nodes"]));
         assert!(names("kafka").is_err_and(|e| e.starts_with("--only kafka: not a system")));
     }
 
@@ -145,6 +175,7 @@ mod tests {
             assert!(system.name().starts_with(system.family()), "{system:?}");
             assert_eq!(System::ALL.iter().filter(|s| s.name() == system.name()).count(), 1);
         }
-        assert_eq!(System::ALL.iter().filter(|s| s.durability() == Durability::PerWrite).count(), 6);
+        assert_eq!(System::ALL.iter().filter(|s| s.durability() == Durability::PerWrite).count(), 8);
+        assert!(System::ALL.iter().filter(|s| s.pg_nodes().is_some()).all(|s| s.is_sluice() && s.uses_postgres()));
     }
 }

@@ -42,6 +42,17 @@ pub struct Args {
     /// any number of servers may share one database. Migrations run at start.
     #[arg(long, env = "SLUICE_STORE", value_name = "URL")]
     store: Option<String>,
+    /// With --store: vacuum a churning table (messages, dedup, fair_groups) once it has more
+    /// than ROWS dead rows, checked every second by one of the servers sharing the database,
+    /// whatever the database's autovacuum does; 0 leaves vacuuming to autovacuum alone.
+    #[arg(
+        long,
+        env = "SLUICE_PG_VACUUM_DEAD_ROWS",
+        default_value_t = sluice_postgres::VACUUM_DEAD_ROWS_MAX_DEFAULT,
+        value_name = "ROWS",
+        requires = "store"
+    )]
+    pg_vacuum_dead_rows: u64,
     /// AWS account id in SQS queue URLs and ARNs, and in STS GetCallerIdentity.
     #[arg(long, env = "SLUICE_ACCOUNT", default_value = "000000000000", value_name = "ID")]
     account: String,
@@ -112,11 +123,14 @@ async fn serve_postgres(args: Args, url: &str, listener: TcpListener, addr: Sock
             "give postgres://USER@HOST:PORT/DATABASE, or leave --store out for the embedded store",
         ));
     }
-    let store =
-        sluice_postgres::PostgresStore::connect(url, sluice_postgres::PostgresOptions::default()).await.map_err(
-            |e| hinted(format!("cannot use PostgreSQL: {e}"), "check that the database is up and the URL is right"),
-        )?;
-    tracing::info!(%addr, "PostgreSQL store open");
+    let options = sluice_postgres::PostgresOptions {
+        vacuum_dead_rows_max: args.pg_vacuum_dead_rows,
+        ..sluice_postgres::PostgresOptions::default()
+    };
+    let store = sluice_postgres::PostgresStore::connect(url, options).await.map_err(|e| {
+        hinted(format!("cannot use PostgreSQL: {e}"), "check that the database is up and the URL is right")
+    })?;
+    tracing::info!(%addr, vacuum_dead_rows_max = args.pg_vacuum_dead_rows, "PostgreSQL store open");
     let signals = Signals::install()?;
     announce(addr)?;
     let served =
