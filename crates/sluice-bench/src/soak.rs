@@ -39,8 +39,13 @@ use crate::{Plan, with_target_started};
 
 /// The share of the probed maximum rate the soak runs at.
 pub(crate) const SOAK_RATE_FRACTION: f64 = 0.7;
-/// Messages per send, per receive and per ack.
+/// Most messages per send (producers send what is due, up to this), and the probe's batch.
 pub(crate) const SOAK_BATCH: u32 = 10;
+/// Most messages per receive (and so per ack) of the soak's consumers. Larger than a send:
+/// on a schedule, producers send few messages per call, and consumers that took as few would
+/// pay twice the calls per message (receive, then ack) and fall behind a rate the probe
+/// sustained, turning a soak into an overload test. A worker pool with prefetch does the same.
+pub(crate) const SOAK_RECEIVE_MAX: u32 = 100;
 /// The probe's measured time when the soak is not `--quick`.
 const PROBE_DURATION: Duration = Duration::from_secs(10);
 const PROBE_DURATION_QUICK: Duration = Duration::from_secs(3);
@@ -287,7 +292,7 @@ impl Outcome {
         let summary = json!({
             "system": "sluice",
             "durability": plan.durability_label(),
-            "workload": format!("soak-{}B-{}p{}c-batch{SOAK_BATCH}", plan.body_bytes, plan.producers, plan.consumers),
+            "workload": format!("soak-{}B-{}p{}c", plan.body_bytes, plan.producers, plan.consumers),
             "probed_max_msgs_per_sec": self.probed_max,
             "target_msgs_per_sec": self.target_rate,
             "msgs_per_sec": self.achieved_rate(),
@@ -510,7 +515,7 @@ async fn produce(state: Arc<Soak>, schedule: Schedule, index: u64, producers: u6
 async fn consume(state: Arc<Soak>, stop: Arc<tokio::sync::Notify>) -> Latency {
     let mut latency = Latency::new();
     let request = ReceiveRequest {
-        max: Some(SOAK_BATCH),
+        max: Some(SOAK_RECEIVE_MAX),
         wait_ms: Some(workload::RECEIVE_WAIT_MS),
         visibility_timeout_ms: Some(VISIBILITY_TIMEOUT_MS),
     };
@@ -732,7 +737,7 @@ fn render(
     };
     let _ = writeln!(
         w,
-        "workload   {} producers on a schedule at {} msg/s ({rate_rule}), {} consumers (receive {SOAK_BATCH}, ack), {} B bodies, {} in all, sampled every {}",
+        "workload   {} producers on a schedule at {} msg/s ({rate_rule}), sending what is due up to {SOAK_BATCH} a call; {} consumers (receive up to {SOAK_RECEIVE_MAX}, ack); {} B bodies, {} in all, sampled every {}",
         plan.producers,
         thousands(o.target_rate),
         plan.consumers,
