@@ -23,6 +23,7 @@ mod openapi;
 mod queues;
 mod redrive;
 mod redrive_tasks;
+mod sns;
 mod sqs;
 mod topic_routes;
 mod topics;

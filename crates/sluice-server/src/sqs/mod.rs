@@ -1,10 +1,12 @@
 //! AWS wire compatibility on the native API's port: SQS (JSON 1.0 and Query protocols),
-//! STS `GetCallerIdentity`, and a clear refusal for SNS until it exists.
+//! STS `GetCallerIdentity`, and the front door of SNS (Query protocol, in `crate::sns`).
 //!
 //! Every request the native router does not match comes here ([`fallback`]). A request that
 //! is not an AWS one gets the native 404. An AWS request is read in its protocol
 //! (`json.rs`, `query.rs`), authorised (`crate::auth`), dispatched to its action
 //! (`actions/`), and answered in the same protocol (`json.rs`, `xml.rs`) with a request id.
+//! SNS requests are parsed with SNS's flattening and answered in its XML style, and their
+//! actions live in `crate::sns`; `SqsError` is the AWS error type of all three services.
 //! Actions translate to the same `Store` calls the native API makes: SQS semantics that differ
 //! from Sluice's are mapped here, and state only SQS has (the 60-second purge and delete
 //! rules) is kept in [`SqsState`].
@@ -37,8 +39,9 @@ use serde_json::Value;
 use crate::AppState;
 use crate::auth::{self, AuthError};
 use detect::{Protocol, Service};
-use errors::SqsError;
 use limits::{DELETED_NAME_COOLDOWN_MS, PURGE_INTERVAL_MS, REQUEST_BYTES_MAX};
+
+pub(crate) use errors::SqsError;
 
 /// State that exists only for SQS's sake and only in memory: when each queue was last purged
 /// and when each name was last deleted, for the two 60-second rules, and the answers of FIFO
@@ -153,6 +156,7 @@ async fn handle(state: &AppState, parts: &Parts, body: Body, request_id: &str) -
     };
     let input = match &request.input {
         Input::Json => json::parse_body(&bytes),
+        Input::Query(params) if request.service == Service::Sns => query::to_sns_input(params),
         Input::Query(params) => query::to_input(params),
     };
     let outcome = match input {
@@ -206,15 +210,13 @@ async fn run(
             actions::dispatch(&ctx, &request.action, input).await
         }
         Service::Sts => sts::dispatch(&state.config, &request.action, caller.as_deref()),
-        Service::Sns => Err(SqsError::new(
+        Service::Sns if request.protocol == Protocol::Json => Err(SqsError::new(
             "InvalidAction",
             "InvalidAction",
             axum::http::StatusCode::BAD_REQUEST,
-            format!(
-                "The action {} is not valid for this endpoint: SNS is not available in this Sluice version yet.",
-                request.action
-            ),
+            format!("The action {} is not valid for this endpoint: SNS speaks the Query protocol.", request.action),
         )),
+        Service::Sns => crate::sns::dispatch(state, parts, &request.action, input, caller).await,
     }
 }
 
@@ -238,6 +240,9 @@ fn error_prefix(service: Service) -> &'static str {
 fn render_success(request: &AwsRequest, output: Option<Value>, request_id: &str) -> Response {
     match request.protocol {
         Protocol::Json => json::success(output),
+        Protocol::Query if request.service == Service::Sns => {
+            xml::success_in(xml::Style::Wrapped, &request.action, output.as_ref(), xml::SNS_NAMESPACE, request_id)
+        }
         Protocol::Query => xml::success(&request.action, output.as_ref(), namespace(request.service), request_id),
     }
 }

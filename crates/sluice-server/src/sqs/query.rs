@@ -7,6 +7,10 @@
 //! The table in [`hint`] says, for each such name, which JSON member it becomes and how its
 //! numbered items are built; the names come from the query model
 //! (`shared/reference/aws-data/sqs-query-model-2012-11-05.json`).
+//!
+//! SNS flattens differently, and regularly: a list is `Name.member.N` and a map is
+//! `Name.entry.N.key`/`.value` (`Name`/`Value` for message attributes), so [`to_sns_input`]
+//! needs no table.
 
 use std::collections::BTreeMap;
 
@@ -93,6 +97,16 @@ struct Node {
 
 /// The action's input in the JSON protocol's shape.
 pub fn to_input(params: &[(String, String)]) -> Result<Value, SqsError> {
+    structure(&tree(params)?, "")
+}
+
+/// An SNS action's input as JSON: `X.member.N` lists become arrays and `X.entry.N` maps become
+/// objects (see the module documentation).
+pub fn to_sns_input(params: &[(String, String)]) -> Result<Value, SqsError> {
+    sns_structure(&tree(params)?, "")
+}
+
+fn tree(params: &[(String, String)]) -> Result<Node, SqsError> {
     let mut root = Node::default();
     for (key, value) in params {
         if FRAMING.contains(&key.as_str()) {
@@ -112,7 +126,45 @@ pub fn to_input(params: &[(String, String)]) -> Result<Value, SqsError> {
         }
         node.value = Some(value.clone());
     }
-    structure(&root, "")
+    Ok(root)
+}
+
+fn sns_structure(node: &Node, path: &str) -> Result<Value, SqsError> {
+    let mut out = Map::new();
+    for (name, child) in &node.children {
+        let here = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
+        out.insert(name.clone(), sns_value(child, &here)?);
+    }
+    Ok(Value::Object(out))
+}
+
+fn sns_value(node: &Node, path: &str) -> Result<Value, SqsError> {
+    let only = |name: &str| node.children.len() == 1 && node.children.contains_key(name);
+    if only("member") {
+        let at = format!("{path}.member");
+        let mut items = Vec::new();
+        for (index, item) in numbered(&node.children["member"], &at)? {
+            items.push(sns_value(item, &format!("{at}.{index}"))?);
+        }
+        return Ok(Value::Array(items));
+    }
+    if only("entry") {
+        let at = format!("{path}.entry");
+        let mut entries = Map::new();
+        for (index, item) in numbered(&node.children["entry"], &at)? {
+            let at = format!("{at}.{index}");
+            let (key, value) = if item.children.contains_key("Name") { ("Name", "Value") } else { ("key", "value") };
+            let k = item.children.get(key).and_then(|n| n.value.clone());
+            let k = k.ok_or_else(|| SqsError::missing_parameter(&format!("{at}.{key}")))?;
+            let v = match item.children.get(value) {
+                Some(v) => sns_value(v, &format!("{at}.{value}"))?,
+                None => Value::Null,
+            };
+            entries.insert(k, v);
+        }
+        return Ok(Value::Object(entries));
+    }
+    if node.children.is_empty() { Ok(leaf(node)) } else { sns_structure(node, path) }
 }
 
 fn structure(node: &Node, path: &str) -> Result<Value, SqsError> {
@@ -231,6 +283,37 @@ mod tests {
         let e = to_input(&decode(deep.as_bytes()).unwrap()).unwrap_err();
         assert_eq!(e.code, "InvalidParameterValue");
         assert!(e.message.len() < 200, "the error does not echo the whole name: {}", e.message);
+    }
+
+    #[test]
+    fn sns_members_and_entries() {
+        let got = to_sns_input(
+            &decode(
+                concat!(
+                    "Action=CreateTopic&Name=t&Attributes.entry.1.key=FifoTopic&Attributes.entry.1.value=true",
+                    "&Tags.member.1.Key=k&Tags.member.1.Value=v&TagKeys.member.2=b&TagKeys.member.1=a",
+                    "&PublishBatchRequestEntries.member.1.Id=x",
+                    "&PublishBatchRequestEntries.member.1.MessageAttributes.entry.1.Name=n",
+                    "&PublishBatchRequestEntries.member.1.MessageAttributes.entry.1.Value.DataType=String",
+                    "&PublishBatchRequestEntries.member.1.MessageAttributes.entry.1.Value.StringValue=s",
+                )
+                .as_bytes(),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            json!({
+                "Name": "t",
+                "Attributes": {"FifoTopic": "true"},
+                "Tags": [{"Key": "k", "Value": "v"}],
+                "TagKeys": ["a", "b"],
+                "PublishBatchRequestEntries": [
+                    {"Id": "x", "MessageAttributes": {"n": {"DataType": "String", "StringValue": "s"}}}
+                ],
+            })
+        );
     }
 
     #[test]

@@ -7,6 +7,10 @@
 //! `<Attribute><Name/><Value/></Attribute>`), every other member is one element of its own
 //! name. Text is escaped with quick-xml, plus `\r` as `&#xD;`: a literal carriage return would
 //! be normalised away by the client's XML parser and break its MD5 check of the body.
+//!
+//! SNS wraps instead of flattening ([`Style::Wrapped`]): a list is `<Name><member>..</member></Name>`
+//! and a map (`Attributes`) is `<Attributes><entry><key/><value/></entry></Attributes>`, as its
+//! model (`shared/reference/aws-data/sns-query-model-2010-03-31.json`) has no flattened shapes.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -20,6 +24,13 @@ pub const SNS_NAMESPACE: &str = "http://sns.amazonaws.com/doc/2010-03-31/";
 
 const CONTENT_TYPE: &str = "text/xml";
 
+/// How lists and maps are written: SQS's and STS's flattened, or SNS's wrapped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    Flattened,
+    Wrapped,
+}
+
 /// How a member of an output is written.
 enum Element {
     /// One `<name>` per item of the array.
@@ -28,8 +39,14 @@ enum Element {
     Map { name: &'static str, key: &'static str, value: &'static str },
 }
 
-fn element_hint(action: &str, member: &str) -> Option<Element> {
+fn element_hint(style: Style, action: &str, member: &str) -> Option<Element> {
     let list = |name: &str| Some(Element::List(name.to_string()));
+    if style == Style::Wrapped {
+        return match member {
+            "Attributes" => Some(Element::Map { name: "entry", key: "key", value: "value" }),
+            _ => None,
+        };
+    }
     match member {
         "Attributes" => Some(Element::Map { name: "Attribute", key: "Name", value: "Value" }),
         "MessageAttributes" => Some(Element::Map { name: "MessageAttribute", key: "Name", value: "Value" }),
@@ -47,12 +64,17 @@ fn element_hint(action: &str, member: &str) -> Option<Element> {
 /// `200` with `<{action}Response>`; the `<{action}Result>` element only for actions that
 /// have an output.
 pub fn success(action: &str, output: Option<&Value>, namespace: &str, request_id: &str) -> Response {
+    success_in(Style::Flattened, action, output, namespace, request_id)
+}
+
+/// [`success`] in a style.
+pub fn success_in(style: Style, action: &str, output: Option<&Value>, namespace: &str, request_id: &str) -> Response {
     let mut out = String::with_capacity(256);
     out.push_str(&format!("<?xml version=\"1.0\"?><{action}Response xmlns=\"{namespace}\">"));
     if let Some(output) = output {
         out.push_str(&format!("<{action}Result>"));
         if let Value::Object(members) = output {
-            write_members(&mut out, action, members);
+            write_members(&mut out, style, action, members);
         }
         out.push_str(&format!("</{action}Result>"));
     }
@@ -82,30 +104,44 @@ fn reply(status: StatusCode, body: String) -> Response {
     (status, [(axum::http::header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response()
 }
 
-fn write_members(out: &mut String, action: &str, members: &Map<String, Value>) {
+fn write_members(out: &mut String, style: Style, action: &str, members: &Map<String, Value>) {
     for (member, value) in members {
-        match (element_hint(action, member), value) {
+        let hint = element_hint(style, action, member);
+        // Wrapped lists and maps sit inside an element of the member's own name.
+        let wrapped = style == Style::Wrapped && (value.is_array() || (hint.is_some() && value.is_object()));
+        if wrapped {
+            out.push_str(&format!("<{member}>"));
+        }
+        match (hint, value) {
             (Some(Element::List(name)), Value::Array(items)) => {
                 for item in items {
-                    write_element(out, action, &name, item);
+                    write_element(out, style, action, &name, item);
+                }
+            }
+            (None, Value::Array(items)) if style == Style::Wrapped => {
+                for item in items {
+                    write_element(out, style, action, "member", item);
                 }
             }
             (Some(Element::Map { name, key, value: value_name }), Value::Object(entries)) => {
                 for (k, v) in entries {
                     out.push_str(&format!("<{name}><{key}>{}</{key}>", escape(k)));
-                    write_element(out, action, value_name, v);
+                    write_element(out, style, action, value_name, v);
                     out.push_str(&format!("</{name}>"));
                 }
             }
-            _ => write_element(out, action, member, value),
+            (_, value) => write_element(out, style, action, member, value),
+        }
+        if wrapped {
+            out.push_str(&format!("</{member}>"));
         }
     }
 }
 
-fn write_element(out: &mut String, action: &str, name: &str, value: &Value) {
+fn write_element(out: &mut String, style: Style, action: &str, name: &str, value: &Value) {
     out.push_str(&format!("<{name}>"));
     match value {
-        Value::Object(members) => write_members(out, action, members),
+        Value::Object(members) => write_members(out, style, action, members),
         Value::String(s) => out.push_str(&escape(s)),
         Value::Number(n) => out.push_str(&n.to_string()),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
@@ -114,7 +150,7 @@ fn write_element(out: &mut String, action: &str, name: &str, value: &Value) {
         // element name, which is what a flattened list would look like.
         Value::Array(items) => {
             for item in items {
-                write_element(out, action, name, item);
+                write_element(out, style, action, name, item);
             }
         }
     }
@@ -176,6 +212,33 @@ mod tests {
         assert!(body.contains("<DeleteMessageBatchResultEntry><Id>a</Id></DeleteMessageBatchResultEntry>"), "{body}");
         assert!(
             body.contains("<BatchResultErrorEntry><Id>b</Id><SenderFault>true</SenderFault></BatchResultErrorEntry>"),
+            "{body}"
+        );
+    }
+
+    #[tokio::test]
+    async fn sns_wraps_lists_and_maps() {
+        let output = json!({
+            "Attributes": {"DisplayName": "d", "Owner": "0"},
+            "Successful": [{"Id": "a", "MessageId": "m"}],
+            "Failed": [],
+            "Subscriptions": [{"SubscriptionArn": "s"}],
+        });
+        let body = text(success_in(Style::Wrapped, "PublishBatch", Some(&output), SNS_NAMESPACE, "r")).await;
+        assert!(
+            body.contains(concat!(
+                "<Attributes><entry><key>DisplayName</key><value>d</value></entry>",
+                "<entry><key>Owner</key><value>0</value></entry></Attributes>"
+            )),
+            "{body}"
+        );
+        assert!(
+            body.contains("<Successful><member><Id>a</Id><MessageId>m</MessageId></member></Successful>"),
+            "{body}"
+        );
+        assert!(body.contains("<Failed></Failed>"), "{body}");
+        assert!(
+            body.contains("<Subscriptions><member><SubscriptionArn>s</SubscriptionArn></member></Subscriptions>"),
             "{body}"
         );
     }

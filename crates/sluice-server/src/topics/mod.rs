@@ -37,7 +37,7 @@ pub use attributes::fifo_topic_value;
 pub use envelope::SIGNING_CERT_FILE;
 pub use error::{Invalid, PublishError, TopicError};
 pub use model::{ArnError, Arns, Protocol, SubscriptionRecord, TopicRecord};
-pub use publish::{Publication, Published};
+pub use publish::Publication;
 
 use attributes::{Setting, SubscriptionContext};
 use limits::{

@@ -95,6 +95,13 @@ struct Call<'a> {
 }
 
 impl Topics {
+    /// Checks a message as `publish` would, without publishing it: SNS refuses a whole batch
+    /// for one bad entry, so its batch checks every entry first.
+    pub async fn check_publication(&self, topic: &str, publication: &Publication) -> Result<(), TopicError> {
+        let snapshot = self.snapshot(topic).await?;
+        check(&snapshot.topic, publication).map(|_| ()).map_err(TopicError::Invalid)
+    }
+
     /// Publishes messages to `topic`, answering each in order: its id, or why it was refused
     /// or not acknowledged (see the module documentation). A bad message never fails the others.
     pub async fn publish(
@@ -108,7 +115,7 @@ impl Topics {
         let mut accepted = Vec::new();
         for (index, publication) in publications.into_iter().enumerate() {
             match check(&snapshot.topic, &publication) {
-                Ok((default_text, per_protocol, dedup_id)) => accepted.push(Accepted {
+                Ok(Checked { default_text, per_protocol, dedup_id }) => accepted.push(Accepted {
                     index,
                     publication,
                     default_text,
@@ -363,10 +370,17 @@ fn text_attribute(value: &str) -> AttributeValue {
     AttributeValue { data_type: "String".to_string(), value: AttributeData::Text(value.to_string()) }
 }
 
-/// Checks a message against SNS's rules and the topic's type: `(default text, per-protocol
-/// texts, deduplication id)`.
-#[allow(clippy::type_complexity)]
-fn check(topic: &TopicRecord, p: &Publication) -> Result<(String, BTreeMap<String, String>, Option<String>), Invalid> {
+/// What the checks of a message found.
+#[derive(Debug)]
+struct Checked {
+    /// The text for protocols without their own (all of them without `MessageStructure=json`).
+    default_text: String,
+    per_protocol: BTreeMap<String, String>,
+    dedup_id: Option<String>,
+}
+
+/// Checks a message against SNS's rules and the topic's type.
+fn check(topic: &TopicRecord, p: &Publication) -> Result<Checked, Invalid> {
     if p.message.is_empty() {
         return Err(Invalid::new("body", "the message is empty", "Invalid parameter: Empty message"));
     }
@@ -426,7 +440,7 @@ fn check(topic: &TopicRecord, p: &Publication) -> Result<(String, BTreeMap<Strin
         }
         None
     };
-    Ok((default_text, per_protocol, dedup_id))
+    Ok(Checked { default_text, per_protocol, dedup_id })
 }
 
 fn attribute_len(value: &AttributeData) -> usize {
@@ -556,7 +570,7 @@ mod tests {
         Publication { message: text.into(), ..Default::default() }
     }
 
-    fn sns(result: Result<(String, BTreeMap<String, String>, Option<String>), Invalid>) -> String {
+    fn sns(result: Result<Checked, Invalid>) -> String {
         result.err().map(|e| e.sns_message).unwrap_or_default()
     }
 
@@ -586,8 +600,11 @@ mod tests {
             "Invalid parameter: The topic should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly"
         );
         let content = topic(true, true);
-        let (_, _, dedup) = check(&content, &Publication { group_id: Some("g".into()), ..message("Test") }).unwrap();
-        assert_eq!(dedup.as_deref(), Some("532eaabd9574880dbf76b9b8cc00832c20a6ec113d682299550d7a6e0f345e25"));
+        let checked = check(&content, &Publication { group_id: Some("g".into()), ..message("Test") }).unwrap();
+        assert_eq!(
+            checked.dedup_id.as_deref(),
+            Some("532eaabd9574880dbf76b9b8cc00832c20a6ec113d682299550d7a6e0f345e25")
+        );
     }
 
     #[test]
@@ -606,10 +623,9 @@ mod tests {
             sns(check(&std, &structured("{\"default\": 1}"))),
             "Invalid parameter: Message Structure - No default entry in JSON message body"
         );
-        let (default, per_protocol, _) =
-            check(&std, &structured(r#"{"default": "d", "sqs": "q", "email": "e"}"#)).unwrap();
-        assert_eq!(default, "d");
-        assert_eq!(per_protocol, BTreeMap::from([("sqs".to_string(), "q".to_string())]));
+        let checked = check(&std, &structured(r#"{"default": "d", "sqs": "q", "email": "e"}"#)).unwrap();
+        assert_eq!(checked.default_text, "d");
+        assert_eq!(checked.per_protocol, BTreeMap::from([("sqs".to_string(), "q".to_string())]));
     }
 
     #[test]

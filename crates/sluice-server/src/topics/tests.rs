@@ -15,6 +15,7 @@ use sluice_store::{
     EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Record, Store, StoreCounters, StoreError,
 };
 
+use super::publish::Published;
 use super::push::{MessageType, PushDelivery};
 use super::*;
 

@@ -13,3 +13,4 @@ mod move_tasks;
 mod query_flow;
 mod queues;
 mod resources;
+mod sns;
