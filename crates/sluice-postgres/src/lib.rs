@@ -10,8 +10,9 @@
 //! How the pieces fit (see also the module docs):
 //! - `migrate`: versioned SQL files applied at connect (and by `migrate` for `sluice migrate`).
 //! - `queues`, `messages`, `receive`: one module per group of `Store` calls. Every call is one
-//!   statement or one transaction; a receive picks rows with `FOR UPDATE SKIP LOCKED`, so
-//!   consumers on different nodes never wait for, nor get, each other's messages.
+//!   statement or one transaction (but a redrive step, which attempts again while rows it could
+//!   move are held, see `messages::MOVE`); a receive picks rows with `FOR UPDATE SKIP LOCKED`,
+//!   so consumers on different nodes never wait for, nor get, each other's messages.
 //! - `fair`: the receive of standard queues, fair across message groups (least recently served
 //!   group first, stamps in `fair_groups`), as core's `FairIndex`.
 //! - `fifo`: FIFO queues: sends deduplicated through the `dedup` table (`INSERT … ON CONFLICT`,

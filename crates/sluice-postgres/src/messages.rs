@@ -8,6 +8,7 @@
 //! the embedded store applies the entries one after another.
 
 use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::GenericClient;
 use futures::future::try_join_all;
@@ -138,11 +139,23 @@ const PEEK: &str = concat!(
     ", sluice_now_ms() AS now FROM messages m WHERE m.queue_id = $1 ORDER BY m.sent_at, m.seq LIMIT $2"
 );
 
-/// One redrive step: up to `$2` visible messages of queue `$1`, in delivery order, each to `$3`
-/// or (when `$3` is null) back to the queue it was dead-lettered from, if that exists. Moved
-/// messages start over: receive count 0, a new epoch, visible at once, no dead-letter source.
+/// One attempt of a redrive step: up to `$2` visible messages of queue `$1`, in delivery order,
+/// each to `$3` or (when `$3` is null) back to the queue it was dead-lettered from, if that
+/// exists. Moved messages start over: receive count 0, a new epoch, visible at once, no
+/// dead-letter source. Answers a row per moved message (`locked` false) and, when it moved
+/// fewer than `$2` although movable messages it skipped remain, one more row with `locked`
+/// true and nulls.
+///
+/// Rows are taken with `SKIP LOCKED`, so the step never waits for (and never deadlocks with)
+/// a receive, a batch of hold changes or the sweeper. But a skipped row is not an absent one:
+/// the sweeper ending an expired hold, or a receive that locked more rows than it takes, holds
+/// a row that is still visible, and a step that reported it as nothing to move would end a
+/// redrive early. The `locked` row says so instead. It compares `cand` with every movable row
+/// of the statement's snapshot (which still shows the moved rows in `$1`; `cand` is
+/// materialized once, so both see the same rows), and is only asked when `cand` is short of
+/// `$2`, when that scan is bounded by the rows moved and skipped.
 const MOVE: &str = "
-WITH cand AS (
+WITH cand AS MATERIALIZED (
     SELECT m.seq, coalesce($3::int8, src.id) AS target
     FROM messages m
     LEFT JOIN queues src ON src.name = m.dead_letter_source AND src.id <> $1
@@ -150,13 +163,34 @@ WITH cand AS (
     ORDER BY m.priority DESC, m.seq
     LIMIT $2
     FOR UPDATE OF m SKIP LOCKED
+), moved AS (
+    UPDATE messages m SET
+        queue_id = cand.target, receive_count = 0, epoch = m.epoch + 1, in_flight = false,
+        visible_at = sluice_now_ms(), dead_letter_source = NULL
+    FROM cand
+    WHERE m.seq = cand.seq
+    RETURNING m.queue_id, m.priority, m.seq
 )
-UPDATE messages m SET
-    queue_id = cand.target, receive_count = 0, epoch = m.epoch + 1, in_flight = false,
-    visible_at = sluice_now_ms(), dead_letter_source = NULL
-FROM cand
-WHERE m.seq = cand.seq
-RETURNING m.queue_id, m.priority, m.seq";
+SELECT queue_id, priority, seq, false AS locked FROM moved
+UNION ALL
+SELECT NULL, NULL, NULL, true
+WHERE (SELECT count(*) FROM cand) < $2 AND EXISTS (
+    SELECT 1
+    FROM messages m
+    LEFT JOIN queues src ON src.name = m.dead_letter_source AND src.id <> $1
+    WHERE m.queue_id = $1 AND m.visible_at <= sluice_now_ms() AND coalesce($3::int8, src.id) IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM cand c WHERE c.seq = m.seq))";
+
+/// How long a redrive step keeps looking again for movable rows that other transactions hold
+/// (see `MOVE`). Every holder in this store keeps a row for one statement or one short
+/// transaction (a sweep is the longest), so this is far longer than any should take; past it
+/// the step fails rather than report that nothing is left. Short enough that cancelling a
+/// redrive, which takes effect between steps, still does within seconds.
+const MOVE_LOCKED_WAIT_MS_MAX: u64 = 2_000;
+/// Pause bounds between attempts of a step that met held rows: the first is short, because a
+/// receive holds its rows for one statement.
+const MOVE_RETRY_MS_MIN: u64 = 5;
+const MOVE_RETRY_MS_MAX: u64 = 100;
 
 /// After a move: visible messages of `$1` that could not move (no `to`, and no source queue to
 /// go back to) ahead of the last one moved (`$2`, `$3`; all of them when null), and the visible
@@ -550,50 +584,79 @@ pub async fn peek(inner: &Inner, queue: &str, limit: usize) -> Result<Vec<Peeked
     Ok(out)
 }
 
+/// One redrive step. It moves in attempts of one statement each (each message moves
+/// atomically), and attempts again while rows it could move were held by other transactions
+/// and it has moved fewer than `max`: a step that answers fewer than `max` moved has seen every
+/// movable visible message, which is how the redrive task knows it is done.
 pub async fn move_messages(inner: &Inner, from: &str, to: Option<&str>, max: u64) -> Result<MoveOutcome, StoreError> {
-    let mut client = inner.client().await?;
-    let source = lookup(&client, from).await?;
-    let target = match to {
-        Some(t) => Some(lookup(&client, t).await?.id),
-        None => None,
+    let (source, target) = {
+        let client = inner.client().await?;
+        let source = lookup(&client, from).await?;
+        let target = match to {
+            Some(t) => Some(lookup(&client, t).await?.id),
+            None => None,
+        };
+        (source, target)
     };
     let from_id = source.id as i64;
-    let tx = client.transaction().await.map_err(db_error)?;
     let mut moved_rows = Vec::new();
     // Moving a queue into itself moves nothing: every visible message counts as failed.
     let movable = target != Some(source.id);
     if movable && max > 0 {
-        let max = i64::try_from(max).unwrap_or(i64::MAX);
         let target = target.map(|t| t as i64);
-        moved_rows = tx.query(MOVE, &[&from_id, &max, &target]).await.map_err(db_error)?;
+        let deadline = Instant::now() + Duration::from_millis(MOVE_LOCKED_WAIT_MS_MAX);
+        let mut retry_ms = MOVE_RETRY_MS_MIN;
+        loop {
+            let budget = i64::try_from(max - moved_rows.len() as u64).unwrap_or(i64::MAX);
+            let rows = {
+                let client = inner.client().await?;
+                let statement = client.prepare_cached(MOVE).await.map_err(db_error)?;
+                client.query(&statement, &[&from_id, &budget, &target]).await.map_err(db_error)?
+            };
+            let (locked, rows): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r.get::<_, bool>("locked"));
+            let moved: Vec<(u64, i16, i64)> =
+                rows.iter().map(|r| (ms(r.get("queue_id")), r.get("priority"), r.get("seq"))).collect();
+            inner.counters.committed(moved.len() as u64);
+            let woken: BTreeSet<u64> = moved.iter().map(|m| m.0).collect();
+            inner.notify(&woken.into_iter().collect::<Vec<_>>()).await;
+            moved_rows.extend(moved);
+            if locked.is_empty() || moved_rows.len() as u64 >= max {
+                break;
+            }
+            if Instant::now() >= deadline {
+                tracing::warn!(queue = from, moved = moved_rows.len(), "redrive step gave up on held rows");
+                return Err(StoreError::Poisoned(format!(
+                    "messages of queue {from:?} stayed locked by other transactions for {MOVE_LOCKED_WAIT_MS_MAX} ms; \
+                     this step moved {} and stopped before the rest (start the redrive again)",
+                    moved_rows.len()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(retry_ms)).await;
+            retry_ms = (retry_ms * 2).min(MOVE_RETRY_MS_MAX);
+        }
     }
     let moved = moved_rows.len() as u64;
     // The last moved in delivery order bounds the messages that were passed over as unmovable;
     // a step that moved fewer than `max` saw them all.
-    let last = if moved == max {
-        moved_rows.iter().map(|r| (r.get::<_, i16>("priority"), r.get::<_, i64>("seq"))).max_by_key(|&(p, s)| (-p, s))
-    } else {
-        None
-    };
+    let last =
+        if moved == max { moved_rows.iter().map(|&(_, p, s)| (p, s)).max_by_key(|&(p, s)| (-p, s)) } else { None };
     // Only a move back to the sources can fail for single messages; one with a target either
     // moves every message it reaches or (into itself) none.
     let can_fail = target.is_none() || !movable;
     let (last_priority, last_seq) = (last.map(|l| l.0), last.map(|l| l.1));
+    let client = inner.client().await?;
     let report = if movable {
-        tx.query_one(MOVE_REPORT, &[&from_id, &last_priority, &last_seq, &can_fail]).await.map_err(db_error)?
+        client.query_one(MOVE_REPORT, &[&from_id, &last_priority, &last_seq, &can_fail]).await.map_err(db_error)?
     } else {
-        tx.query_one(
-            "SELECT count(*) AS failed, count(*) AS visible FROM messages m
-             WHERE m.queue_id = $1 AND m.visible_at <= sluice_now_ms()",
-            &[&from_id],
-        )
-        .await
-        .map_err(db_error)?
+        client
+            .query_one(
+                "SELECT count(*) AS failed, count(*) AS visible FROM messages m
+                 WHERE m.queue_id = $1 AND m.visible_at <= sluice_now_ms()",
+                &[&from_id],
+            )
+            .await
+            .map_err(db_error)?
     };
-    tx.commit().await.map_err(db_error)?;
-    inner.counters.committed(moved);
-    let woken: BTreeSet<u64> = moved_rows.iter().map(|r| ms(r.get("queue_id"))).collect();
-    inner.notify(&woken.into_iter().collect::<Vec<_>>()).await;
     Ok(MoveOutcome { moved, failed: ms(report.get("failed")), remaining_visible: ms(report.get("visible")) })
 }
 

@@ -15,7 +15,10 @@
 //! The lease only saves work: correctness never depends on it, because every statement takes
 //! its rows with `FOR UPDATE SKIP LOCKED` and re-checks them, so two sweepers (or a sweeper and
 //! a receive) can never both act on one message. Receives do not wait for the sweeper either:
-//! they take expired holds themselves and dead-letter exhausted messages they meet.
+//! they take expired holds themselves and dead-letter exhausted messages they meet. A redrive
+//! step skips the rows a sweep holds too, but does not take them for gone: it attempts again
+//! once the sweep committed (`messages::MOVE`), because the sweep holds the rows of the holds
+//! it ends until its whole transaction commits, and those messages are visible all along.
 
 use std::sync::Arc;
 use std::time::Duration;
