@@ -93,3 +93,23 @@ def new_queue(sqs):
 @pytest.fixture
 def queue_url(new_queue):
     return new_queue()[1]
+
+
+@pytest.fixture(scope="session")
+def sns(endpoint):
+    """An unmodified boto3 SNS client at the same port (SNS is told apart by its signing scope)."""
+    return make_client(endpoint, "sns")
+
+
+@pytest.fixture
+def new_topic(sns):
+    """Creates a topic with a unique name: `new_topic(fifo=False, Attributes=..., Tags=...)` returns
+    its ARN."""
+
+    def create(prefix: str = "t", fifo: bool = False, **kwargs):
+        name = f"{prefix}-{uuid.uuid4().hex[:12]}" + (".fifo" if fifo else "")
+        if fifo:
+            kwargs.setdefault("Attributes", {})["FifoTopic"] = "true"
+        return sns.create_topic(Name=name, **kwargs)["TopicArn"]
+
+    return create

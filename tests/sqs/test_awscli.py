@@ -1,5 +1,5 @@
-"""Runs awscli.sh, the aws CLI scenario, against the session's server, so that it counts (and
-fails) with the rest of the suite."""
+"""Runs awscli.sh and awscli_sns.sh, the aws CLI scenarios for SQS and SNS, against the session's
+server, so that they count (and fail) with the rest of the suite."""
 
 import os
 import pathlib
@@ -18,13 +18,21 @@ def aws_executable() -> str:
     return found
 
 
-def test_aws_cli_scenario(endpoint):
+def run_scenario(script: str, endpoint: str):
     result = subprocess.run(
-        ["bash", str(HERE / "awscli.sh"), endpoint],
+        ["bash", str(HERE / script), endpoint],
         env={**os.environ, "AWS_CLI": aws_executable(), "PYTHON": sys.executable},
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert result.returncode == 0, f"awscli.sh failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+    assert result.returncode == 0, f"{script} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
     assert "all aws CLI checks passed" in result.stdout
+
+
+def test_aws_cli_scenario(endpoint):
+    run_scenario("awscli.sh", endpoint)
+
+
+def test_aws_cli_sns_scenario(endpoint):
+    run_scenario("awscli_sns.sh", endpoint)
