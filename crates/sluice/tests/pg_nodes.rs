@@ -1,6 +1,7 @@
-//! Three `sluice serve --store postgres://…` processes on one database: producers and
-//! consumers spread across them, one node killed with SIGKILL mid-run. Every acknowledged send
-//! must be received, and no message may be held by two consumers with overlapping visibility.
+//! Several `sluice serve --store postgres://…` processes on one database. Three nodes with
+//! producers and consumers spread across them, one node killed with SIGKILL mid-run: every
+//! acknowledged send must be received, and no message may be held by two consumers with
+//! overlapping visibility. Two nodes sharing topics: each sees the other's subscriptions.
 //!
 //! Runs when `SLUICE_TEST_PG_URL` is set (CI sets it) and fails loudly if PostgreSQL is
 //! unreachable; without it, it says it was skipped. Each run uses a database of its own,
@@ -28,7 +29,11 @@ struct Database {
 
 impl Database {
     fn create(admin_url: &str) -> Database {
-        let name = format!("sluice_nodes_{}", std::process::id());
+        Database::create_named(admin_url, &format!("sluice_nodes_{}", std::process::id()))
+    }
+
+    fn create_named(admin_url: &str, name: &str) -> Database {
+        let name = name.to_string();
         psql(admin_url, &format!("DROP DATABASE IF EXISTS {name}"));
         psql(admin_url, &format!("CREATE DATABASE {name}"));
         Database { admin_url: admin_url.to_string(), name }
@@ -196,4 +201,48 @@ async fn consume(url: &str, ledger: &Ledger, wait_ms: u64) -> Result<usize, slui
         receives.entry(m.body.clone().unwrap_or_default()).or_default().push((received_at, acked));
     }
     Ok(messages.len())
+}
+
+/// Topics on two nodes: a subscription made through one node receives what is published through
+/// the other once that node's subscription cache has refreshed (at most 1 s, see
+/// `sluice_server`'s `topics::limits::SUBSCRIPTION_CACHE_MS`), and an unsubscribe likewise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_share_topics_and_subscriptions() {
+    let Ok(admin_url) = std::env::var("SLUICE_TEST_PG_URL") else {
+        println!("skipped: SLUICE_TEST_PG_URL is not set");
+        return;
+    };
+    let db = Database::create_named(&admin_url, &format!("sluice_topics_{}", std::process::id()));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = db.url();
+    let a = Server::start_with(dir.path(), &["--store", &store]);
+    let b = Server::start_with(dir.path(), &["--store", &store]);
+    let (a, b) = (client(&a.url), client(&b.url));
+    a.create_queue(&CreateQueueRequest { name: "inbox".into(), ..Default::default() }).await.expect("queue");
+    a.create_topic(&sluice_api::CreateTopicRequest { name: "events".into(), ..Default::default() })
+        .await
+        .expect("topic");
+    let publish = |client: sluice_client::Client, body: &'static str| async move {
+        let request = sluice_api::PublishRequest {
+            messages: vec![sluice_api::PublishMessage { body: body.into(), ..Default::default() }],
+        };
+        let result = client.publish("events", &request).await.expect("publish").results.remove(0);
+        assert!(result.error.is_none(), "{result:?}");
+        result.deliveries.expect("deliveries")
+    };
+    // Node b reads the topic (and caches it) before the subscription exists.
+    assert_eq!(publish(b.clone(), "before").await, 0);
+    let subscribe = sluice_api::SubscribeRequest { queue: Some("inbox".into()), raw: Some(true), ..Default::default() };
+    let subscription = a.subscribe("events", &subscribe).await.expect("subscribe").subscription;
+    assert_eq!(publish(a.clone(), "through a").await, 1, "the subscribing node sees it at once");
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    assert_eq!(publish(b.clone(), "through b").await, 1, "the other node sees it after its cache refreshed");
+    let got = a.receive("inbox", 10, 1_000).await.expect("receive");
+    let bodies: HashSet<String> = got.iter().filter_map(|m| m.body.clone()).collect();
+    assert_eq!(bodies, HashSet::from(["through a".to_string(), "through b".to_string()]));
+    // The topic and subscription are the database's, so node b lists them too.
+    assert_eq!(b.list_all_subscriptions(Some("events")).await.expect("list").len(), 1);
+    b.unsubscribe("events", &subscription.id).await.expect("unsubscribe");
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    assert_eq!(publish(a.clone(), "after").await, 0);
 }
