@@ -141,6 +141,14 @@ pub struct Subscription {
     pub delivery_policy: Option<serde_json::Value>,
     /// HTTP/S: waiting for the endpoint to confirm; nothing is delivered before.
     pub pending_confirmation: bool,
+    /// HTTP/S: the key of the `x-sluice-signature` HMAC-SHA256 on every POST, for the endpoint
+    /// to verify deliveries with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_secret: Option<String>,
+    /// HTTP/S: the circuit breaker of the endpoint's `host:port` on the node that answered
+    /// (`closed`, `open`, `half_open`); absent before that node has pushed to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<String>,
     pub created_at: String,
     pub created_at_ms: u64,
 }

@@ -1,7 +1,7 @@
 //! Sluice's HTTP surface: the native JSON API (`/v1/...`), the AWS SQS API (JSON and Query
 //! protocols, on `/` and queue-URL paths, in `sqs/`), the AWS SNS API (Query protocol, in
 //! `sns/`) over the topics service (`topics/`), Prometheus metrics, health probes, the OpenAPI
-//! document, and the background redrive tasks.
+//! document, and the background tasks: redrives and the HTTP/S push worker (`topics/worker.rs`).
 //!
 //! Handlers translate between the wire types of `sluice_api` (or SQS's) and the [`Store`]
 //! trait; every rule of Sluice lives in `sluice_core` and is applied by the store, never here.
@@ -42,6 +42,7 @@ pub use auth::AccessKey;
 pub use error::ApiError;
 pub use openapi::ApiDoc;
 pub use redrive_tasks::{REDRIVE_RATE_DEFAULT, REDRIVE_RATE_MAX, REDRIVE_STEP_MS};
+pub use topics::worker::{LAST_ERROR_ATTRIBUTE, PushConfig, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 
 /// Who the server is to AWS clients, and whom it lets in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +70,8 @@ pub(crate) struct AppState {
     config: Arc<ServerConfig>,
     sqs: Arc<sqs::SqsState>,
     topics: Arc<topics::Topics>,
+    /// The push worker's breakers and permits per endpoint (shown in subscription views).
+    push: Arc<topics::worker::Endpoints>,
 }
 
 /// Every route, with its middleware, over `store`, with the default [`ServerConfig`]. No
@@ -79,10 +82,10 @@ pub fn app(store: Arc<dyn Store>) -> Router {
 
 /// [`app`] with a configuration.
 pub fn app_with(store: Arc<dyn Store>, config: ServerConfig) -> Router {
-    build(store, config).0
+    build(store, config, PushConfig::default()).0
 }
 
-fn build(store: Arc<dyn Store>, config: ServerConfig) -> (Router, AppState) {
+fn build(store: Arc<dyn Store>, config: ServerConfig, push: PushConfig) -> (Router, AppState) {
     // Installed before the first request so that the first request is measured too.
     metrics::handle();
     let arns = topics::Arns { region: config.region.clone(), account: config.account.clone() };
@@ -92,6 +95,7 @@ fn build(store: Arc<dyn Store>, config: ServerConfig) -> (Router, AppState) {
         store,
         config: Arc::new(config),
         sqs: Arc::new(sqs::SqsState::default()),
+        push: Arc::new(topics::worker::Endpoints::new(push)),
     };
     let router = Router::new()
         .route("/v1/queues", get(queues::list_queues).post(queues::create_queue))
@@ -153,7 +157,21 @@ pub async fn run_with(
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let (router, state) = build(store, config);
+    run_with_push(listener, store, config, PushConfig::default(), shutdown).await
+}
+
+/// [`run_with`] with the HTTP/S push worker's settings (tests shorten its timeouts and breaker).
+pub async fn run_with_push(
+    listener: tokio::net::TcpListener,
+    store: Arc<dyn Store>,
+    config: ServerConfig,
+    push: PushConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let (router, state) = build(store, config, push);
+    // Stopped with the server: a POST cut short leaves its delivery to reappear after its
+    // visibility timeout and be pushed again (at least once).
+    let push_worker = topics::worker::spawn(state.store.clone(), state.push.clone());
     let upkeep = tokio::spawn(async {
         let mut every = tokio::time::interval(Duration::from_millis(METRICS_UPKEEP_MS));
         loop {
@@ -172,5 +190,6 @@ pub async fn run_with(
     conn::serve(listener, router, signal).await;
     state.redrives.join_all().await;
     upkeep.abort();
+    push_worker.abort();
     Ok(())
 }

@@ -74,6 +74,11 @@ fn subscription(state: &AppState, s: &SubscriptionRecord) -> Subscription {
         dead_letter_queue: s.dead_letter_queue.clone(),
         delivery_policy: policy_json(&s.delivery_policy),
         pending_confirmation: s.pending,
+        signing_secret: s.signing_secret.clone(),
+        breaker: crate::topics::worker::endpoint_key(&s.endpoint)
+            .filter(|_| s.protocol.is_push())
+            .and_then(|endpoint| state.push.state(&endpoint))
+            .map(|state| crate::topics::worker::breaker_state_name(state).to_string()),
         created_at: rfc3339(s.created_at_ms),
         created_at_ms: s.created_at_ms,
     }

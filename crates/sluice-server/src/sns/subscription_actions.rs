@@ -201,6 +201,10 @@ fn attributes(ctx: &Ctx<'_>, s: &SubscriptionRecord) -> BTreeMap<String, String>
     if let Some(policy) = &s.delivery_policy {
         put("DeliveryPolicy", policy.clone());
     }
+    if let Some(secret) = &s.signing_secret {
+        // Not an SNS attribute: the key of `x-sluice-signature` on every POST (README, Topics).
+        put("SluiceSigningSecret", secret.clone());
+    }
     if s.protocol.is_push() {
         let effective = s.delivery_policy.as_deref().and_then(|p| DeliveryPolicy::parse(p).ok()).unwrap_or_default();
         put(

@@ -22,6 +22,7 @@ pub mod limits;
 mod model;
 mod publish;
 pub mod push;
+pub mod worker;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -364,6 +365,7 @@ impl Topics {
             delivery_policy: None,
             pending: protocol.is_push(),
             token: protocol.is_push().then(random_token),
+            signing_secret: protocol.is_push().then(random_token),
             created_at_ms: crate::convert::now_ms(),
         };
         let ctx = SubscriptionContext {

@@ -105,6 +105,11 @@ pub struct SubscriptionRecord {
     /// to them before.
     pub pending: bool,
     pub token: Option<String>,
+    /// HTTP/S: the key of the HMAC-SHA256 signature on every POST (`worker.rs`), 64 hex
+    /// digits, shown to the owner so that the endpoint can verify deliveries. Absent on
+    /// records written before pushes were signed; their POSTs go unsigned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_secret: Option<String>,
     pub created_at_ms: u64,
 }
 

@@ -1,4 +1,4 @@
-//! The seam between publishing and the HTTP/S push worker (not built yet): durable delivery
+//! The seam between publishing and the HTTP/S push worker (`worker.rs`): durable delivery
 //! records.
 //!
 //! An HTTP/S subscription owns a queue, `sluice-push-<subscription id>`, created when it
@@ -58,7 +58,6 @@ impl PushDelivery {
     }
 
     /// The delivery a push queue's message holds.
-    #[cfg_attr(not(test), expect(dead_code, reason = "the push worker, the next step of #5, reads deliveries"))]
     pub fn from_body(body: &[u8]) -> Result<PushDelivery, String> {
         let delivery: PushDelivery = serde_json::from_slice(body).map_err(|e| format!("not a push delivery: {e}"))?;
         if delivery.format != PUSH_FORMAT {
