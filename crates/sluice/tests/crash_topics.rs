@@ -1,0 +1,290 @@
+//! Crash accounting for topics: concurrent publishers against the real `sluice serve`, one topic
+//! fanning out to three queue subscriptions, the server killed with SIGKILL at random moments,
+//! restarted on the same data directory, and finally every queue drained.
+//!
+//! The subscriptions: `raw` (the raw body), `envelope` (the SNS JSON envelope, whose `Message`
+//! is the body) and `even` (raw, with a filter policy that matches the half of the messages
+//! whose `parity` attribute is `even`). Every publish the server acknowledged must reach every
+//! subscription whose filter matches it (lost = 0); nothing may arrive at a subscription whose
+//! filter does not match it, nor anything never published, nor a damaged body
+//! (unexpected = 0, damaged = 0). Duplicates are allowed by at-least-once delivery and counted.
+//!
+//! `SLUICE_CRASH_TOPIC_KILLS` sets the number of kills (default 20) and `SLUICE_CRASH_SEED`
+//! replays a run's kill timings and batch sizes; the seed is printed on every run:
+//!
+//! ```text
+//! SLUICE_CRASH_TOPIC_KILLS=500 cargo test -p sluice --release --test crash_topics -- --nocapture
+//! ```
+
+mod torture;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use sluice_api::{
+    Attribute, CreateQueueRequest, CreateTopicRequest, PublishMessage, PublishRequest, ReceiveRequest,
+    SubscribeRequest,
+};
+use torture::{body_for, client, payload_of};
+
+const TOPIC: &str = "crash-topic";
+const PRODUCERS: usize = 3;
+const VISIBILITY_MS: u64 = 1_000;
+const KILLS_DEFAULT: u32 = 20;
+
+/// One queue subscription of the topic and what it is expected to receive.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Sub {
+    Raw,
+    Envelope,
+    Even,
+}
+
+const SUBS: [Sub; 3] = [Sub::Raw, Sub::Envelope, Sub::Even];
+
+impl Sub {
+    fn queue(self) -> &'static str {
+        match self {
+            Sub::Raw => "fan-raw",
+            Sub::Envelope => "fan-envelope",
+            Sub::Even => "fan-even",
+        }
+    }
+
+    fn request(self) -> SubscribeRequest {
+        let mut request = SubscribeRequest { queue: Some(self.queue().into()), ..Default::default() };
+        match self {
+            Sub::Raw => request.raw = Some(true),
+            Sub::Envelope => request.raw = Some(false),
+            Sub::Even => {
+                request.raw = Some(true);
+                request.filter_policy = Some(serde_json::json!({ "parity": ["even"] }));
+            }
+        }
+        request
+    }
+
+    /// Whether a message published with this `parity` attribute belongs in this subscription.
+    fn matches(self, parity: &str) -> bool {
+        self != Sub::Even || parity == "even"
+    }
+
+    /// The payload inside a received body, or `None` if it is damaged.
+    fn payload(self, body: &str) -> Option<String> {
+        match self {
+            Sub::Raw | Sub::Even => payload_of(body),
+            Sub::Envelope => {
+                let envelope: serde_json::Value = serde_json::from_str(body).ok()?;
+                payload_of(envelope.get("Message")?.as_str()?)
+            }
+        }
+    }
+}
+
+fn kills() -> u32 {
+    std::env::var("SLUICE_CRASH_TOPIC_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(KILLS_DEFAULT)
+}
+
+fn seed() -> u64 {
+    std::env::var("SLUICE_CRASH_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| rand::thread_rng().r#gen())
+}
+
+/// A payload's parity: the attribute the `even` subscription filters on.
+fn parity(payload: &str) -> &'static str {
+    let n: u64 = payload.rsplit('-').next().and_then(|n| n.parse().ok()).expect("payload pI-N");
+    if n % 2 == 0 { "even" } else { "odd" }
+}
+
+/// What the clients observed, shared by every task.
+#[derive(Default)]
+struct Ledger {
+    /// Payloads whose publish returned an id: durable in every matching subscription.
+    acked: Mutex<HashSet<String>>,
+    /// Payloads whose publish failed in transport or came back `publish_incomplete`: some
+    /// copies may be stored.
+    uncertain: Mutex<HashSet<String>>,
+    /// Per subscription, how often each payload arrived.
+    received: Mutex<HashMap<Sub, HashMap<String, u32>>>,
+    /// Received bodies that failed their integrity check, with their subscription.
+    damaged: Mutex<Vec<(Sub, String)>>,
+}
+
+async fn producer(index: usize, url: Arc<RwLock<String>>, ledger: Arc<Ledger>, stop: Arc<AtomicBool>, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed ^ ((index as u64) << 32));
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let batch = rng.gen_range(1..=5);
+        let payloads: Vec<String> = (0..batch)
+            .map(|_| {
+                n += 1;
+                format!("t{index}-{n}")
+            })
+            .collect();
+        let request = PublishRequest {
+            messages: payloads
+                .iter()
+                .map(|p| PublishMessage {
+                    body: body_for(p),
+                    attributes: BTreeMap::from([(
+                        "parity".to_owned(),
+                        Attribute { data_type: "String".into(), value: parity(p).into() },
+                    )]),
+                    ..Default::default()
+                })
+                .collect(),
+        };
+        let url_now = url.read().expect("url lock").clone();
+        match client(&url_now).publish(TOPIC, &request).await {
+            Ok(response) => {
+                assert_eq!(response.results.len(), payloads.len());
+                for (payload, result) in payloads.into_iter().zip(response.results) {
+                    match (result.id, result.error) {
+                        (Some(_), None) => ledger.acked.lock().expect("ledger").insert(payload),
+                        (None, Some(error)) => {
+                            assert_eq!(error.code, "publish_incomplete", "a valid publish was refused: {error:?}");
+                            ledger.uncertain.lock().expect("ledger").insert(payload)
+                        }
+                        other => panic!("a publish result with neither or both of id and error: {other:?}"),
+                    };
+                }
+            }
+            Err(_) => {
+                ledger.uncertain.lock().expect("ledger").extend(payloads);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+}
+
+async fn consume_once(url: &str, sub: Sub, ledger: &Ledger, wait_ms: u64) -> Result<usize, ()> {
+    let c = client(url);
+    let request = ReceiveRequest { max: Some(10), wait_ms: Some(wait_ms), visibility_timeout_ms: Some(VISIBILITY_MS) };
+    let messages = c.receive_messages(sub.queue(), &request).await.map_err(|_| ())?.messages;
+    let count = messages.len();
+    let mut receipts = Vec::new();
+    for m in messages {
+        let body = m.body.unwrap_or_default();
+        match sub.payload(&body) {
+            Some(p) => {
+                *ledger.received.lock().expect("ledger").entry(sub).or_default().entry(p).or_default() += 1;
+            }
+            None => ledger.damaged.lock().expect("ledger").push((sub, body)),
+        }
+        receipts.extend(m.receipt);
+    }
+    if !receipts.is_empty() {
+        // An ack lost to a crash makes the message come back: a counted, allowed duplicate.
+        let _ = c.ack(sub.queue(), receipts).await;
+    }
+    Ok(count)
+}
+
+async fn consumer(sub: Sub, url: Arc<RwLock<String>>, ledger: Arc<Ledger>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        let url_now = url.read().expect("url lock").clone();
+        if consume_once(&url_now, sub, &ledger, 200).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_fan_out_loses_no_acknowledged_publish() {
+    let kills = kills();
+    let seed = seed();
+    println!("topic crash test: {kills} kills, seed {seed} (replay with SLUICE_CRASH_SEED={seed})");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let started = Instant::now();
+
+    let mut server = torture::start(dir.path(), "warn");
+    let c = server.client();
+    c.create_topic(&CreateTopicRequest { name: TOPIC.into(), ..Default::default() }).await.expect("create the topic");
+    for sub in SUBS {
+        c.create_queue(&CreateQueueRequest { name: sub.queue().into(), ..Default::default() })
+            .await
+            .expect("create a queue");
+        c.subscribe(TOPIC, &sub.request()).await.expect("subscribe a queue");
+    }
+
+    let url = Arc::new(RwLock::new(server.url.clone()));
+    let ledger = Arc::new(Ledger::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for i in 0..PRODUCERS {
+        tasks.push(tokio::spawn(producer(i, url.clone(), ledger.clone(), stop.clone(), seed)));
+    }
+    for sub in SUBS {
+        tasks.push(tokio::spawn(consumer(sub, url.clone(), ledger.clone(), stop.clone())));
+    }
+    for _ in 0..kills {
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(30..300))).await;
+        // Process waits block; keep the runtime's other worker serving the clients.
+        server = tokio::task::block_in_place(|| {
+            server.kill();
+            let server = torture::start(dir.path(), "warn");
+            *url.write().expect("url lock") = server.url.clone();
+            server
+        });
+    }
+
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.expect("client task");
+    }
+    // Drain each queue until several long polls in a row come back empty; messages in flight
+    // at the last kill reappear after their visibility timeout.
+    let drain_started = Instant::now();
+    for sub in SUBS {
+        let mut empty_in_a_row = 0;
+        while empty_in_a_row < 2 {
+            assert!(drain_started.elapsed() < Duration::from_secs(120), "drain did not finish");
+            match consume_once(&server.url, sub, &ledger, VISIBILITY_MS + 500).await {
+                Ok(0) => empty_in_a_row += 1,
+                Ok(_) => empty_in_a_row = 0,
+                Err(()) => panic!("the server stopped answering during the drain; log:\n{}", server.log()),
+            }
+        }
+    }
+
+    let acked = ledger.acked.lock().expect("ledger");
+    let uncertain = ledger.uncertain.lock().expect("ledger");
+    let received = ledger.received.lock().expect("ledger");
+    let damaged = ledger.damaged.lock().expect("ledger");
+    let empty = HashMap::new();
+    let mut lost = Vec::new();
+    let mut unexpected = Vec::new();
+    let (mut deliveries, mut duplicated) = (0usize, 0usize);
+    for sub in SUBS {
+        let got = received.get(&sub).unwrap_or(&empty);
+        deliveries += got.values().map(|&n| n as usize).sum::<usize>();
+        duplicated += got.values().filter(|&&n| n > 1).count();
+        lost.extend(acked.iter().filter(|p| sub.matches(parity(p)) && !got.contains_key(*p)).map(|p| (sub, p.clone())));
+        unexpected.extend(
+            got.keys()
+                .filter(|p| !sub.matches(parity(p)) || (!acked.contains(*p) && !uncertain.contains(*p)))
+                .map(|p| (sub, p.clone())),
+        );
+    }
+    println!(
+        "topic crash test: {kills} kills under load in {:.1?}; acknowledged publishes {}, uncertain publishes {}, deliveries {deliveries}, lost {}, unexpected {}, damaged {}, duplicated {duplicated}",
+        started.elapsed(),
+        acked.len(),
+        uncertain.len(),
+        lost.len(),
+        unexpected.len(),
+        damaged.len(),
+    );
+    assert!(acked.len() > 100, "too little load to prove anything ({} acknowledged publishes)", acked.len());
+    assert!(lost.is_empty(), "lost acknowledged publishes (seed {seed}): {:?}", lost.iter().take(20).collect::<Vec<_>>());
+    assert!(
+        unexpected.is_empty(),
+        "received what was never published or does not match the filter (seed {seed}): {:?}",
+        unexpected.iter().take(20).collect::<Vec<_>>()
+    );
+    assert!(damaged.is_empty(), "received damaged bodies (seed {seed}): {damaged:?}");
+}
