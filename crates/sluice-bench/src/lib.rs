@@ -17,12 +17,16 @@
 //! - `fairness` (module `fairness`): how long a trickle of "quiet" messages waits behind a large
 //!   "noisy" backlog on a standard queue, with fair queues (two groups) and without (no groups).
 //!
+//! The `fanout` scenario (module `fanout`) publishes to one topic with 1, 10 and 100 queue
+//! subscriptions and reports publishes and durable deliveries per second.
+//!
 //! The `peers` scenario (module `peers`) runs the same workloads against Sluice and against
 //! RabbitMQ, NATS JetStream, Redis Streams and a PostgreSQL queue table on the same machine, and
 //! prints the ratios.
 
 mod ceiling;
 mod fairness;
+mod fanout;
 mod fifo;
 mod peers;
 mod progress;
@@ -68,6 +72,8 @@ pub enum Scenario {
     /// A long run at 70 % of the probed max rate, sampling memory and latency, every message
     /// accounted for at the end.
     Soak,
+    /// One topic with 1, 10 and 100 queue subscriptions: publishes and deliveries per second.
+    Fanout,
 }
 
 impl Scenario {
@@ -79,6 +85,7 @@ impl Scenario {
             Scenario::Fairness => "fairness",
             Scenario::Peers => "peers",
             Scenario::Soak => "soak",
+            Scenario::Fanout => "fanout",
         }
     }
 }
@@ -95,7 +102,8 @@ pub struct BenchArgs {
     /// behind a noisy backlog, with and without message groups), `peers` (Sluice beside
     /// RabbitMQ, NATS JetStream, Redis Streams and a PostgreSQL queue; see the options below)
     /// or `soak` (30 minutes at 70 % of the max rate, sampled every 10 s; exits 1 if a message
-    /// was lost or memory passed --memory-max).
+    /// was lost or memory passed --memory-max) or `fanout` (one topic with 1, 10 and 100 queue
+    /// subscriptions, batches of 10 published closed-loop, no consumers).
     #[arg(long, value_enum, default_value_t = Scenario::Throughput, value_name = "NAME")]
     pub scenario: Scenario,
 
@@ -252,6 +260,16 @@ impl Plan {
         if args.scenario != Scenario::Fairness && args.noisy_backlog.is_some() {
             bail!("--noisy-backlog applies to the fairness scenario only");
         }
+        if args.scenario == Scenario::Fanout {
+            if args.consumers.is_some() {
+                bail!("--consumers does not apply to the fanout scenario: it measures publishes, nobody consumes");
+            }
+            if args.backlog_max.is_some() {
+                bail!(
+                    "--backlog-max does not apply to the fanout scenario: its queues keep every copy until the phase ends"
+                );
+            }
+        }
         let soak_flags: Vec<&str> = [
             ("--rate", args.rate.is_some()),
             ("--sample-every", args.sample_every.is_some()),
@@ -296,6 +314,7 @@ impl Plan {
             Scenario::Fairness => vec![fairness::RECEIVE_MAX],
             Scenario::Peers => vec![peers.as_ref().map_or(1, |p| p.batch as u32)],
             Scenario::Soak => vec![soak::SOAK_BATCH],
+            Scenario::Fanout => vec![fanout::PUBLISH_BATCH],
         };
         let soak = match args.scenario {
             Scenario::Soak => Some(soak::SoakPlan::new(args.rate, args.sample_every, args.memory_max, args.quick)?),
@@ -400,6 +419,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Fifo => fifo::run(&plan).await,
         Scenario::Fairness => fairness::run(&plan).await,
         Scenario::Peers => peers::run(&plan).await,
+        Scenario::Fanout => fanout::run(&plan).await,
         Scenario::Soak => {
             let soak = plan.soak.clone().expect("the soak scenario has a soak plan");
             soak::run(&plan, &soak).await
@@ -494,6 +514,7 @@ mod tests {
         check("", &[1, 10, 100], 100_000);
         check("--batch 5,50", &[5, 50], 100_000);
         check("--scenario fifo", &[10], 100_000);
+        check("--scenario fanout", &[10], 100_000);
         check("--scenario fairness --quick", &[10], 20_000);
         check("--scenario fairness --noisy-backlog 500", &[10], 500);
         assert_eq!(plan("--scenario fifo").map(|p| p.scenario), Ok(Scenario::Fifo));
@@ -523,6 +544,9 @@ mod tests {
         refused("--scenario soak --rate 0", "--rate 0: use a rate above zero");
         refused("--scenario soak --body-bytes 20", "--body-bytes 20: use 32 to");
         refused("--scenario soak --sample-every 0s", "--sample-every: use");
+        refused("--scenario fanout --consumers 2", "--consumers does not apply to the fanout scenario");
+        refused("--scenario fanout --backlog-max 10", "--backlog-max does not apply to the fanout scenario");
+        refused("--scenario fanout --batch 10", "--batch applies to the throughput and peers scenarios only");
         // The peers scenario uses both (its report's reproduce line passes them).
         let peers = plan("--scenario peers --batch 10 --ceiling-duration 1s").expect("peers takes --batch");
         assert_eq!((peers.batches, peers.ceiling_duration), (vec![10], Duration::from_secs(1)));

@@ -26,8 +26,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sluice_api::{
-    Attribute, CreateQueueRequest, CreateTopicRequest, PublishMessage, PublishRequest, ReceiveRequest,
-    SubscribeRequest,
+    Attribute, CreateQueueRequest, CreateTopicRequest, PublishMessage, PublishRequest, ReceiveRequest, SubscribeRequest,
 };
 use torture::{body_for, client, payload_of};
 
@@ -280,7 +279,11 @@ async fn sigkill_during_fan_out_loses_no_acknowledged_publish() {
         damaged.len(),
     );
     assert!(acked.len() > 100, "too little load to prove anything ({} acknowledged publishes)", acked.len());
-    assert!(lost.is_empty(), "lost acknowledged publishes (seed {seed}): {:?}", lost.iter().take(20).collect::<Vec<_>>());
+    assert!(
+        lost.is_empty(),
+        "lost acknowledged publishes (seed {seed}): {:?}",
+        lost.iter().take(20).collect::<Vec<_>>()
+    );
     assert!(
         unexpected.is_empty(),
         "received what was never published or does not match the filter (seed {seed}): {:?}",
