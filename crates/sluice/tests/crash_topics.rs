@@ -95,7 +95,7 @@ fn seed() -> u64 {
 /// A payload's parity: the attribute the `even` subscription filters on.
 fn parity(payload: &str) -> &'static str {
     let n: u64 = payload.rsplit('-').next().and_then(|n| n.parse().ok()).expect("payload pI-N");
-    if n % 2 == 0 { "even" } else { "odd" }
+    if n.is_multiple_of(2) { "even" } else { "odd" }
 }
 
 /// What the clients observed, shared by every task.
