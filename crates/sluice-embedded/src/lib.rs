@@ -28,8 +28,8 @@ use sluice_core::{
     Broker, EntryError, MessageId, MessageMeta, NewMessage, QueueAttributes, QueueAttributesPatch, Sent, TimeMs,
 };
 use sluice_store::{
-    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Record, Store, StoreCounters,
-    StoreError, StoredMessage, validate_record_key, validate_record_list, validate_record_value,
+    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Record, Store, StoreCounters, StoreError,
+    StoredMessage, validate_record_key, validate_record_list, validate_record_value,
 };
 use tokio::sync::oneshot;
 
