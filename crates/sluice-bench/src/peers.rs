@@ -1,8 +1,9 @@
 //! The `peers` scenario: Sluice beside RabbitMQ, NATS JetStream, Redis Streams and a PostgreSQL
 //! queue table, on the same machine in one run, each through its maintained Rust client and at
-//! stated durability, with the results as ratios (DESIGN.md §5). Sluice runs on its embedded
-//! store and on PostgreSQL (one server, and three sharing the database); when a system on
-//! PostgreSQL is measured, so is the database's own limit, with pgbench (`pgbench`).
+//! stated durability, with the results as ratios (DESIGN.md §5). Sluice runs on its embedded store
+//! (over the native API, and over the SQS API through aws-sdk-sqs) and on PostgreSQL (one server,
+//! and three sharing the database); when a system on PostgreSQL is measured, so is the database's
+//! own limit, with pgbench (`pgbench`).
 //!
 //! Every system implements `driver::Peer` in a file of its own; `load` drives any of them with
 //! the same workloads (max rate, fixed rate at half the max, backlog drain); `report` prints the
@@ -24,6 +25,7 @@ mod redis;
 mod report;
 mod sluice;
 mod sluice_pg;
+mod sluice_sqs;
 mod spawned;
 mod system;
 
@@ -56,7 +58,7 @@ const DRAIN_CLIENTS_PREFERRED: usize = 4;
 #[command(next_help_heading = "Peers scenario (--scenario peers)")]
 pub struct PeerArgs {
     /// Systems to measure, comma-separated: families (sluice, sluice-pg, rabbitmq, nats, redis,
-    /// postgres) or names (sluice-fsync, sluice-interval, sluice-pg, sluice-pg-3nodes,
+    /// postgres) or names (sluice-fsync, sluice-interval, sluice-sqs, sluice-pg, sluice-pg-3nodes,
     /// rabbitmq-classic, rabbitmq-quorum, nats-default, nats-always, redis-default, redis-always,
     /// postgres) [default: all].
     #[arg(long, value_delimiter = ',', value_name = "SYSTEMS")]
@@ -305,6 +307,7 @@ async fn connect(plan: &Plan, peers: &PeerPlan, system: System) -> anyhow::Resul
             let every = Duration::from_millis(peers.sluice_interval_ms);
             sluice::connect(&plan.tmp_dir, StoreDurability::Interval(every)).await
         }
+        System::SluiceSqs => sluice_sqs::connect(&plan.tmp_dir).await,
         System::SluicePg | System::SluicePg3Nodes => {
             sluice_pg::connect(&peers.postgres_url, system.pg_nodes().unwrap_or(1)).await
         }
@@ -453,7 +456,7 @@ mod tests {
             (full.sizes.as_slice(), full.clients.as_slice(), full.drain_messages),
             (&[256, 4096][..], &[1, 4, 16][..], 1_000_000)
         );
-        assert_eq!((full.batch, full.drain_clients(), full.systems.len()), (100, 4, 11));
+        assert_eq!((full.batch, full.drain_clients(), full.systems.len()), (100, 4, 12));
         let quick = PeerPlan::new(PeerArgs::default(), Some(10), true).expect("defaults are valid");
         assert_eq!(
             (quick.sizes.as_slice(), quick.clients.as_slice(), quick.drain_messages, quick.batch),

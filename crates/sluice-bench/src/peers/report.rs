@@ -456,7 +456,8 @@ fn rate_of(rows: &[Row], system: System, body_bytes: usize, clients: usize) -> O
 
 /// The comparisons Sluice is judged by, per shape at max rate: `sluice-fsync` against the best
 /// per-write durable peer (target: at least twice as fast), and `sluice-interval` against NATS
-/// JetStream at its default sync.
+/// JetStream at its default sync; and, where `sluice-sqs` was measured, Sluice over its SQS API
+/// against `sluice-fsync` on the native API: the same server and store, so the API's cost.
 pub(crate) fn ratio_lines(rows: &[Row], facts: &[Facts]) -> Vec<String> {
     let class = |s: System| facts.iter().find(|f| f.system == s).map_or(s.durability(), |f| f.durability);
     let mut shapes: Vec<(usize, usize)> =
@@ -499,6 +500,18 @@ pub(crate) fn ratio_lines(rows: &[Row], facts: &[Facts]) -> Vec<String> {
                 ));
             }
             _ => lines.push(format!("{shape} sluice-interval against nats-default: not measured")),
+        }
+        // Only where it was measured: unlike the two lines above, it is not a target.
+        if let Some(sqs) = rate_of(rows, System::SluiceSqs, body_bytes, clients) {
+            match rate_of(rows, System::SluiceFsync, body_bytes, clients) {
+                Some(native) if native > 0.0 => lines.push(format!(
+                    "{shape} sluice-sqs {} msg/s = {:.2}x sluice-fsync on the native API ({} msg/s): the SQS API's cost on the same server and store",
+                    thousands(sqs),
+                    sqs / native,
+                    thousands(native),
+                )),
+                _ => lines.push(format!("{shape} sluice-sqs against sluice-fsync: not measured")),
+            }
         }
     }
     lines
@@ -587,10 +600,12 @@ mod tests {
     }
 
     #[test]
-    fn sluice_is_compared_with_the_best_per_write_peer_and_with_nats_default() {
+    fn sluice_is_compared_with_the_best_per_write_peer_nats_default_and_itself_over_sqs() {
         let rows = [
             row(System::SluiceFsync, 4, 30_000),
             row(System::SluiceInterval, 4, 50_000),
+            // Faster than every peer here, but Sluice: compared with sluice-fsync alone.
+            row(System::SluiceSqs, 4, 18_000),
             row(System::RabbitClassic, 4, 10_000),
             row(System::Postgres, 4, 12_000),
             // Faster, but not per-write durable here, so not the comparison.
@@ -598,13 +613,18 @@ mod tests {
             row(System::NatsDefault, 4, 60_000),
             row(System::SluiceFsync, 16, 1_000),
             row(System::Postgres, 16, 2_000),
+            row(System::SluiceSqs, 1, 900),
         ];
         let facts = [facts(System::RedisDefault, Durability::Memory)];
         assert_eq!(
             ratio_lines(&rows, &facts),
             [
+                "256 B 1/1: sluice-fsync against per-write durable peers: not measured",
+                "256 B 1/1: sluice-interval against nats-default: not measured",
+                "256 B 1/1: sluice-sqs against sluice-fsync: not measured",
                 "256 B 4/4: sluice-fsync 30,000 msg/s = 2.50x the best per-write durable peer (postgres 12,000 msg/s); meets the 2x target",
                 "256 B 4/4: sluice-interval 50,000 msg/s = 0.83x nats-default (60,000 msg/s): behind NATS JetStream at its default sync",
+                "256 B 4/4: sluice-sqs 18,000 msg/s = 0.60x sluice-fsync on the native API (30,000 msg/s): the SQS API's cost on the same server and store",
                 "256 B 16/16: sluice-fsync 1,000 msg/s = 0.50x the best per-write durable peer (postgres 2,000 msg/s); misses the 2x target",
                 "256 B 16/16: sluice-interval against nats-default: not measured",
             ]

@@ -6,6 +6,9 @@
 pub(crate) enum System {
     SluiceFsync,
     SluiceInterval,
+    /// Sluice at `fsync` over its SQS API, through aws-sdk-sqs: compared with `SluiceFsync`,
+    /// not with the peers.
+    SluiceSqs,
     /// Sluice over PostgreSQL: one in-process server.
     SluicePg,
     /// Sluice over PostgreSQL: three in-process servers sharing one schema, the clients spread
@@ -43,9 +46,10 @@ impl Durability {
 
 impl System {
     /// Every system, in report order: Sluice first, then each peer's per-write setting last.
-    pub const ALL: [System; 11] = [
+    pub const ALL: [System; 12] = [
         System::SluiceFsync,
         System::SluiceInterval,
+        System::SluiceSqs,
         System::SluicePg,
         System::SluicePg3Nodes,
         System::RabbitClassic,
@@ -62,6 +66,7 @@ impl System {
         match self {
             System::SluiceFsync => "sluice-fsync",
             System::SluiceInterval => "sluice-interval",
+            System::SluiceSqs => "sluice-sqs",
             System::SluicePg => "sluice-pg",
             System::SluicePg3Nodes => "sluice-pg-3nodes",
             System::RabbitClassic => "rabbitmq-classic",
@@ -78,7 +83,7 @@ impl System {
     /// own, so that `--only sluice` needs no database.
     pub fn family(self) -> &'static str {
         match self {
-            System::SluiceFsync | System::SluiceInterval => "sluice",
+            System::SluiceFsync | System::SluiceInterval | System::SluiceSqs => "sluice",
             System::SluicePg | System::SluicePg3Nodes => "sluice-pg",
             System::RabbitClassic | System::RabbitQuorum => "rabbitmq",
             System::NatsDefault | System::NatsAlways => "nats",
@@ -87,7 +92,7 @@ impl System {
         }
     }
 
-    /// Sluice on any store: never counted among the peers it is compared with.
+    /// Sluice on any store and over either API: never counted among the peers it is compared with.
     pub fn is_sluice(self) -> bool {
         self.family().starts_with("sluice")
     }
@@ -112,6 +117,7 @@ impl System {
     pub fn durability(self) -> Durability {
         match self {
             System::SluiceFsync
+            | System::SluiceSqs
             | System::SluicePg
             | System::SluicePg3Nodes
             | System::RabbitClassic
@@ -161,9 +167,13 @@ mod tests {
 
     #[test]
     fn only_takes_families_and_names_in_report_order() {
-        assert_eq!(names("").map(|n| n.len()), Ok(11));
+        assert_eq!(names("").map(|n| n.len()), Ok(12));
         assert_eq!(names("nats,sluice-fsync"), Ok(vec!["sluice-fsync", "nats-default", "nats-always"]));
-        assert_eq!(names("postgres,sluice,postgres"), Ok(vec!["sluice-fsync", "sluice-interval", "postgres"]));
+        assert_eq!(
+            names("postgres,sluice,postgres"),
+            Ok(vec!["sluice-fsync", "sluice-interval", "sluice-sqs", "postgres"])
+        );
+        assert_eq!(names("sluice-sqs,sluice-fsync"), Ok(vec!["sluice-fsync", "sluice-sqs"]));
         assert_eq!(names("postgres,sluice-pg"), Ok(vec!["sluice-pg", "sluice-pg-3nodes", "postgres"]));
         assert_eq!(names("sluice-pg-3nodes"), Ok(vec!["sluice-pg-3nodes"]));
         assert!(names("kafka").is_err_and(|e| e.starts_with("--only kafka: not a system")));
@@ -175,7 +185,8 @@ mod tests {
             assert!(system.name().starts_with(system.family()), "{system:?}");
             assert_eq!(System::ALL.iter().filter(|s| s.name() == system.name()).count(), 1);
         }
-        assert_eq!(System::ALL.iter().filter(|s| s.durability() == Durability::PerWrite).count(), 8);
+        assert_eq!(System::ALL.iter().filter(|s| s.durability() == Durability::PerWrite).count(), 9);
         assert!(System::ALL.iter().filter(|s| s.pg_nodes().is_some()).all(|s| s.is_sluice() && s.uses_postgres()));
+        assert!(System::SluiceSqs.is_sluice() && !System::SluiceSqs.uses_postgres());
     }
 }
