@@ -1,32 +1,35 @@
 //! Starts the real `sluice` binary on port 0 with its own data directory, and runs its client
-//! commands against it. Dropping a [`Server`] kills the process.
+//! commands against it. Dropping a [`Server`] kills the process; the process itself is
+//! [`process`]'s, which the torture tests share.
 
 #![allow(dead_code)] // Each test crate uses a different part of this module.
 
-use std::io::{BufRead, BufReader};
+#[path = "../process/mod.rs"]
+mod process;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, ExitStatus, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// How long a server may take to print its listening line, or to exit after SIGTERM.
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
-const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+use process::Serve;
+// Like the dead-code allowance above: each test crate uses a different part.
+#[allow(unused_imports)]
+pub use process::signal;
+
+/// How long a `sluice` run that should exit by itself (such as a `serve` that cannot start)
+/// may take.
+const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub fn sluice_bin() -> &'static str {
     env!("CARGO_BIN_EXE_sluice")
 }
 
-/// A running `sluice serve`.
+/// A running `sluice serve`, logging at `info`, in the durability mode its arguments say.
 pub struct Server {
-    child: Child,
+    serve: Serve,
     /// `http://127.0.0.1:PORT`, as the server announced it.
     pub url: String,
     pub data_dir: PathBuf,
-    /// Where the server's stderr (its log) goes.
-    log: tempfile::NamedTempFile,
-    /// Kept open so that the server never writes into a closed pipe.
-    _stdout: BufReader<ChildStdout>,
 }
 
 impl Server {
@@ -35,83 +38,34 @@ impl Server {
         Server::start_with(data_dir, &[])
     }
 
+    /// As [`Server::start`], with `extra` arguments to `sluice serve`.
     pub fn start_with(data_dir: &Path, extra: &[&str]) -> Server {
-        let log = tempfile::NamedTempFile::new().expect("a temporary log file");
-        let mut child = Command::new(sluice_bin())
-            .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
-            .arg(data_dir)
-            .args(extra)
-            .env("SLUICE_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log.reopen().expect("the log file"))
-            .spawn()
-            .expect("start sluice serve");
-        let stdout = child.stdout.take().expect("piped stdout");
-        // Read on a thread so that a server that never announces fails the test instead of
-        // hanging it.
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            let read = reader.read_line(&mut line);
-            let _ = tx.send((read.map(|_| line), reader));
-        });
-        let announced = rx.recv_timeout(STARTUP_TIMEOUT);
-        let log_text = || std::fs::read_to_string(log.path()).unwrap_or_default();
-        let (line, reader) = match announced {
-            Ok((Ok(line), reader)) if !line.is_empty() => (line, reader),
-            other => {
-                let _ = child.kill();
-                let status = child.wait();
-                panic!(
-                    "sluice serve did not announce itself ({other:?}, exit {status:?}); its log:\n{}",
-                    log_text().trim_end()
-                );
-            }
-        };
-        let url = line
-            .trim_end()
-            .strip_prefix("sluice listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        assert!(url.starts_with("http://127.0.0.1:") && !url.ends_with(":0"), "the real port is announced: {url}");
-        Server { child, url, data_dir: data_dir.to_owned(), log, _stdout: reader }
+        let serve = process::start(data_dir, "info", extra);
+        Server { url: serve.url.clone(), data_dir: data_dir.to_owned(), serve }
     }
 
+    /// A client with the default retries, as an application would make it.
     pub fn client(&self) -> sluice_client::Client {
         sluice_client::Client::new(&self.url).expect("a client for the announced URL")
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.serve.pid()
     }
 
     /// The server's log so far.
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+        self.serve.log()
     }
 
     /// Sends SIGTERM and waits for the process to exit.
-    pub fn terminate(mut self) -> ExitStatus {
-        signal(self.child.id(), "TERM");
-        self.wait_exit()
+    pub fn terminate(self) -> ExitStatus {
+        self.serve.terminate()
     }
 
     /// Waits for the process to exit by itself.
     pub fn wait_exit(&mut self) -> ExitStatus {
-        let deadline = Instant::now() + SHUTDOWN_TIMEOUT;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("poll the server process") {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the server did not exit within {SHUTDOWN_TIMEOUT:?}; log:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.serve.wait_exit()
     }
 
     /// Runs `sluice ARGS... --server URL` against this server.
@@ -123,19 +77,6 @@ impl Server {
     pub fn cli_with_stdin(&self, args: &[&str], input: &[u8]) -> CliOutput {
         run_cli(args, Some(&self.url), Some(input))
     }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Sends a signal by name (TERM, INT, KILL) with the system's `kill`.
-pub fn signal(pid: u32, name: &str) {
-    let status = Command::new("kill").arg(format!("-{name}")).arg(pid.to_string()).status().expect("run kill");
-    assert!(status.success(), "kill -{name} {pid} failed");
 }
 
 /// What a CLI run printed and how it exited.
@@ -202,7 +143,7 @@ pub fn run_until_exit(args: &[&str]) -> CliOutput {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run sluice");
-    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    let deadline = Instant::now() + EXIT_TIMEOUT;
     let status = loop {
         if let Some(status) = child.try_wait().expect("poll sluice") {
             break status;
@@ -210,7 +151,7 @@ pub fn run_until_exit(args: &[&str]) -> CliOutput {
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("sluice {args:?} was still running after {STARTUP_TIMEOUT:?}");
+            panic!("sluice {args:?} was still running after {EXIT_TIMEOUT:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
