@@ -27,9 +27,8 @@
 mod torture;
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
@@ -37,95 +36,17 @@ use rand::{Rng, SeedableRng};
 use sluice_api::{
     CreateQueueRequest, DeadLetter, NackEntry, NackRequest, ReceiveRequest, RedriveRequest, SendMessage, SendRequest,
 };
-use torture::{Serve, body_for, client, payload_of};
+use torture::{Consume, Killer, ServerUrl, body_for, client, consume_until_stopped, drain, payload_of};
 
 const QUEUE: &str = "crash";
 const PRODUCERS: usize = 4;
 const CONSUMERS: usize = 2;
 const VISIBILITY_MS: u64 = 1_000;
 const KILLS_DEFAULT: u32 = 50;
-/// One restart in this many is first killed during its start-up.
-const STARTUP_KILL_ONE_IN: u32 = 3;
 
 fn kills() -> u32 {
-    std::env::var("SLUICE_CRASH_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(KILLS_DEFAULT)
+    torture::kills("SLUICE_CRASH_KILLS", KILLS_DEFAULT)
 }
-
-fn seed() -> u64 {
-    std::env::var("SLUICE_CRASH_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| rand::thread_rng().r#gen())
-}
-
-/// Kills and restarts the server, sometimes killing the restart again during its recovery.
-struct Killer {
-    rng: StdRng,
-    kills: u32,
-    /// Restarts killed during start-up, and how many of those before the announcement.
-    startup_kills: u32,
-    startup_kills_before_ready: u32,
-    /// The last start-up's duration, spawn to announcement: the range of the early kills.
-    last_startup: Duration,
-    startups: u32,
-    startup_total: Duration,
-    startup_max: Duration,
-}
-
-impl Killer {
-    fn new(seed: u64) -> Killer {
-        Killer {
-            rng: StdRng::seed_from_u64(seed),
-            kills: 0,
-            startup_kills: 0,
-            startup_kills_before_ready: 0,
-            last_startup: Duration::from_millis(50),
-            startups: 0,
-            startup_total: Duration::ZERO,
-            startup_max: Duration::ZERO,
-        }
-    }
-
-    fn start(&mut self, dir: &Path) -> Serve {
-        let server = torture::start(dir, "warn");
-        self.last_startup = server.startup;
-        self.startups += 1;
-        self.startup_total += server.startup;
-        self.startup_max = self.startup_max.max(server.startup);
-        server
-    }
-
-    /// Waits a random 30–300 ms, kills `server` with SIGKILL and starts it again.
-    async fn kill_and_restart(&mut self, server: Serve, dir: &Path, url: &RwLock<String>) -> Serve {
-        tokio::time::sleep(Duration::from_millis(self.rng.gen_range(30..300))).await;
-        // Process waits block; keep the runtime's other worker serving the clients.
-        tokio::task::block_in_place(|| {
-            server.kill();
-            self.kills += 1;
-            if self.rng.gen_ratio(1, STARTUP_KILL_ONE_IN) {
-                let spawned = torture::spawn(dir, "warn");
-                let startup_ms = self.last_startup.as_millis() as u64;
-                std::thread::sleep(Duration::from_millis(self.rng.gen_range(0..=startup_ms.max(5))));
-                self.startup_kills += 1;
-                if !spawned.kill() {
-                    self.startup_kills_before_ready += 1;
-                }
-            }
-            let server = self.start(dir);
-            *url.write().expect("url lock") = server.url.clone();
-            server
-        })
-    }
-
-    fn summary(&self) -> String {
-        format!(
-            "{} kills under load, {} more during start-up ({} of them before the server was ready); start-up (recovery included) {} ms on average, {} ms at most",
-            self.kills,
-            self.startup_kills,
-            self.startup_kills_before_ready,
-            (self.startup_total / self.startups.max(1)).as_millis(),
-            self.startup_max.as_millis()
-        )
-    }
-}
-
 /// What the clients observed, shared by every task.
 #[derive(Default)]
 struct Ledger {
@@ -139,7 +60,7 @@ struct Ledger {
     damaged: Mutex<Vec<String>>,
 }
 
-async fn producer(index: usize, url: Arc<RwLock<String>>, ledger: Arc<Ledger>, stop: Arc<AtomicBool>, seed: u64) {
+async fn producer(index: usize, url: Arc<ServerUrl>, ledger: Arc<Ledger>, stop: Arc<AtomicBool>, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed ^ (index as u64) << 32);
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -153,8 +74,7 @@ async fn producer(index: usize, url: Arc<RwLock<String>>, ledger: Arc<Ledger>, s
         let request = SendRequest {
             messages: payloads.iter().map(|p| SendMessage { body: Some(body_for(p)), ..Default::default() }).collect(),
         };
-        let url_now = url.read().expect("url lock").clone();
-        match client(&url_now).send_messages(QUEUE, &request).await {
+        match client(&url.get()).send_messages(QUEUE, &request).await {
             Ok(response) => {
                 let mut acked = ledger.acked_sends.lock().expect("ledger");
                 for (payload, result) in payloads.into_iter().zip(response.results) {
@@ -171,40 +91,33 @@ async fn producer(index: usize, url: Arc<RwLock<String>>, ledger: Arc<Ledger>, s
     }
 }
 
-async fn consume_once(url: &str, ledger: &Ledger, wait_ms: u64) -> Result<usize, ()> {
-    let c = client(url);
-    let request = ReceiveRequest { max: Some(10), wait_ms: Some(wait_ms), visibility_timeout_ms: Some(VISIBILITY_MS) };
-    let messages = c.receive_messages(QUEUE, &request).await.map_err(|_| ())?.messages;
-    let count = messages.len();
-    let mut receipts = Vec::new();
-    for m in messages {
-        let body = m.body.unwrap_or_default();
-        match payload_of(&body) {
-            Some(p) => *ledger.received.lock().expect("ledger").entry(p).or_default() += 1,
-            None => ledger.damaged.lock().expect("ledger").push(body),
+impl Consume for Ledger {
+    async fn consume_once(&self, url: &str, wait_ms: u64) -> Result<usize, ()> {
+        let c = client(url);
+        let request =
+            ReceiveRequest { max: Some(10), wait_ms: Some(wait_ms), visibility_timeout_ms: Some(VISIBILITY_MS) };
+        let messages = c.receive_messages(QUEUE, &request).await.map_err(|_| ())?.messages;
+        let count = messages.len();
+        let mut receipts = Vec::new();
+        for m in messages {
+            let body = m.body.unwrap_or_default();
+            match payload_of(&body) {
+                Some(p) => *self.received.lock().expect("ledger").entry(p).or_default() += 1,
+                None => self.damaged.lock().expect("ledger").push(body),
+            }
+            receipts.extend(m.receipt);
         }
-        receipts.extend(m.receipt);
-    }
-    if !receipts.is_empty() {
-        // An ack lost to a crash makes the message come back: a counted, allowed duplicate.
-        let _ = c.ack(QUEUE, receipts).await;
-    }
-    Ok(count)
-}
-
-async fn consumer(url: Arc<RwLock<String>>, ledger: Arc<Ledger>, stop: Arc<AtomicBool>) {
-    while !stop.load(Ordering::Relaxed) {
-        let url_now = url.read().expect("url lock").clone();
-        if consume_once(&url_now, &ledger, 200).await.is_err() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        if !receipts.is_empty() {
+            let _ = c.ack(QUEUE, receipts).await;
         }
+        Ok(count)
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_under_load_loses_nothing_acknowledged() {
     let kills = kills();
-    let seed = seed();
+    let seed = torture::seed();
     println!("crash test: {kills} kills, seed {seed} (replay with SLUICE_CRASH_SEED={seed})");
     let mut killer = Killer::new(seed);
     let dir = tempfile::tempdir().expect("temp dir");
@@ -217,7 +130,7 @@ async fn sigkill_under_load_loses_nothing_acknowledged() {
         .await
         .expect("create the queue");
 
-    let url = Arc::new(RwLock::new(server.url.clone()));
+    let url = Arc::new(ServerUrl::new(&server.url));
     let ledger = Arc::new(Ledger::default());
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
@@ -225,7 +138,7 @@ async fn sigkill_under_load_loses_nothing_acknowledged() {
         tasks.push(tokio::spawn(producer(i, url.clone(), ledger.clone(), stop.clone(), seed)));
     }
     for _ in 0..CONSUMERS {
-        tasks.push(tokio::spawn(consumer(url.clone(), ledger.clone(), stop.clone())));
+        tasks.push(tokio::spawn(consume_until_stopped(ledger.clone(), url.clone(), stop.clone())));
     }
     for _ in 0..kills {
         server = killer.kill_and_restart(server, dir.path(), &url).await;
@@ -235,18 +148,8 @@ async fn sigkill_under_load_loses_nothing_acknowledged() {
     for t in tasks {
         t.await.expect("client task");
     }
-    // Drain: keep receiving until several long polls in a row come back empty; messages that
-    // were in flight at the last kill reappear after their visibility timeout.
-    let mut empty_in_a_row = 0;
-    let drain_started = Instant::now();
-    while empty_in_a_row < 3 {
-        assert!(drain_started.elapsed() < Duration::from_secs(120), "drain did not finish");
-        match consume_once(&server.url, &ledger, VISIBILITY_MS + 500).await {
-            Ok(0) => empty_in_a_row += 1,
-            Ok(_) => empty_in_a_row = 0,
-            Err(()) => panic!("the server stopped answering during the drain; log:\n{}", server.log()),
-        }
-    }
+    // Messages that were in flight at the last kill reappear after their visibility timeout.
+    drain(ledger.as_ref(), &server, VISIBILITY_MS + 500, 3, Instant::now() + Duration::from_secs(120)).await;
 
     let acked = ledger.acked_sends.lock().expect("ledger");
     let uncertain = ledger.uncertain_sends.lock().expect("ledger");
@@ -287,7 +190,7 @@ struct FifoLedger {
     redeliveries: AtomicU64,
 }
 
-async fn fifo_producer(group: usize, url: Arc<RwLock<String>>, ledger: Arc<FifoLedger>, stop: Arc<AtomicBool>) {
+async fn fifo_producer(group: usize, url: Arc<ServerUrl>, ledger: Arc<FifoLedger>, stop: Arc<AtomicBool>) {
     let mut n = 1u64;
     while !stop.load(Ordering::Relaxed) {
         let message = SendMessage {
@@ -296,8 +199,7 @@ async fn fifo_producer(group: usize, url: Arc<RwLock<String>>, ledger: Arc<FifoL
             dedup_id: Some(format!("{group}-{n}")),
             ..Default::default()
         };
-        let url_now = url.read().expect("url lock").clone();
-        match client(&url_now).send_messages(FIFO_QUEUE, &SendRequest { messages: vec![message] }).await {
+        match client(&url.get()).send_messages(FIFO_QUEUE, &SendRequest { messages: vec![message] }).await {
             Ok(response) => {
                 assert!(response.results[0].error.is_none(), "a valid send was refused: {:?}", response.results[0]);
                 ledger.acked.lock().expect("ledger").insert(group, n);
@@ -309,33 +211,36 @@ async fn fifo_producer(group: usize, url: Arc<RwLock<String>>, ledger: Arc<FifoL
     }
 }
 
-async fn fifo_consume_once(url: &str, ledger: &FifoLedger, wait_ms: u64) -> Result<usize, ()> {
-    let c = client(url);
-    let request = ReceiveRequest { max: Some(10), wait_ms: Some(wait_ms), visibility_timeout_ms: Some(VISIBILITY_MS) };
-    let messages = c.receive_messages(FIFO_QUEUE, &request).await.map_err(|_| ())?.messages;
-    let count = messages.len();
-    let mut receipts = Vec::new();
-    for m in messages {
-        let body = m.body.unwrap_or_default();
-        let (group, n) = body.split_once(':').expect("group:number body");
-        let (group, n): (usize, u64) = (group.parse().expect("group"), n.parse().expect("number"));
-        if ledger.seen.lock().expect("ledger").insert((group, n)) {
-            ledger.first_deliveries.lock().expect("ledger").entry(group).or_default().push(n);
-        } else {
-            ledger.redeliveries.fetch_add(1, Ordering::Relaxed);
+impl Consume for FifoLedger {
+    async fn consume_once(&self, url: &str, wait_ms: u64) -> Result<usize, ()> {
+        let c = client(url);
+        let request =
+            ReceiveRequest { max: Some(10), wait_ms: Some(wait_ms), visibility_timeout_ms: Some(VISIBILITY_MS) };
+        let messages = c.receive_messages(FIFO_QUEUE, &request).await.map_err(|_| ())?.messages;
+        let count = messages.len();
+        let mut receipts = Vec::new();
+        for m in messages {
+            let body = m.body.unwrap_or_default();
+            let (group, n) = body.split_once(':').expect("group:number body");
+            let (group, n): (usize, u64) = (group.parse().expect("group"), n.parse().expect("number"));
+            if self.seen.lock().expect("ledger").insert((group, n)) {
+                self.first_deliveries.lock().expect("ledger").entry(group).or_default().push(n);
+            } else {
+                self.redeliveries.fetch_add(1, Ordering::Relaxed);
+            }
+            receipts.extend(m.receipt);
         }
-        receipts.extend(m.receipt);
+        if !receipts.is_empty() {
+            let _ = c.ack(FIFO_QUEUE, receipts).await;
+        }
+        Ok(count)
     }
-    if !receipts.is_empty() {
-        let _ = c.ack(FIFO_QUEUE, receipts).await;
-    }
-    Ok(count)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_keeps_fifo_order_per_group() {
     let kills = kills().div_ceil(4);
-    let seed = seed();
+    let seed = torture::seed();
     println!("fifo crash test: {kills} kills, seed {seed} (replay with SLUICE_CRASH_SEED={seed})");
     let mut killer = Killer::new(seed);
     let dir = tempfile::tempdir().expect("temp dir");
@@ -343,25 +248,14 @@ async fn sigkill_keeps_fifo_order_per_group() {
     let create = CreateQueueRequest { name: FIFO_QUEUE.into(), fifo: Some(true), ..Default::default() };
     server.client().create_queue(&create).await.expect("create the FIFO queue");
 
-    let url = Arc::new(RwLock::new(server.url.clone()));
+    let url = Arc::new(ServerUrl::new(&server.url));
     let ledger = Arc::new(FifoLedger::default());
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for g in 0..GROUPS {
         tasks.push(tokio::spawn(fifo_producer(g, url.clone(), ledger.clone(), stop.clone())));
     }
-    let consumer = {
-        let (url, ledger, stop) = (url.clone(), ledger.clone(), stop.clone());
-        tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                let url_now = url.read().expect("url lock").clone();
-                if fifo_consume_once(&url_now, &ledger, 200).await.is_err() {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            }
-        })
-    };
-    tasks.push(consumer);
+    tasks.push(tokio::spawn(consume_until_stopped(ledger.clone(), url.clone(), stop.clone())));
     for _ in 0..kills {
         server = killer.kill_and_restart(server, dir.path(), &url).await;
     }
@@ -369,16 +263,7 @@ async fn sigkill_keeps_fifo_order_per_group() {
     for t in tasks {
         t.await.expect("client task");
     }
-    let mut empty_in_a_row = 0;
-    let drain_started = Instant::now();
-    while empty_in_a_row < 3 {
-        assert!(drain_started.elapsed() < Duration::from_secs(120), "drain did not finish");
-        match fifo_consume_once(&server.url, &ledger, VISIBILITY_MS + 500).await {
-            Ok(0) => empty_in_a_row += 1,
-            Ok(_) => empty_in_a_row = 0,
-            Err(()) => panic!("the server stopped answering during the drain; log:\n{}", server.log()),
-        }
-    }
+    drain(ledger.as_ref(), &server, VISIBILITY_MS + 500, 3, Instant::now() + Duration::from_secs(120)).await;
     let acked = ledger.acked.lock().expect("ledger");
     let firsts = ledger.first_deliveries.lock().expect("ledger");
     let mut total = 0;
@@ -415,9 +300,9 @@ const CYCLE_VISIBILITY_MS: u64 = 500;
 
 /// Receives from the source and nacks: with a receive limit of 1, each nack moves the message
 /// to the dead-letter queue, from which the redrive moves it back.
-async fn dead_letterer(url: Arc<RwLock<String>>, stop: Arc<AtomicBool>, nacked: Arc<AtomicU64>) {
+async fn dead_letterer(url: Arc<ServerUrl>, stop: Arc<AtomicBool>, nacked: Arc<AtomicU64>) {
     while !stop.load(Ordering::Relaxed) {
-        let c = client(&url.read().expect("url lock").clone());
+        let c = client(&url.get());
         let request =
             ReceiveRequest { max: Some(50), wait_ms: Some(100), visibility_timeout_ms: Some(CYCLE_VISIBILITY_MS) };
         let Ok(list) = c.receive_messages(SOURCE, &request).await else {
@@ -466,7 +351,7 @@ async fn census(url: &str, queue: &str, counts: &mut HashMap<String, u32>, damag
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_redrive_keeps_every_message_in_one_place() {
     let kills = kills().div_ceil(3);
-    let seed = seed();
+    let seed = torture::seed();
     println!("redrive crash test: {kills} kills, seed {seed} (replay with SLUICE_CRASH_SEED={seed})");
     let mut killer = Killer::new(seed);
     let dir = tempfile::tempdir().expect("temp dir");
@@ -484,7 +369,7 @@ async fn sigkill_during_redrive_keeps_every_message_in_one_place() {
         assert!(response.results.iter().all(|r| r.id.is_some()), "{response:?}");
     }
 
-    let url = Arc::new(RwLock::new(server.url.clone()));
+    let url = Arc::new(ServerUrl::new(&server.url));
     let stop = Arc::new(AtomicBool::new(false));
     let nacked = Arc::new(AtomicU64::new(0));
     let cycler = tokio::spawn(dead_letterer(url.clone(), stop.clone(), nacked.clone()));

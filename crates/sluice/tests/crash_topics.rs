@@ -9,6 +9,10 @@
 //! filter does not match it, nor anything never published, nor a damaged body
 //! (unexpected = 0, damaged = 0). Duplicates are allowed by at-least-once delivery and counted.
 //!
+//! As in `crash.rs` (whose [`torture::Killer`] this test shares), after a third of the kills (at
+//! random) the restart is itself killed during its start-up, before or while it replays the
+//! data directory, and then started again.
+//!
 //! `SLUICE_CRASH_TOPIC_KILLS` sets the number of kills (default 20) and `SLUICE_CRASH_SEED`
 //! replays a run's kill timings and batch sizes; the seed is printed on every run:
 //!
@@ -20,7 +24,7 @@ mod torture;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
@@ -28,7 +32,7 @@ use rand::{Rng, SeedableRng};
 use sluice_api::{
     Attribute, CreateQueueRequest, CreateTopicRequest, PublishMessage, PublishRequest, ReceiveRequest, SubscribeRequest,
 };
-use torture::{body_for, client, payload_of};
+use torture::{Consume, Killer, ServerUrl, body_for, client, consume_until_stopped, drain, payload_of};
 
 const TOPIC: &str = "crash-topic";
 const PRODUCERS: usize = 3;
@@ -84,14 +88,6 @@ impl Sub {
     }
 }
 
-fn kills() -> u32 {
-    std::env::var("SLUICE_CRASH_TOPIC_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(KILLS_DEFAULT)
-}
-
-fn seed() -> u64 {
-    std::env::var("SLUICE_CRASH_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| rand::thread_rng().r#gen())
-}
-
 /// A payload's parity: the attribute the `even` subscription filters on.
 fn parity(payload: &str) -> &'static str {
     let n: u64 = payload.rsplit('-').next().and_then(|n| n.parse().ok()).expect("payload pI-N");
@@ -112,7 +108,7 @@ struct Ledger {
     damaged: Mutex<Vec<(Sub, String)>>,
 }
 
-async fn producer(index: usize, url: Arc<RwLock<String>>, ledger: Arc<Ledger>, stop: Arc<AtomicBool>, seed: u64) {
+async fn producer(index: usize, url: Arc<ServerUrl>, ledger: Arc<Ledger>, stop: Arc<AtomicBool>, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed ^ ((index as u64) << 32));
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -136,8 +132,7 @@ async fn producer(index: usize, url: Arc<RwLock<String>>, ledger: Arc<Ledger>, s
                 })
                 .collect(),
         };
-        let url_now = url.read().expect("url lock").clone();
-        match client(&url_now).publish(TOPIC, &request).await {
+        match client(&url.get()).publish(TOPIC, &request).await {
             Ok(response) => {
                 assert_eq!(response.results.len(), payloads.len());
                 for (payload, result) in payloads.into_iter().zip(response.results) {
@@ -159,48 +154,47 @@ async fn producer(index: usize, url: Arc<RwLock<String>>, ledger: Arc<Ledger>, s
     }
 }
 
-async fn consume_once(url: &str, sub: Sub, ledger: &Ledger, wait_ms: u64) -> Result<usize, ()> {
-    let c = client(url);
-    let request = ReceiveRequest { max: Some(10), wait_ms: Some(wait_ms), visibility_timeout_ms: Some(VISIBILITY_MS) };
-    let messages = c.receive_messages(sub.queue(), &request).await.map_err(|_| ())?.messages;
-    let count = messages.len();
-    let mut receipts = Vec::new();
-    for m in messages {
-        let body = m.body.unwrap_or_default();
-        match sub.payload(&body) {
-            Some(p) => {
-                *ledger.received.lock().expect("ledger").entry(sub).or_default().entry(p).or_default() += 1;
-            }
-            None => ledger.damaged.lock().expect("ledger").push((sub, body)),
-        }
-        receipts.extend(m.receipt);
-    }
-    if !receipts.is_empty() {
-        // An ack lost to a crash makes the message come back: a counted, allowed duplicate.
-        let _ = c.ack(sub.queue(), receipts).await;
-    }
-    Ok(count)
+/// The consumer of one subscription's queue.
+struct Subscriber {
+    sub: Sub,
+    ledger: Arc<Ledger>,
 }
 
-async fn consumer(sub: Sub, url: Arc<RwLock<String>>, ledger: Arc<Ledger>, stop: Arc<AtomicBool>) {
-    while !stop.load(Ordering::Relaxed) {
-        let url_now = url.read().expect("url lock").clone();
-        if consume_once(&url_now, sub, &ledger, 200).await.is_err() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+impl Consume for Subscriber {
+    async fn consume_once(&self, url: &str, wait_ms: u64) -> Result<usize, ()> {
+        let (c, sub) = (client(url), self.sub);
+        let request =
+            ReceiveRequest { max: Some(10), wait_ms: Some(wait_ms), visibility_timeout_ms: Some(VISIBILITY_MS) };
+        let messages = c.receive_messages(sub.queue(), &request).await.map_err(|_| ())?.messages;
+        let count = messages.len();
+        let mut receipts = Vec::new();
+        for m in messages {
+            let body = m.body.unwrap_or_default();
+            match sub.payload(&body) {
+                Some(p) => {
+                    *self.ledger.received.lock().expect("ledger").entry(sub).or_default().entry(p).or_default() += 1;
+                }
+                None => self.ledger.damaged.lock().expect("ledger").push((sub, body)),
+            }
+            receipts.extend(m.receipt);
         }
+        if !receipts.is_empty() {
+            let _ = c.ack(sub.queue(), receipts).await;
+        }
+        Ok(count)
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_fan_out_loses_no_acknowledged_publish() {
-    let kills = kills();
-    let seed = seed();
+    let kills = torture::kills("SLUICE_CRASH_TOPIC_KILLS", KILLS_DEFAULT);
+    let seed = torture::seed();
     println!("topic crash test: {kills} kills, seed {seed} (replay with SLUICE_CRASH_SEED={seed})");
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut killer = Killer::new(seed);
     let dir = tempfile::tempdir().expect("temp dir");
     let started = Instant::now();
 
-    let mut server = torture::start(dir.path(), "warn");
+    let mut server = killer.start(dir.path());
     let c = server.client();
     c.create_topic(&CreateTopicRequest { name: TOPIC.into(), ..Default::default() }).await.expect("create the topic");
     for sub in SUBS {
@@ -210,7 +204,7 @@ async fn sigkill_during_fan_out_loses_no_acknowledged_publish() {
         c.subscribe(TOPIC, &sub.request()).await.expect("subscribe a queue");
     }
 
-    let url = Arc::new(RwLock::new(server.url.clone()));
+    let url = Arc::new(ServerUrl::new(&server.url));
     let ledger = Arc::new(Ledger::default());
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
@@ -218,36 +212,22 @@ async fn sigkill_during_fan_out_loses_no_acknowledged_publish() {
         tasks.push(tokio::spawn(producer(i, url.clone(), ledger.clone(), stop.clone(), seed)));
     }
     for sub in SUBS {
-        tasks.push(tokio::spawn(consumer(sub, url.clone(), ledger.clone(), stop.clone())));
+        let subscriber = Arc::new(Subscriber { sub, ledger: ledger.clone() });
+        tasks.push(tokio::spawn(consume_until_stopped(subscriber, url.clone(), stop.clone())));
     }
     for _ in 0..kills {
-        tokio::time::sleep(Duration::from_millis(rng.gen_range(30..300))).await;
-        // Process waits block; keep the runtime's other worker serving the clients.
-        server = tokio::task::block_in_place(|| {
-            server.kill();
-            let server = torture::start(dir.path(), "warn");
-            *url.write().expect("url lock") = server.url.clone();
-            server
-        });
+        server = killer.kill_and_restart(server, dir.path(), &url).await;
     }
 
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
         t.await.expect("client task");
     }
-    // Drain each queue until several long polls in a row come back empty; messages in flight
-    // at the last kill reappear after their visibility timeout.
-    let drain_started = Instant::now();
+    // Messages in flight at the last kill reappear after their visibility timeout.
+    let drain_deadline = Instant::now() + Duration::from_secs(120);
     for sub in SUBS {
-        let mut empty_in_a_row = 0;
-        while empty_in_a_row < 2 {
-            assert!(drain_started.elapsed() < Duration::from_secs(120), "drain did not finish");
-            match consume_once(&server.url, sub, &ledger, VISIBILITY_MS + 500).await {
-                Ok(0) => empty_in_a_row += 1,
-                Ok(_) => empty_in_a_row = 0,
-                Err(()) => panic!("the server stopped answering during the drain; log:\n{}", server.log()),
-            }
-        }
+        let subscriber = Subscriber { sub, ledger: ledger.clone() };
+        drain(&subscriber, &server, VISIBILITY_MS + 500, 2, drain_deadline).await;
     }
 
     let acked = ledger.acked.lock().expect("ledger");
@@ -270,7 +250,8 @@ async fn sigkill_during_fan_out_loses_no_acknowledged_publish() {
         );
     }
     println!(
-        "topic crash test: {kills} kills under load in {:.1?}; acknowledged publishes {}, uncertain publishes {}, deliveries {deliveries}, lost {}, unexpected {}, damaged {}, duplicated {duplicated}",
+        "topic crash test: {} in {:.1?}; acknowledged publishes {}, uncertain publishes {}, deliveries {deliveries}, lost {}, unexpected {}, damaged {}, duplicated {duplicated}",
+        killer.summary(),
         started.elapsed(),
         acked.len(),
         uncertain.len(),
@@ -279,6 +260,7 @@ async fn sigkill_during_fan_out_loses_no_acknowledged_publish() {
         damaged.len(),
     );
     assert!(acked.len() > 100, "too little load to prove anything ({} acknowledged publishes)", acked.len());
+    assert!(killer.startup_kills > 0 || kills < 10, "no restart was killed during start-up (seed {seed})");
     assert!(
         lost.is_empty(),
         "lost acknowledged publishes (seed {seed}): {:?}",

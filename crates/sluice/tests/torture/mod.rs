@@ -1,6 +1,9 @@
-//! What the torture tests (`crash.rs`, `corruption.rs`, `full_disk.rs`) share: message bodies
-//! that carry their own checksum, and a `sluice serve` process that may be killed at any
-//! moment, may refuse to start, and keeps its log in a file (a [`process`] in `fsync` mode).
+//! What the torture tests (`crash.rs`, `crash_topics.rs`, `corruption.rs`, `full_disk.rs`)
+//! share: message bodies that carry their own checksum; a `sluice serve` process that may be
+//! killed at any moment, may refuse to start, and keeps its log in a file (a [`process`] in
+//! `fsync` mode); and the crash tests' harness: the [`Killer`] that kills and restarts the
+//! server (sometimes during its recovery), the [`ServerUrl`] it updates, and the consumer
+//! loop and final drain around a test's own [`Consume`] round.
 
 #![allow(dead_code)] // Each test crate uses a different part of this module.
 
@@ -8,6 +11,12 @@
 mod process;
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 // Like the dead-code allowance above: each test crate uses a different part.
 #[allow(unused_imports)]
@@ -64,4 +73,143 @@ pub fn body_random(payload: &str, filler_bytes: usize, rng: &mut impl rand::Rng)
     let filler: String = (0..filler_bytes).map(|_| char::from(rng.sample(rand::distributions::Alphanumeric))).collect();
     let sum = fnv(payload.as_bytes(), filler.as_bytes());
     format!("{payload}|{}|{filler}|{sum:016x}", filler.len())
+}
+
+/// How many kills a crash test does: `var` if set (soak runs use hundreds), else `default`.
+pub fn kills(var: &str, default: u32) -> u32 {
+    std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The seed of a crash test's timings: `SLUICE_CRASH_SEED` replays a run, else a random one
+/// (which the test prints).
+pub fn seed() -> u64 {
+    std::env::var("SLUICE_CRASH_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| rand::thread_rng().r#gen())
+}
+
+/// The URL of the server now running: the [`Killer`] sets it on every restart, and the
+/// clients read it before every request.
+pub struct ServerUrl(RwLock<String>);
+
+impl ServerUrl {
+    pub fn new(url: &str) -> ServerUrl {
+        ServerUrl(RwLock::new(url.to_owned()))
+    }
+
+    pub fn get(&self) -> String {
+        self.0.read().expect("url lock").clone()
+    }
+
+    fn set(&self, url: &str) {
+        url.clone_into(&mut self.0.write().expect("url lock"));
+    }
+}
+
+/// One restart in this many is first killed during its start-up.
+const STARTUP_KILL_ONE_IN: u32 = 3;
+
+/// Kills and restarts the server, sometimes killing the restart again during its recovery.
+pub struct Killer {
+    rng: StdRng,
+    kills: u32,
+    /// Restarts killed during start-up, and how many of those before the announcement.
+    pub startup_kills: u32,
+    startup_kills_before_ready: u32,
+    /// The last start-up's duration, spawn to announcement: the range of the early kills.
+    last_startup: Duration,
+    startups: u32,
+    startup_total: Duration,
+    startup_max: Duration,
+}
+
+impl Killer {
+    pub fn new(seed: u64) -> Killer {
+        Killer {
+            rng: StdRng::seed_from_u64(seed),
+            kills: 0,
+            startup_kills: 0,
+            startup_kills_before_ready: 0,
+            last_startup: Duration::from_millis(50),
+            startups: 0,
+            startup_total: Duration::ZERO,
+            startup_max: Duration::ZERO,
+        }
+    }
+
+    /// Starts a server over `dir` and records how long its start-up took.
+    pub fn start(&mut self, dir: &Path) -> Serve {
+        let server = start(dir, "warn");
+        self.last_startup = server.startup;
+        self.startups += 1;
+        self.startup_total += server.startup;
+        self.startup_max = self.startup_max.max(server.startup);
+        server
+    }
+
+    /// Waits a random 30–300 ms, kills `server` with SIGKILL and starts it again (one time in
+    /// [`STARTUP_KILL_ONE_IN`], killing the first restart a random moment into its start-up);
+    /// points `url` at the new server.
+    pub async fn kill_and_restart(&mut self, server: Serve, dir: &Path, url: &ServerUrl) -> Serve {
+        tokio::time::sleep(Duration::from_millis(self.rng.gen_range(30..300))).await;
+        // Process waits block; keep the runtime's other worker serving the clients.
+        tokio::task::block_in_place(|| {
+            server.kill();
+            self.kills += 1;
+            if self.rng.gen_ratio(1, STARTUP_KILL_ONE_IN) {
+                let spawned = spawn(dir, "warn");
+                let startup_ms = self.last_startup.as_millis() as u64;
+                std::thread::sleep(Duration::from_millis(self.rng.gen_range(0..=startup_ms.max(5))));
+                self.startup_kills += 1;
+                if !spawned.kill() {
+                    self.startup_kills_before_ready += 1;
+                }
+            }
+            let server = self.start(dir);
+            url.set(&server.url);
+            server
+        })
+    }
+
+    pub fn summary(&self) -> String {
+        format!(
+            "{} kills under load, {} more during start-up ({} of them before the server was ready); start-up (recovery included) {} ms on average, {} ms at most",
+            self.kills,
+            self.startup_kills,
+            self.startup_kills_before_ready,
+            (self.startup_total / self.startups.max(1)).as_millis(),
+            self.startup_max.as_millis()
+        )
+    }
+}
+
+/// One round of a crash test's consumer, which records what it received in its ledger.
+pub trait Consume: Send + Sync {
+    /// Receives once from the server at `url`, long-polling up to `wait_ms`, records what
+    /// arrived and acks it (an ack lost to a crash makes the message come back: a counted,
+    /// allowed duplicate). The number of messages received, or `Err` if the server did not
+    /// answer, as it does not while it is down.
+    fn consume_once(&self, url: &str, wait_ms: u64) -> impl Future<Output = Result<usize, ()>> + Send;
+}
+
+/// Consumes from whichever server is running until `stop`, pausing 20 ms after a failed round.
+pub async fn consume_until_stopped(consumer: Arc<impl Consume>, url: Arc<ServerUrl>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        if consumer.consume_once(&url.get(), 200).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Receives from `server` until `empty_polls` long polls of `wait_ms` in a row come back empty.
+/// Messages in flight at the last kill reappear only after their visibility timeout, which
+/// `wait_ms` must exceed. Panics if the server stops answering or `deadline` passes.
+pub async fn drain(consumer: &impl Consume, server: &Serve, wait_ms: u64, empty_polls: u32, deadline: Instant) {
+    let mut empty_in_a_row = 0;
+    while empty_in_a_row < empty_polls {
+        assert!(Instant::now() < deadline, "drain did not finish");
+        match consumer.consume_once(&server.url, wait_ms).await {
+            Ok(0) => empty_in_a_row += 1,
+            Ok(_) => empty_in_a_row = 0,
+            Err(()) => panic!("the server stopped answering during the drain; log:\n{}", server.log()),
+        }
+    }
 }
