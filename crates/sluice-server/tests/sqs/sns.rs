@@ -8,42 +8,131 @@ use crate::support::{ACCOUNT, Node, Reply, Sqs, url};
 
 const VERSION: (&str, &str) = ("Version", "2010-03-31");
 
-async fn sns(sqs: &Sqs, action: &str, params: &[(&str, &str)]) -> Reply {
-    let mut all = vec![("Action", action), VERSION];
-    all.extend_from_slice(params);
-    sqs.query("/", &all).await
+/// One SNS Query call: its action and its form parameters, in order. The methods write out the
+/// numbered parameters AWS uses for lists (`Attributes.entry.N.key`, `Tags.member.N.Key`, ...),
+/// so that a test states only its values.
+#[derive(Debug, Clone)]
+struct Call {
+    action: String,
+    params: Vec<(String, String)>,
 }
 
-/// An SNS call that must succeed; its `<{Action}Result>`.
+impl Call {
+    fn new(action: &str, params: &[(&str, &str)]) -> Call {
+        Call { action: action.to_owned(), params: Vec::new() }.params(params)
+    }
+
+    fn params(mut self, params: &[(&str, &str)]) -> Call {
+        self.params.extend(params.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        self
+    }
+
+    /// `Attributes.entry.N.key` and `.value`, for topics and subscriptions.
+    fn attributes(self, pairs: &[(&str, &str)]) -> Call {
+        self.numbered("Attributes.entry", pairs.iter().map(|&(k, v)| [("key", k), ("value", v)]))
+    }
+
+    /// `Tags.member.N.Key` and `.Value`.
+    fn tags(self, pairs: &[(&str, &str)]) -> Call {
+        self.numbered("Tags.member", pairs.iter().map(|&(k, v)| [("Key", k), ("Value", v)]))
+    }
+
+    /// `MessageAttributes.entry.N.Name`, `.Value.DataType` and `.Value.StringValue`.
+    fn message_attributes(self, attributes: &[(&str, &str, &str)]) -> Call {
+        let fields =
+            |&(name, data_type, value)| [("Name", name), ("Value.DataType", data_type), ("Value.StringValue", value)];
+        self.numbered("MessageAttributes.entry", attributes.iter().map(fields))
+    }
+
+    /// `PREFIX.N.FIELD` for every field of the Nth member, N from 1.
+    fn numbered<'a>(
+        mut self,
+        prefix: &str,
+        members: impl IntoIterator<Item = impl IntoIterator<Item = (&'a str, &'a str)>>,
+    ) -> Call {
+        for (i, fields) in members.into_iter().enumerate() {
+            for (field, value) in fields {
+                self.params.push((format!("{prefix}.{}.{field}", i + 1), value.to_owned()));
+            }
+        }
+        self
+    }
+
+    async fn reply(&self, sqs: &Sqs) -> Reply {
+        let mut all = vec![("Action", self.action.as_str()), VERSION];
+        all.extend(self.params.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        sqs.query("/", &all).await
+    }
+
+    /// The call must succeed; its `<{Action}Result>`.
+    async fn ok(&self, sqs: &Sqs) -> Node {
+        let action = &self.action;
+        let reply = self.reply(sqs).await;
+        assert_eq!(reply.status, StatusCode::OK, "{action}: {}", reply.body);
+        let root = reply.xml();
+        assert_eq!(root.name, format!("{action}Response"));
+        assert!(!root.text_at("ResponseMetadata/RequestId").is_empty());
+        root.children.iter().find(|c| c.name == format!("{action}Result")).cloned().unwrap_or_default()
+    }
+
+    /// The call must fail; `(status, code, message)`.
+    async fn err(&self, sqs: &Sqs) -> (u16, String, String) {
+        let reply = self.reply(sqs).await;
+        assert_ne!(reply.status, StatusCode::OK, "{} succeeded: {}", self.action, reply.body);
+        assert!(reply.body.contains("http://sns.amazonaws.com/doc/2010-03-31/"), "{}", reply.body);
+        let error = reply.xml().child("Error").clone();
+        (reply.status.as_u16(), error.text_at("Code"), error.text_at("Message"))
+    }
+}
+
+/// `CreateTopic` named `name`.
+fn create_topic(name: &str) -> Call {
+    Call::new("CreateTopic", &[("Name", name)])
+}
+
+/// `Subscribe` `endpoint` over `protocol` to `topic`.
+fn subscribe(topic: &str, protocol: &str, endpoint: &str) -> Call {
+    Call::new("Subscribe", &[("TopicArn", topic), ("Protocol", protocol), ("Endpoint", endpoint)])
+}
+
+/// `Publish` `message` to `topic`.
+fn publish(topic: &str, message: &str) -> Call {
+    Call::new("Publish", &[("TopicArn", topic), ("Message", message)])
+}
+
+/// `PublishBatch` to `topic`, each entry given as its fields (`Id`, `Message`, ...).
+fn publish_batch(topic: &str, entries: &[&[(&str, &str)]]) -> Call {
+    Call::new("PublishBatch", &[("TopicArn", topic)])
+        .numbered("PublishBatchRequestEntries.member", entries.iter().map(|fields| fields.iter().copied()))
+}
+
+/// `SetTopicAttributes` or `SetSubscriptionAttributes` (`action`) of the topic or
+/// subscription `arn`: `name` to `value`.
+fn set_attribute(action: &str, arn: &str, name: &str, value: &str) -> Call {
+    let arn_name = if action == "SetTopicAttributes" { "TopicArn" } else { "SubscriptionArn" };
+    Call::new(action, &[(arn_name, arn), ("AttributeName", name), ("AttributeValue", value)])
+}
+
+/// An SNS call without list parameters that must succeed; its `<{Action}Result>`.
 async fn ok(sqs: &Sqs, action: &str, params: &[(&str, &str)]) -> Node {
-    let reply = sns(sqs, action, params).await;
-    assert_eq!(reply.status, StatusCode::OK, "{action}: {}", reply.body);
-    let root = reply.xml();
-    assert_eq!(root.name, format!("{action}Response"));
-    assert!(!root.text_at("ResponseMetadata/RequestId").is_empty());
-    root.children.iter().find(|c| c.name == format!("{action}Result")).cloned().unwrap_or_default()
+    Call::new(action, params).ok(sqs).await
 }
 
-/// An SNS call that must fail; `(status, code, message)`.
+/// An SNS call without list parameters that must fail; `(status, code, message)`.
 async fn err(sqs: &Sqs, action: &str, params: &[(&str, &str)]) -> (u16, String, String) {
-    let reply = sns(sqs, action, params).await;
-    assert_ne!(reply.status, StatusCode::OK, "{action} succeeded: {}", reply.body);
-    assert!(reply.body.contains("http://sns.amazonaws.com/doc/2010-03-31/"), "{}", reply.body);
-    let error = reply.xml().child("Error").clone();
-    (reply.status.as_u16(), error.text_at("Code"), error.text_at("Message"))
+    Call::new(action, params).err(sqs).await
 }
 
-/// One row of an error table: action, parameters, and the `(status, code, message)` AWS
-/// answers.
-type ErrorCase<'a> = (&'a str, Vec<(&'a str, &'a str)>, (u16, &'a str, &'a str));
+/// One row of an error table: the call, and the `(status, code, message)` AWS answers.
+type ErrorCase<'a> = (Call, (u16, &'a str, &'a str));
 
 /// Runs every row and reports every mismatch at once.
 async fn check_errors(sqs: &Sqs, cases: Vec<ErrorCase<'_>>) {
     let mut failures = Vec::new();
-    for (action, params, (status, code, message)) in cases {
-        let got = err(sqs, action, &params).await;
+    for (call, (status, code, message)) in cases {
+        let got = call.err(sqs).await;
         if got != (status, code.to_string(), message.to_string()) {
-            failures.push(format!("{action} {params:?}: got {got:?}"));
+            failures.push(format!("{} {:?}: got {got:?}", call.action, call.params));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -73,29 +162,17 @@ async fn receive(sqs: &Sqs, queue: &str) -> Vec<Value> {
 #[tokio::test]
 async fn topics_crud_tags_and_attributes() {
     let sqs = Sqs::start();
-    let arn = ok(
-        &sqs,
-        "CreateTopic",
-        &[
-            ("Name", "t"),
-            ("Attributes.entry.1.key", "DisplayName"),
-            ("Attributes.entry.1.value", "Tee"),
-            ("Tags.member.1.Key", "k1"),
-            ("Tags.member.1.Value", "v1"),
-        ],
-    )
-    .await
-    .text_at("TopicArn");
+    let arn = create_topic("t")
+        .attributes(&[("DisplayName", "Tee")])
+        .tags(&[("k1", "v1")])
+        .ok(&sqs)
+        .await
+        .text_at("TopicArn");
     assert_eq!(arn, format!("arn:aws:sns:us-east-1:{ACCOUNT}:t"));
     // Idempotent without attributes; refused with different ones.
     assert_eq!(ok(&sqs, "CreateTopic", &[("Name", "t")]).await.text_at("TopicArn"), arn);
     assert_eq!(
-        err(
-            &sqs,
-            "CreateTopic",
-            &[("Name", "t"), ("Attributes.entry.1.key", "DisplayName"), ("Attributes.entry.1.value", "Other")]
-        )
-        .await,
+        create_topic("t").attributes(&[("DisplayName", "Other")]).err(&sqs).await,
         (
             400,
             "InvalidParameter".into(),
@@ -103,19 +180,13 @@ async fn topics_crud_tags_and_attributes() {
         )
     );
     assert_eq!(
-        err(&sqs, "CreateTopic", &[("Name", "t"), ("Tags.member.1.Key", "k2"), ("Tags.member.1.Value", "v2")]).await.2,
+        create_topic("t").tags(&[("k2", "v2")]).err(&sqs).await.2,
         "Invalid parameter: Tags Reason: Topic already exists with different tags"
     );
     for bad in ["", "a.fifo", "bad name"] {
         assert_eq!(err(&sqs, "CreateTopic", &[("Name", bad)]).await.2, "Invalid parameter: Topic Name", "{bad:?}");
     }
-    let fifo = ok(
-        &sqs,
-        "CreateTopic",
-        &[("Name", "f.fifo"), ("Attributes.entry.1.key", "FifoTopic"), ("Attributes.entry.1.value", "true")],
-    )
-    .await;
-    let fifo_arn = fifo.text_at("TopicArn");
+    let fifo_arn = create_topic("f.fifo").attributes(&[("FifoTopic", "true")]).ok(&sqs).await.text_at("TopicArn");
 
     let listed = ok(&sqs, "ListTopics", &[]).await;
     let arns: Vec<String> = listed.child("Topics").all("member").iter().map(|m| m.text_at("TopicArn")).collect();
@@ -134,22 +205,15 @@ async fn topics_crud_tags_and_attributes() {
     assert_eq!(attribute(&fifo_attrs, "FifoTopic").as_deref(), Some("true"));
     assert_eq!(attribute(&fifo_attrs, "ContentBasedDeduplication").as_deref(), Some("false"));
 
-    ok(&sqs, "SetTopicAttributes", &[("TopicArn", &arn), ("AttributeName", "DisplayName"), ("AttributeValue", "New")])
-        .await;
+    set_attribute("SetTopicAttributes", &arn, "DisplayName", "New").ok(&sqs).await;
     let attrs = ok(&sqs, "GetTopicAttributes", &[("TopicArn", &arn)]).await;
     assert_eq!(attribute(&attrs, "DisplayName").as_deref(), Some("New"));
     assert_eq!(
-        err(
-            &sqs,
-            "SetTopicAttributes",
-            &[("TopicArn", &arn), ("AttributeName", "FifoTopic"), ("AttributeValue", "false")]
-        )
-        .await
-        .2,
+        set_attribute("SetTopicAttributes", &arn, "FifoTopic", "false").err(&sqs).await.2,
         "Invalid parameter: AttributeName"
     );
 
-    ok(&sqs, "TagResource", &[("ResourceArn", &arn), ("Tags.member.1.Key", "k2"), ("Tags.member.1.Value", "v2")]).await;
+    Call::new("TagResource", &[("ResourceArn", &arn)]).tags(&[("k2", "v2")]).ok(&sqs).await;
     ok(&sqs, "UntagResource", &[("ResourceArn", &arn), ("TagKeys.member.1", "k1")]).await;
     let tags = ok(&sqs, "ListTagsForResource", &[("ResourceArn", &arn)]).await;
     assert_eq!(
@@ -157,19 +221,7 @@ async fn topics_crud_tags_and_attributes() {
         [("k2".to_string(), "v2".to_string())]
     );
     assert_eq!(
-        err(
-            &sqs,
-            "TagResource",
-            &[
-                ("ResourceArn", &arn),
-                ("Tags.member.1.Key", "a"),
-                ("Tags.member.1.Value", "1"),
-                ("Tags.member.2.Key", "a"),
-                ("Tags.member.2.Value", "2")
-            ]
-        )
-        .await
-        .2,
+        Call::new("TagResource", &[("ResourceArn", &arn)]).tags(&[("a", "1"), ("a", "2")]).err(&sqs).await.2,
         "Invalid parameter: Duplicated keys are not allowed."
     );
     let missing = format!("arn:aws:sns:us-east-1:{ACCOUNT}:nope");
@@ -191,63 +243,27 @@ async fn topics_crud_tags_and_attributes() {
 #[tokio::test]
 async fn fan_out_to_sqs_with_envelope_raw_and_filters() {
     let sqs = Sqs::start();
-    let arn = ok(&sqs, "CreateTopic", &[("Name", "orders")]).await.text_at("TopicArn");
+    let arn = create_topic("orders").ok(&sqs).await.text_at("TopicArn");
     for q in ["env", "raw", "red"] {
         sqs.create(q, json!({})).await;
     }
-    let env_sub = ok(&sqs, "Subscribe", &[("TopicArn", &arn), ("Protocol", "sqs"), ("Endpoint", &queue_arn("env"))])
-        .await
-        .text_at("SubscriptionArn");
+    let env_sub = subscribe(&arn, "sqs", &queue_arn("env")).ok(&sqs).await.text_at("SubscriptionArn");
     assert!(env_sub.starts_with(&format!("{arn}:")), "{env_sub}");
-    ok(
-        &sqs,
-        "Subscribe",
-        &[
-            ("TopicArn", &arn),
-            ("Protocol", "sqs"),
-            ("Endpoint", &queue_arn("raw")),
-            ("Attributes.entry.1.key", "RawMessageDelivery"),
-            ("Attributes.entry.1.value", "true"),
-        ],
-    )
-    .await;
-    ok(
-        &sqs,
-        "Subscribe",
-        &[
-            ("TopicArn", &arn),
-            ("Protocol", "sqs"),
-            ("Endpoint", &queue_arn("red")),
-            ("Attributes.entry.1.key", "FilterPolicy"),
-            ("Attributes.entry.1.value", r#"{"color": ["red"]}"#),
-            ("Attributes.entry.2.key", "RawMessageDelivery"),
-            ("Attributes.entry.2.value", "true"),
-        ],
-    )
-    .await;
+    subscribe(&arn, "sqs", &queue_arn("raw")).attributes(&[("RawMessageDelivery", "true")]).ok(&sqs).await;
+    subscribe(&arn, "sqs", &queue_arn("red"))
+        .attributes(&[("FilterPolicy", r#"{"color": ["red"]}"#), ("RawMessageDelivery", "true")])
+        .ok(&sqs)
+        .await;
     // Subscribing again answers the same ARN.
-    assert_eq!(
-        ok(&sqs, "Subscribe", &[("TopicArn", &arn), ("Protocol", "sqs"), ("Endpoint", &queue_arn("env"))])
-            .await
-            .text_at("SubscriptionArn"),
-        env_sub
-    );
+    assert_eq!(subscribe(&arn, "sqs", &queue_arn("env")).ok(&sqs).await.text_at("SubscriptionArn"), env_sub);
 
-    let published = ok(
-        &sqs,
-        "Publish",
-        &[
-            ("TopicArn", &arn),
-            ("Message", "hello"),
-            ("Subject", "greeting"),
-            ("MessageAttributes.entry.1.Name", "color"),
-            ("MessageAttributes.entry.1.Value.DataType", "String"),
-            ("MessageAttributes.entry.1.Value.StringValue", "red"),
-        ],
-    )
-    .await;
+    let published = publish(&arn, "hello")
+        .params(&[("Subject", "greeting")])
+        .message_attributes(&[("color", "String", "red")])
+        .ok(&sqs)
+        .await;
     let message_id = published.text_at("MessageId");
-    ok(&sqs, "Publish", &[("TopicArn", &arn), ("Message", "plain")]).await;
+    publish(&arn, "plain").ok(&sqs).await;
 
     let env = receive(&sqs, "env").await;
     assert_eq!(env.len(), 2);
@@ -284,10 +300,8 @@ async fn fan_out_to_sqs_with_envelope_raw_and_filters() {
 #[tokio::test]
 async fn subscription_attributes_and_errors() {
     let sqs = Sqs::start();
-    let arn = ok(&sqs, "CreateTopic", &[("Name", "t")]).await.text_at("TopicArn");
-    let sub = ok(&sqs, "Subscribe", &[("TopicArn", &arn), ("Protocol", "sqs"), ("Endpoint", &queue_arn("q"))])
-        .await
-        .text_at("SubscriptionArn");
+    let arn = create_topic("t").ok(&sqs).await.text_at("TopicArn");
+    let sub = subscribe(&arn, "sqs", &queue_arn("q")).ok(&sqs).await.text_at("SubscriptionArn");
     let attrs = ok(&sqs, "GetSubscriptionAttributes", &[("SubscriptionArn", &sub)]).await;
     let names: Vec<String> = entries(&attrs).into_iter().map(|(k, _)| k).collect();
     assert_eq!(
@@ -305,12 +319,7 @@ async fn subscription_attributes_and_errors() {
         ]
     );
     assert_eq!(attribute(&attrs, "PendingConfirmation").as_deref(), Some("false"));
-    ok(
-        &sqs,
-        "SetSubscriptionAttributes",
-        &[("SubscriptionArn", &sub), ("AttributeName", "FilterPolicy"), ("AttributeValue", r#"{"a": ["b"]}"#)],
-    )
-    .await;
+    set_attribute("SetSubscriptionAttributes", &sub, "FilterPolicy", r#"{"a": ["b"]}"#).ok(&sqs).await;
     let attrs = ok(&sqs, "GetSubscriptionAttributes", &[("SubscriptionArn", &sub)]).await;
     assert_eq!(attribute(&attrs, "FilterPolicyScope").as_deref(), Some("MessageAttributes"));
 
@@ -318,13 +327,11 @@ async fn subscription_attributes_and_errors() {
     let unknown_sub = format!("{arn}:00000000-0000-0000-0000-000000000000");
     let cases: Vec<ErrorCase<'_>> = vec![
         (
-            "SetSubscriptionAttributes",
-            vec![("SubscriptionArn", &sub), ("AttributeName", "Fake"), ("AttributeValue", "x")],
+            set_attribute("SetSubscriptionAttributes", &sub, "Fake", "x"),
             (400, "InvalidParameter", "Invalid parameter: AttributeName"),
         ),
         (
-            "SetSubscriptionAttributes",
-            vec![("SubscriptionArn", &sub), ("AttributeName", "RawMessageDelivery"), ("AttributeValue", "")],
+            set_attribute("SetSubscriptionAttributes", &sub, "RawMessageDelivery", ""),
             (
                 400,
                 "InvalidParameter",
@@ -332,17 +339,11 @@ async fn subscription_attributes_and_errors() {
             ),
         ),
         (
-            "SetSubscriptionAttributes",
-            vec![
-                ("SubscriptionArn", &sub),
-                ("AttributeName", "RedrivePolicy"),
-                ("AttributeValue", r#"{"deadLetterTargetArn": "fake"}"#),
-            ],
+            set_attribute("SetSubscriptionAttributes", &sub, "RedrivePolicy", r#"{"deadLetterTargetArn": "fake"}"#),
             (400, "InvalidParameter", "Invalid parameter: RedrivePolicy: deadLetterTargetArn is an invalid arn"),
         ),
         (
-            "Subscribe",
-            vec![("TopicArn", &arn), ("Protocol", "test-protocol"), ("Endpoint", "x")],
+            subscribe(&arn, "test-protocol", "x"),
             (
                 400,
                 "InvalidParameter",
@@ -350,19 +351,11 @@ async fn subscription_attributes_and_errors() {
             ),
         ),
         (
-            "Subscribe",
-            vec![("TopicArn", &arn), ("Protocol", "sqs"), ("Endpoint", "http://localhost:9324/000000000000/q")],
+            subscribe(&arn, "sqs", "http://localhost:9324/000000000000/q"),
             (400, "InvalidParameter", "Invalid parameter: SQS endpoint ARN"),
         ),
         (
-            "Subscribe",
-            vec![
-                ("TopicArn", &arn),
-                ("Protocol", "sqs"),
-                ("Endpoint", &q),
-                ("Attributes.entry.1.key", "RawMessageDelivery"),
-                ("Attributes.entry.1.value", "wrongvalue"),
-            ],
+            subscribe(&arn, "sqs", &q).attributes(&[("RawMessageDelivery", "wrongvalue")]),
             (
                 400,
                 "InvalidParameter",
@@ -370,28 +363,16 @@ async fn subscription_attributes_and_errors() {
             ),
         ),
         (
-            "Subscribe",
-            vec![
-                ("TopicArn", &arn),
-                ("Protocol", "sqs"),
-                ("Endpoint", &q),
-                ("Attributes.entry.1.key", "RawMessageDelivery"),
-                ("Attributes.entry.1.value", "true"),
-            ],
+            subscribe(&arn, "sqs", &q).attributes(&[("RawMessageDelivery", "true")]),
             (
                 400,
                 "InvalidParameter",
                 "Invalid parameter: Attributes Reason: Subscription already exists with different attributes",
             ),
         ),
+        (subscribe("arn:aws:sns:us-east-1:000000000000:nope", "sqs", &q), (404, "NotFound", "Topic does not exist")),
         (
-            "Subscribe",
-            vec![("TopicArn", "arn:aws:sns:us-east-1:000000000000:nope"), ("Protocol", "sqs"), ("Endpoint", &q)],
-            (404, "NotFound", "Topic does not exist"),
-        ),
-        (
-            "Subscribe",
-            vec![("TopicArn", &arn), ("Protocol", "sqs"), ("Endpoint", &q_fifo)],
+            subscribe(&arn, "sqs", &q_fifo),
             (
                 400,
                 "InvalidParameter",
@@ -399,13 +380,11 @@ async fn subscription_attributes_and_errors() {
             ),
         ),
         (
-            "GetSubscriptionAttributes",
-            vec![("SubscriptionArn", &unknown_sub)],
+            Call::new("GetSubscriptionAttributes", &[("SubscriptionArn", &unknown_sub)]),
             (404, "NotFound", "Subscription does not exist"),
         ),
         (
-            "Unsubscribe",
-            vec![("SubscriptionArn", "a:b:c:d:e")],
+            Call::new("Unsubscribe", &[("SubscriptionArn", "a:b:c:d:e")]),
             (
                 400,
                 "InvalidParameter",
@@ -413,19 +392,19 @@ async fn subscription_attributes_and_errors() {
             ),
         ),
         (
-            "Unsubscribe",
-            vec![("SubscriptionArn", &arn)],
+            Call::new("Unsubscribe", &[("SubscriptionArn", &arn)]),
             (400, "InvalidParameter", "Invalid parameter: SubscriptionId"),
         ),
         (
-            "Unsubscribe",
-            vec![("SubscriptionArn", "")],
+            Call::new("Unsubscribe", &[("SubscriptionArn", "")]),
             (400, "InvalidParameter", "Invalid parameter: SubscriptionArn Reason: no value for required parameter"),
         ),
-        ("ConfirmSubscription", vec![("TopicArn", &arn), ("Token", "x")], (400, "InvalidParameter", "Invalid token")),
         (
-            "ConfirmSubscription",
-            vec![("TopicArn", &arn), ("Token", &zeros)],
+            Call::new("ConfirmSubscription", &[("TopicArn", &arn), ("Token", "x")]),
+            (400, "InvalidParameter", "Invalid token"),
+        ),
+        (
+            Call::new("ConfirmSubscription", &[("TopicArn", &arn), ("Token", &zeros)]),
             (400, "InvalidParameter", "Invalid parameter: Token"),
         ),
     ];
@@ -438,24 +417,15 @@ async fn subscription_attributes_and_errors() {
 #[tokio::test]
 async fn http_subscriptions_confirm_with_the_token_they_were_sent() {
     let sqs = Sqs::start();
-    let arn = ok(&sqs, "CreateTopic", &[("Name", "t")]).await.text_at("TopicArn");
-    let pending =
-        ok(&sqs, "Subscribe", &[("TopicArn", &arn), ("Protocol", "https"), ("Endpoint", "https://example.com/hook")])
-            .await;
+    let arn = create_topic("t").ok(&sqs).await.text_at("TopicArn");
+    let pending = subscribe(&arn, "https", "https://example.com/hook").ok(&sqs).await;
     assert_eq!(pending.text_at("SubscriptionArn"), "pending confirmation");
     let listed = ok(&sqs, "ListSubscriptionsByTopic", &[("TopicArn", &arn)]).await;
     assert_eq!(listed.child("Subscriptions").all("member")[0].text_at("SubscriptionArn"), "PendingConfirmation");
-    let with_arn = ok(
-        &sqs,
-        "Subscribe",
-        &[
-            ("TopicArn", &arn),
-            ("Protocol", "https"),
-            ("Endpoint", "https://example.com/hook"),
-            ("ReturnSubscriptionArn", "true"),
-        ],
-    )
-    .await;
+    let with_arn = subscribe(&arn, "https", "https://example.com/hook")
+        .params(&[("ReturnSubscriptionArn", "true")])
+        .ok(&sqs)
+        .await;
     let sub = with_arn.text_at("SubscriptionArn");
     let id = sub.rsplit(':').next().unwrap();
     // The confirmation request waits in the subscription's delivery queue (twice: subscribed twice).
@@ -471,57 +441,23 @@ async fn http_subscriptions_confirm_with_the_token_they_were_sent() {
     let attrs = ok(&sqs, "GetSubscriptionAttributes", &[("SubscriptionArn", &sub)]).await;
     assert_eq!(attribute(&attrs, "PendingConfirmation").as_deref(), Some("false"));
     assert!(attribute(&attrs, "EffectiveDeliveryPolicy").is_some());
-    assert_eq!(
-        err(
-            &sqs,
-            "Subscribe",
-            &[
-                ("TopicArn", &arn),
-                ("Protocol", "lambda"),
-                ("Endpoint", "arn:aws:lambda:us-east-1:000000000000:function:f")
-            ]
-        )
-        .await
-        .1,
-        "InvalidParameter"
-    );
+    let lambda = "arn:aws:lambda:us-east-1:000000000000:function:f";
+    assert_eq!(subscribe(&arn, "lambda", lambda).err(&sqs).await.1, "InvalidParameter");
 }
 
 #[tokio::test]
 async fn publish_errors_and_batches() {
     let sqs = Sqs::start();
-    let arn = ok(&sqs, "CreateTopic", &[("Name", "t")]).await.text_at("TopicArn");
-    let fifo = ok(
-        &sqs,
-        "CreateTopic",
-        &[("Name", "t.fifo"), ("Attributes.entry.1.key", "FifoTopic"), ("Attributes.entry.1.value", "true")],
-    )
-    .await
-    .text_at("TopicArn");
+    let arn = create_topic("t").ok(&sqs).await.text_at("TopicArn");
+    let fifo = create_topic("t.fifo").attributes(&[("FifoTopic", "true")]).ok(&sqs).await.text_at("TopicArn");
     sqs.create("q.fifo", json!({ "FifoQueue": "true" })).await;
-    ok(
-        &sqs,
-        "Subscribe",
-        &[
-            ("TopicArn", &fifo),
-            ("Protocol", "sqs"),
-            ("Endpoint", &queue_arn("q.fifo")),
-            ("Attributes.entry.1.key", "RawMessageDelivery"),
-            ("Attributes.entry.1.value", "true"),
-        ],
-    )
-    .await;
+    subscribe(&fifo, "sqs", &queue_arn("q.fifo")).attributes(&[("RawMessageDelivery", "true")]).ok(&sqs).await;
     let missing = format!("arn:aws:sns:us-east-1:{ACCOUNT}:nope");
     let cases: Vec<ErrorCase<'_>> = vec![
+        (publish(&arn, ""), (400, "InvalidParameter", "Invalid parameter: Empty message")),
+        (publish(&missing, "m"), (404, "NotFound", "Topic does not exist")),
         (
-            "Publish",
-            vec![("TopicArn", &arn), ("Message", "")],
-            (400, "InvalidParameter", "Invalid parameter: Empty message"),
-        ),
-        ("Publish", vec![("TopicArn", &missing), ("Message", "m")], (404, "NotFound", "Topic does not exist")),
-        (
-            "Publish",
-            vec![("TopicArn", "x:y"), ("Message", "m")],
+            publish("x:y", "m"),
             (
                 400,
                 "InvalidParameter",
@@ -529,32 +465,24 @@ async fn publish_errors_and_batches() {
             ),
         ),
         (
-            "Publish",
-            vec![("TargetArn", "arn:aws:sns:us-east-1:000000000000:endpoint/APNS/app/x"), ("Message", "m")],
+            Call::new(
+                "Publish",
+                &[("TargetArn", "arn:aws:sns:us-east-1:000000000000:endpoint/APNS/app/x"), ("Message", "m")],
+            ),
             (
                 400,
                 "InvalidParameter",
                 "Invalid parameter: TargetArn Reason: No endpoint found for the target arn specified",
             ),
         ),
+        (publish(&arn, "m").params(&[("Subject", "")]), (400, "InvalidParameter", "Invalid parameter: Subject")),
         (
-            "Publish",
-            vec![("TopicArn", &arn), ("Message", "m"), ("Subject", "")],
-            (400, "InvalidParameter", "Invalid parameter: Subject"),
-        ),
-        (
-            "Publish",
-            vec![("TopicArn", &arn), ("Message", "m"), ("MessageStructure", "json")],
+            publish(&arn, "m").params(&[("MessageStructure", "json")]),
             (400, "InvalidParameter", "Invalid parameter: Message Structure - JSON message body failed to parse"),
         ),
         (
-            "Publish",
-            vec![
-                ("TopicArn", &arn),
-                ("Message", "m"),
-                ("MessageAttributes.entry.1.Name", "attr1"),
-                ("MessageAttributes.entry.1.Value.DataType", "String"),
-            ],
+            // A value-less attribute: `message_attributes` always writes a value.
+            publish(&arn, "m").numbered("MessageAttributes.entry", [[("Name", "attr1"), ("Value.DataType", "String")]]),
             (
                 400,
                 "ParameterValueInvalid",
@@ -562,13 +490,11 @@ async fn publish_errors_and_batches() {
             ),
         ),
         (
-            "Publish",
-            vec![("TopicArn", &fifo), ("Message", "m")],
+            publish(&fifo, "m"),
             (400, "InvalidParameter", "Invalid parameter: The MessageGroupId parameter is required for FIFO topics"),
         ),
         (
-            "Publish",
-            vec![("TopicArn", &fifo), ("Message", "m"), ("MessageGroupId", "g")],
+            publish(&fifo, "m").params(&[("MessageGroupId", "g")]),
             (
                 400,
                 "InvalidParameter",
@@ -576,66 +502,34 @@ async fn publish_errors_and_batches() {
             ),
         ),
         (
-            "Publish",
-            vec![("TopicArn", &arn), ("Message", "m"), ("MessageDeduplicationId", "d")],
+            publish(&arn, "m").params(&[("MessageDeduplicationId", "d")]),
             (
                 400,
                 "InvalidParameter",
                 "Invalid parameter: MessageDeduplicationId Reason: The request includes MessageDeduplicationId parameter that is not valid for this topic type",
             ),
         ),
+        (publish_batch(&arn, &[]), (400, "EmptyBatchRequest", "The batch request doesn't contain any entries.")),
         (
-            "PublishBatch",
-            vec![("TopicArn", &arn)],
-            (400, "EmptyBatchRequest", "The batch request doesn't contain any entries."),
-        ),
-        (
-            "PublishBatch",
-            vec![
-                ("TopicArn", &arn),
-                ("PublishBatchRequestEntries.member.1.Id", "a"),
-                ("PublishBatchRequestEntries.member.1.Message", "m"),
-                ("PublishBatchRequestEntries.member.2.Id", "a"),
-                ("PublishBatchRequestEntries.member.2.Message", "m"),
-            ],
+            publish_batch(&arn, &[&[("Id", "a"), ("Message", "m")], &[("Id", "a"), ("Message", "m")]]),
             (400, "BatchEntryIdsNotDistinct", "Two or more batch entries in the request have the same Id."),
         ),
         (
-            "PublishBatch",
-            vec![
-                ("TopicArn", &fifo),
-                ("PublishBatchRequestEntries.member.1.Id", "a"),
-                ("PublishBatchRequestEntries.member.1.Message", "m"),
-            ],
+            publish_batch(&fifo, &[&[("Id", "a"), ("Message", "m")]]),
             (400, "InvalidParameter", "Invalid parameter: The MessageGroupId parameter is required for FIFO topics"),
         ),
-        (
-            "PublishBatch",
-            vec![
-                ("TopicArn", &missing),
-                ("PublishBatchRequestEntries.member.1.Id", "a"),
-                ("PublishBatchRequestEntries.member.1.Message", "m"),
-            ],
-            (404, "NotFound", "Topic does not exist"),
-        ),
+        (publish_batch(&missing, &[&[("Id", "a"), ("Message", "m")]]), (404, "NotFound", "Topic does not exist")),
     ];
     check_errors(&sqs, cases).await;
 
-    let result = ok(
-        &sqs,
-        "PublishBatch",
+    let result = publish_batch(
+        &fifo,
         &[
-            ("TopicArn", &fifo),
-            ("PublishBatchRequestEntries.member.1.Id", "one"),
-            ("PublishBatchRequestEntries.member.1.Message", "first"),
-            ("PublishBatchRequestEntries.member.1.MessageGroupId", "g"),
-            ("PublishBatchRequestEntries.member.1.MessageDeduplicationId", "1"),
-            ("PublishBatchRequestEntries.member.2.Id", "two"),
-            ("PublishBatchRequestEntries.member.2.Message", "second"),
-            ("PublishBatchRequestEntries.member.2.MessageGroupId", "g"),
-            ("PublishBatchRequestEntries.member.2.MessageDeduplicationId", "2"),
+            &[("Id", "one"), ("Message", "first"), ("MessageGroupId", "g"), ("MessageDeduplicationId", "1")],
+            &[("Id", "two"), ("Message", "second"), ("MessageGroupId", "g"), ("MessageDeduplicationId", "2")],
         ],
     )
+    .ok(&sqs)
     .await;
     let successful = result.child("Successful").all("member");
     assert_eq!(successful.iter().map(|m| m.text_at("Id")).collect::<Vec<_>>(), ["one", "two"]);
