@@ -11,6 +11,7 @@
 //! [`run_with`] do the same with a [`ServerConfig`] (account, region, access keys).
 
 pub mod auth;
+mod clock;
 mod conn;
 mod convert;
 mod error;
@@ -39,6 +40,7 @@ use sluice_core::limits::REQUEST_BYTES_MAX;
 use sluice_store::Store;
 
 pub use auth::AccessKey;
+pub use clock::{Clock, ManualClock, Sleep, SystemClock};
 pub use error::ApiError;
 pub use openapi::ApiDoc;
 pub use redrive_tasks::{REDRIVE_RATE_DEFAULT, REDRIVE_RATE_MAX, REDRIVE_STEP_MS};
@@ -168,10 +170,23 @@ pub async fn run_with_push(
     push: PushConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    run_with_clock(listener, store, config, push, Arc::new(SystemClock), shutdown).await
+}
+
+/// [`run_with_push`] with the clock the push worker takes its time from (tests pass a
+/// [`ManualClock`]; `serve` runs on the [`SystemClock`]).
+pub async fn run_with_clock(
+    listener: tokio::net::TcpListener,
+    store: Arc<dyn Store>,
+    config: ServerConfig,
+    push: PushConfig,
+    clock: Arc<dyn Clock>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let (router, state) = build(store, config, push);
     // Stopped with the server: a POST cut short leaves its delivery to reappear after its
     // visibility timeout and be pushed again (at least once).
-    let push_worker = topics::worker::spawn(state.store.clone(), state.push.clone());
+    let push_worker = topics::worker::spawn(state.store.clone(), state.push.clone(), clock);
     let upkeep = tokio::spawn(async {
         let mut every = tokio::time::interval(Duration::from_millis(METRICS_UPKEEP_MS));
         loop {

@@ -15,6 +15,10 @@
 //! shorten a schedule). While an endpoint's breaker is open, its subscriptions do not receive
 //! at all until the probe time, so those deliveries are not attempts.
 //!
+//! Time: every time the worker decides by (attempts, retry delays, the breakers, signature
+//! timestamps) comes from the [`Clock`] it is given, the system clock under `serve`; see
+//! `clock.rs` for what follows it and what does not.
+//!
 //! Signature: `x-sluice-timestamp: <Unix seconds>` and
 //! `x-sluice-signature: sha256=<hex HMAC-SHA256(signing secret, "<timestamp>.<body>")>`.
 
@@ -31,6 +35,8 @@ use sluice_core::{BrokerError, NewMessage};
 use sluice_store::{NackEntry, RECORD_LIST_LIMIT_MAX, ReceiveRequest, ReceivedMessage, Store, StoreError};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
+
+use crate::clock::Clock;
 
 use super::model::{self, SUBSCRIPTION_KIND, SubscriptionRecord, TOPIC_KIND};
 use super::push::{MessageType, PushDelivery};
@@ -140,19 +146,15 @@ impl Endpoints {
         }
     }
 
-    /// When the subscription should look at its queue again, if not now: while the breaker is
-    /// open and its cooldown runs, or while a probe is out.
-    fn wait_until(&self, endpoint: &str, now_ms: u64) -> Option<u64> {
+    /// Why the subscriptions of `endpoint` must not receive at `now_ms`, if they must not.
+    fn hold(&self, endpoint: &str, now_ms: u64) -> Option<Hold> {
         self.with(endpoint, |s| {
             let snapshot = s.breaker.snapshot(now_ms);
+            let until_ms = snapshot.next_probe_at_ms.filter(|&at| at > now_ms)?;
             match snapshot.state {
                 BreakerState::Closed => None,
-                BreakerState::Open => snapshot.next_probe_at_ms.filter(|&at| at > now_ms),
-                // The probe's answer may close the breaker at any moment: look again soon.
-                BreakerState::HalfOpen => snapshot
-                    .next_probe_at_ms
-                    .filter(|&at| at > now_ms)
-                    .map(|at| at.min(now_ms + PUSH_HALF_OPEN_POLL_MS)),
+                BreakerState::Open => Some(Hold::Cooldown { until_ms }),
+                BreakerState::HalfOpen => Some(Hold::ProbeOut { until_ms }),
             }
         })
     }
@@ -161,6 +163,16 @@ impl Endpoints {
     pub fn state(&self, endpoint: &str) -> Option<BreakerState> {
         self.map().get(endpoint).map(|s| s.breaker.state())
     }
+}
+
+/// What keeps a subscription from receiving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hold {
+    /// The breaker is open: nothing may change before its cooldown ends at `until_ms`.
+    Cooldown { until_ms: u64 },
+    /// A probe is out: its answer may close the breaker at any moment, so look again every
+    /// `PUSH_HALF_OPEN_POLL_MS`, or at `until_ms` when it is presumed lost.
+    ProbeOut { until_ms: u64 },
 }
 
 pub fn breaker_state_name(state: BreakerState) -> &'static str {
@@ -231,9 +243,9 @@ struct Target {
     endpoint: String,
 }
 
-/// Starts the worker over `store`; it runs until the handle is aborted (dropping every task,
-/// which leaves deliveries in flight to reappear after their visibility timeout).
-pub fn spawn(store: Arc<dyn Store>, endpoints: Arc<Endpoints>) -> tokio::task::JoinHandle<()> {
+/// Starts the worker over `store`, on `clock`; it runs until the handle is aborted (dropping
+/// every task, which leaves deliveries in flight to reappear after their visibility timeout).
+pub fn spawn(store: Arc<dyn Store>, endpoints: Arc<Endpoints>, clock: Arc<dyn Clock>) -> tokio::task::JoinHandle<()> {
     let config = endpoints.config;
     let client = reqwest::Client::builder()
         .timeout(Duration::from_millis(config.request_timeout_ms))
@@ -248,7 +260,7 @@ pub fn spawn(store: Arc<dyn Store>, endpoints: Arc<Endpoints>) -> tokio::task::J
             return tokio::spawn(async {});
         }
     };
-    let shared = Arc::new(Shared { store, endpoints, client, config });
+    let shared = Arc::new(Shared { store, endpoints, client, config, clock });
     tokio::spawn(supervise(shared))
 }
 
@@ -257,6 +269,7 @@ struct Shared {
     endpoints: Arc<Endpoints>,
     client: reqwest::Client,
     config: PushConfig,
+    clock: Arc<dyn Clock>,
 }
 
 /// Keeps one task per HTTP/S subscription, refreshed every `refresh_ms`.
@@ -355,10 +368,19 @@ async fn run_subscription(shared: Arc<Shared>, mut target: watch::Receiver<Arc<T
     loop {
         while deliveries.try_join_next().is_some() {}
         let current = target.borrow_and_update().clone();
-        let now = crate::convert::now_ms();
-        if let Some(at) = shared.endpoints.wait_until(&current.endpoint, now) {
-            tokio::time::sleep(Duration::from_millis(at - now)).await;
-            continue;
+        match shared.endpoints.hold(&current.endpoint, shared.clock.now_ms()) {
+            None => {}
+            Some(Hold::Cooldown { until_ms }) => {
+                shared.clock.sleep_until(until_ms).await;
+                continue;
+            }
+            Some(Hold::ProbeOut { until_ms }) => {
+                tokio::select! {
+                    () = shared.clock.sleep_until(until_ms) => {}
+                    () = tokio::time::sleep(Duration::from_millis(PUSH_HALF_OPEN_POLL_MS)) => {}
+                }
+                continue;
+            }
         }
         let permits = shared.endpoints.permits(&current.endpoint);
         let Ok(first) = permits.clone().acquire_owned().await else { return };
@@ -383,6 +405,7 @@ async fn run_subscription(shared: Arc<Shared>, mut target: watch::Receiver<Arc<T
             Err(e) => {
                 tracing::debug!(queue = %current.record.queue, "push worker: receive failed: {e}");
                 drop(held);
+                // Real time, not the clock's: a pause before asking a failing store again.
                 tokio::time::sleep(Duration::from_millis(PUSH_STORE_RETRY_MS)).await;
                 continue;
             }
@@ -416,7 +439,7 @@ async fn deliver(shared: &Shared, target: &Target, skips: &Mutex<HashMap<String,
         }
     };
 
-    let now = crate::convert::now_ms();
+    let now = shared.clock.now_ms();
     let permit = match shared.endpoints.allow(&target.endpoint, now) {
         Admission::Permitted(permit) => permit,
         Admission::Rejected { retry_at_ms } => {
@@ -437,7 +460,7 @@ async fn deliver(shared: &Shared, target: &Target, skips: &Mutex<HashMap<String,
 
     let result = post(shared, target, &delivery).await;
     let outcome = if result.is_ok() { Outcome::Success } else { Outcome::Failure };
-    shared.endpoints.record(&target.endpoint, crate::convert::now_ms(), permit, outcome);
+    shared.endpoints.record(&target.endpoint, shared.clock.now_ms(), permit, outcome);
     metrics::counter!(
         "sluice_push_deliveries_total",
         "endpoint" => target.endpoint.clone(),
@@ -483,7 +506,7 @@ async fn post(shared: &Shared, target: &Target, delivery: &PushDelivery) -> Resu
         request = request.header("x-amz-sns-rawdelivery", "true");
     }
     if let Some(secret) = &target.record.signing_secret {
-        let timestamp = crate::convert::now_ms() / 1000;
+        let timestamp = shared.clock.now_ms() / 1000;
         request = request
             .header(TIMESTAMP_HEADER, timestamp.to_string())
             .header(SIGNATURE_HEADER, signature(secret, timestamp, delivery.body.as_bytes()));
