@@ -3,7 +3,7 @@
 //! killed at any moment, may refuse to start, and keeps its log in a file (a [`process`] in
 //! `fsync` mode); and the crash tests' harness: the [`Killer`] that kills and restarts the
 //! server (sometimes during its recovery), the [`ServerUrl`] it updates, and the consumer
-//! loop and final drain around a test's own [`Consume`] round.
+//! loop and final drain, which record what arrives through a test's own [`Consume`].
 
 #![allow(dead_code)] // Each test crate uses a different part of this module.
 
@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use sluice_api::ReceiveRequest;
 
 // Like the dead-code allowance above: each test crate uses a different part.
 #[allow(unused_imports)]
@@ -181,32 +182,56 @@ impl Killer {
     }
 }
 
-/// One round of a crash test's consumer, which records what it received in its ledger.
+/// How long a crash test's consumer holds what it receives: a message in flight at a kill
+/// comes back after this.
+pub const VISIBILITY_MS: u64 = 1_000;
+
+/// A crash test's consumer: the queue it reads and the ledger in which it records what arrived.
 pub trait Consume: Send + Sync {
-    /// Receives once from the server at `url`, long-polling up to `wait_ms`, records what
-    /// arrived and acks it (an ack lost to a crash makes the message come back: a counted,
-    /// allowed duplicate). The number of messages received, or `Err` if the server did not
-    /// answer, as it does not while it is down.
-    fn consume_once(&self, url: &str, wait_ms: u64) -> impl Future<Output = Result<usize, ()>> + Send;
+    fn queue(&self) -> &str;
+
+    /// Records one received body (checking it is the test's job: a damaged body is a finding).
+    fn record(&self, body: String);
+}
+
+/// One round of `consumer` against the server at `url`: receives up to 10 messages,
+/// long-polling up to `wait_ms`, records each and acks them (an ack lost to a crash makes the
+/// message come back: a counted, allowed duplicate). The number of messages received, or
+/// `Err` if the server did not answer, as it does not while it is down.
+pub async fn consume_once(consumer: &impl Consume, url: &str, wait_ms: u64) -> Result<usize, ()> {
+    let c = client(url);
+    let request = ReceiveRequest { max: Some(10), wait_ms: Some(wait_ms), visibility_timeout_ms: Some(VISIBILITY_MS) };
+    let messages = c.receive_messages(consumer.queue(), &request).await.map_err(|_| ())?.messages;
+    let count = messages.len();
+    let mut receipts = Vec::new();
+    for m in messages {
+        consumer.record(m.body.unwrap_or_default());
+        receipts.extend(m.receipt);
+    }
+    if !receipts.is_empty() {
+        let _ = c.ack(consumer.queue(), receipts).await;
+    }
+    Ok(count)
 }
 
 /// Consumes from whichever server is running until `stop`, pausing 20 ms after a failed round.
 pub async fn consume_until_stopped(consumer: Arc<impl Consume>, url: Arc<ServerUrl>, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::Relaxed) {
-        if consumer.consume_once(&url.get(), 200).await.is_err() {
+        if consume_once(consumer.as_ref(), &url.get(), 200).await.is_err() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 }
 
-/// Receives from `server` until `empty_polls` long polls of `wait_ms` in a row come back empty.
-/// Messages in flight at the last kill reappear only after their visibility timeout, which
-/// `wait_ms` must exceed. Panics if the server stops answering or `deadline` passes.
-pub async fn drain(consumer: &impl Consume, server: &Serve, wait_ms: u64, empty_polls: u32, deadline: Instant) {
+/// Receives from `server` until `empty_polls` long polls in a row come back empty. Each poll
+/// waits longer than [`VISIBILITY_MS`], so that messages in flight at the last kill, which
+/// reappear only after it, are received too. Panics if the server stops answering or
+/// `deadline` passes.
+pub async fn drain(consumer: &impl Consume, server: &Serve, empty_polls: u32, deadline: Instant) {
     let mut empty_in_a_row = 0;
     while empty_in_a_row < empty_polls {
         assert!(Instant::now() < deadline, "drain did not finish");
-        match consumer.consume_once(&server.url, wait_ms).await {
+        match consume_once(consumer, &server.url, VISIBILITY_MS + 500).await {
             Ok(0) => empty_in_a_row += 1,
             Ok(_) => empty_in_a_row = 0,
             Err(()) => panic!("the server stopped answering during the drain; log:\n{}", server.log()),
