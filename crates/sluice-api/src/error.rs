@@ -80,6 +80,7 @@ codes! {
     MethodNotAllowed = "method_not_allowed", 405, "The route does not take this method.";
     UnsupportedMediaType = "unsupported_media_type", 415, "Send `Content-Type: application/json`.";
     StorePoisoned = "store_poisoned", 503, "A disk write or sync failed; the server refuses writes until restarted.";
+    StoreUnavailable = "store_unavailable", 503, "The server's database could not be reached or failed this call (connection lost, failover, timeout); the call did not take effect, unless the connection broke while it committed. Retry; no restart is needed.";
     InsufficientStorage = "insufficient_storage", 507, "The disk holding the server's data is full; calls are refused until space is freed, then served again without a restart. Retry later.";
     ShuttingDown = "shutting_down", 503, "The server is shutting down.";
     Internal = "internal", 500, "An unexpected server error; the log has the details.";

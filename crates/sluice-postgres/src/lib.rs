@@ -164,21 +164,24 @@ pub(crate) struct Inner {
     counters: Counters,
 }
 
-/// Maps a database failure to the error a store call returns.
+/// Maps a database failure to the error a store call returns: `Unavailable`, which the server
+/// answers with 503 `store_unavailable` (retry) and a message that hides the cause.
 ///
-/// `StoreError` has no variant for "the database failed this call" (transient, retryable), so
-/// this uses `Poisoned`, which the server answers with 503 and a message that hides the cause.
-/// Unlike the embedded store's poisoning, nothing is sticky: the next call tries the database
-/// again, and `Store::poisoned` stays `None`. A call that fails this way changed nothing, except
-/// in the one case no client library can rule out: the connection dropping while a COMMIT was
-/// in flight, when the change may or may not have been made.
+/// Every failure maps there, the server's errors (serialization failure, admin shutdown, a
+/// read-only replica after a failover, …) and the client's (connection refused or lost, no
+/// pooled connection within the pool's wait), because none is the store's to fix and nothing is
+/// sticky: the next call asks the database again, and `Store::poisoned` stays `None`. This is
+/// never `Poisoned`, whose advice (restart the server) would not help: the database owns
+/// durability, and a restarted node reads the same database. A call that fails this way changed
+/// nothing, except in the one case no client library can rule out: the connection dropping
+/// while a COMMIT was in flight, when the change may or may not have been made.
 pub(crate) fn db_error<E: std::error::Error + 'static>(e: E) -> StoreError {
     let text = match (&e as &dyn std::error::Error).downcast_ref::<tokio_postgres::Error>() {
         Some(pg) => describe(pg),
         None => e.to_string(),
     };
     tracing::error!("PostgreSQL call failed: {text}");
-    StoreError::Poisoned(format!("database error: {text}"))
+    StoreError::Unavailable(format!("database error: {text}"))
 }
 
 impl Inner {

@@ -625,7 +625,8 @@ pub async fn move_messages(inner: &Inner, from: &str, to: Option<&str>, max: u64
             }
             if Instant::now() >= deadline {
                 tracing::warn!(queue = from, moved = moved_rows.len(), "redrive step gave up on held rows");
-                return Err(StoreError::Poisoned(format!(
+                // Not `Poisoned`: nothing is wrong with what is stored, the rows are only busy.
+                return Err(StoreError::Unavailable(format!(
                     "messages of queue {from:?} stayed locked by other transactions for {MOVE_LOCKED_WAIT_MS_MAX} ms; \
                      this step moved {} and stopped before the rest (start the redrive again)",
                     moved_rows.len()

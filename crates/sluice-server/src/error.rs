@@ -95,6 +95,7 @@ impl From<StoreError> for ApiError {
             StoreError::Broker(b) => b.into(),
             StoreError::Poisoned(reason) => ApiError::new(ErrorCode::StorePoisoned, reason),
             StoreError::StorageFull(reason) => ApiError::new(ErrorCode::InsufficientStorage, reason),
+            StoreError::Unavailable(reason) => ApiError::new(ErrorCode::StoreUnavailable, reason),
             StoreError::ShuttingDown => ApiError::new(ErrorCode::ShuttingDown, "storage is shutting down"),
         }
     }
@@ -190,6 +191,17 @@ mod tests {
         assert_eq!(body.code, "insufficient_storage");
         assert!(!body.message.contains("/secret/path"), "{}", body.message);
         assert!(body.message.contains("without a restart"), "{}", body.message);
+    }
+
+    #[test]
+    fn an_unavailable_database_is_503_and_says_retry_not_restart() {
+        let e: ApiError = StoreError::Unavailable("connection refused to db.internal:5432".into()).into();
+        assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body = e.body();
+        assert_eq!(body.code, "store_unavailable");
+        assert!(!body.message.contains("db.internal"), "{}", body.message);
+        assert!(body.message.contains("Retry"), "{}", body.message);
+        assert!(!body.message.contains("until restarted"), "{}", body.message);
     }
 
     #[test]

@@ -40,6 +40,15 @@ pub enum StoreError {
     /// acknowledged. Unlike `Poisoned`, the store resumes by itself once space is freed.
     #[error("the disk holding the data is full ({0}); writes resume once space is freed")]
     StorageFull(String),
+    /// The database behind the store (PostgreSQL) could not be reached or failed this call:
+    /// connection refused or lost, a failover, a serialization failure or deadlock, no pooled
+    /// connection in time. Unlike `Poisoned`, nothing is sticky: the next call asks the database
+    /// again, so a retry succeeds once it is back, without a restart. The call changed nothing,
+    /// except where no client of a database can rule it out: a connection lost while its COMMIT
+    /// was in flight (the change may or may not have been made), and a redrive step
+    /// (`move_messages`) that moved some messages, each whole, before it failed.
+    #[error("the database is unavailable or failed this call ({0}); retry")]
+    Unavailable(String),
     /// The store is shutting down.
     #[error("storage is shutting down")]
     ShuttingDown,

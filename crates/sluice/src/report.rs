@@ -89,6 +89,9 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         }
         Contended => "another client changed it at the same moment; run the command again",
         StorePoisoned => "the server's disk failed; read its log, fix the disk and restart `sluice serve`",
+        StoreUnavailable => {
+            "the server's database is unreachable or failed the call; run the command again (the server's log says why)"
+        }
         InsufficientStorage => "free space on the disk holding the server's data; the server resumes by itself",
         ShuttingDown => "the server is stopping; try again once it is back",
         RequestTimeout => "the request was sent too slowly; check the network between here and the server",

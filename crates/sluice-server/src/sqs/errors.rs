@@ -201,8 +201,8 @@ impl SqsError {
         )
     }
 
-    /// The store refused writes (poisoned after a failed sync) or is shutting down. The cause
-    /// goes to the log, never to the client.
+    /// The store refused the call (poisoned after a failed sync, a full disk, its database
+    /// unavailable) or is shutting down. The cause goes to the log, never to the client.
     pub fn service_unavailable() -> SqsError {
         SqsError::new(
             "ServiceUnavailable",
@@ -258,6 +258,11 @@ impl From<StoreError> for SqsError {
                 tracing::warn!(%reason, "SQS request refused: the disk is full");
                 SqsError::service_unavailable()
             }
+            StoreError::Unavailable(reason) => {
+                // What SQS itself answers when it cannot serve a call for now; its SDKs retry it.
+                tracing::warn!(%reason, "SQS request refused: the database is unavailable");
+                SqsError::service_unavailable()
+            }
             StoreError::ShuttingDown => SqsError::service_unavailable(),
         }
     }
@@ -306,6 +311,9 @@ mod tests {
         assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(e.fault(), "Receiver");
         assert!(!e.message.contains("/secret"), "{}", e.message);
+        let e: SqsError = StoreError::Unavailable("connection to db.internal:5432 refused".into()).into();
+        assert_eq!((e.status, e.code), (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable"));
+        assert!(!e.message.contains("db.internal"), "{}", e.message);
         let e: SqsError = StoreError::Broker(BrokerError::QueueNotFound("q".into())).into();
         assert_eq!((e.shape, e.code), ("QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue"));
     }

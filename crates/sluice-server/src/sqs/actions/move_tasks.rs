@@ -86,9 +86,10 @@ pub async fn start_message_move_task(ctx: &Ctx<'_>, input: Value) -> Outcome {
         ErrorCode::QueueNotFound => {
             SqsError::resource_not_found("The resource that you specified for the SourceArn parameter doesn't exist.")
         }
-        ErrorCode::ShuttingDown | ErrorCode::StorePoisoned | ErrorCode::InsufficientStorage => {
-            SqsError::service_unavailable()
-        }
+        ErrorCode::ShuttingDown
+        | ErrorCode::StorePoisoned
+        | ErrorCode::StoreUnavailable
+        | ErrorCode::InsufficientStorage => SqsError::service_unavailable(),
         _ => SqsError::invalid_parameter_value(e.message),
     })?;
     let id: u64 = task.id.parse().map_err(|_| SqsError::internal())?;
@@ -192,7 +193,10 @@ fn status_name(status: Status) -> &'static str {
 fn failure_reason(code: ErrorCode) -> &'static str {
     match code {
         ErrorCode::QueueNotFound => "AWS.SimpleQueueService.NonExistentQueue",
-        ErrorCode::StorePoisoned | ErrorCode::ShuttingDown | ErrorCode::InsufficientStorage => "ServiceUnavailable",
+        ErrorCode::StorePoisoned
+        | ErrorCode::StoreUnavailable
+        | ErrorCode::ShuttingDown
+        | ErrorCode::InsufficientStorage => "ServiceUnavailable",
         _ => "InternalFailure",
     }
 }
