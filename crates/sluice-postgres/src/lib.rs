@@ -20,10 +20,10 @@
 //!   order across nodes, using the row lock on a group's oldest message as the group's lock.
 //! - `wake`: LISTEN/NOTIFY and per-queue timers wake long polls on every node.
 //! - `sweep`: a background task per store ends expired holds (dead-lettering exhausted
-//!   messages), applies retention, forgets expired dedup keys and idle groups' stamps, and
-//!   removes orphans; several nodes never double-process, because every row is taken with
-//!   `FOR UPDATE SKIP LOCKED` and re-checked, and an advisory lock keeps all but one node from
-//!   even scanning.
+//!   messages) in a short transaction of its own, then applies retention, forgets expired dedup
+//!   keys and idle groups' stamps, and removes orphans; several nodes never double-process,
+//!   because every row is taken with `FOR UPDATE SKIP LOCKED` and re-checked, and an advisory
+//!   lock keeps all but one node from even scanning.
 //! - `vacuum`: a background task per store that vacuums the churning tables once their dead
 //!   rows pass `vacuum_dead_rows_max`, one node at a time, so that throughput holds without
 //!   relying on the server's autovacuum.

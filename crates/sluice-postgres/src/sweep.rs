@@ -2,23 +2,30 @@
 //!
 //! Every `sweep_interval_ms` each store tries `pg_try_advisory_xact_lock` on a key derived from
 //! its schema. The node that gets it (the lease lasts one transaction, so a node that dies
-//! mid-sweep releases it at once) does, in that transaction:
+//! mid-sweep releases it at once) does, in two transactions that each take the lease:
 //! 1. ends holds whose visibility timeout passed: a message that used up its receives moves to
 //!    the dead-letter queue (new epoch, visible at once), any other just stops being in flight
-//!    (it was already receivable, as "visible" means `visible_at <= now`);
-//! 2. deletes messages past their queue's retention, and forgets when message groups with
-//!    nothing visible were last served (both every `RETENTION_EVERY_SWEEPS` sweeps);
-//! 3. deletes FIFO deduplication keys whose window ended;
-//! 4. deletes messages and deduplication keys left under a deleted queue's id by a send that
+//!    (it was already receivable, as "visible" means `visible_at <= now`). This transaction
+//!    holds nothing else and commits at once;
+//! 2. then, in a second transaction: deletes messages past their queue's retention, and forgets
+//!    when message groups with nothing visible were last served (both every
+//!    `RETENTION_EVERY_SWEEPS` sweeps); deletes FIFO deduplication keys whose window ended;
+//!    deletes messages and deduplication keys left under a deleted queue's id by a send that
 //!    raced the delete.
+//!
+//! Ending holds commits on its own because the rows it updates are messages other calls want:
+//! they stay visible throughout, and a redrive step that meets one locked skips it and has to
+//! look again (`messages::MOVE`). In one transaction with the rest, they stayed locked through
+//! the retention scan, the dedup and orphan deletes and the commit; now for one statement. The
+//! second transaction locks only message rows that are going away (past retention, or orphans
+//! of deleted queues), dedup keys past their window and idle groups' stamps. Another node may
+//! take the lease between the two; it then does the second part itself, which is all the
+//! lease is for.
 //!
 //! The lease only saves work: correctness never depends on it, because every statement takes
 //! its rows with `FOR UPDATE SKIP LOCKED` and re-checks them, so two sweepers (or a sweeper and
 //! a receive) can never both act on one message. Receives do not wait for the sweeper either:
-//! they take expired holds themselves and dead-letter exhausted messages they meet. A redrive
-//! step skips the rows a sweep holds too, but does not take them for gone: it attempts again
-//! once the sweep committed (`messages::MOVE`), because the sweep holds the rows of the holds
-//! it ends until its whole transaction commits, and those messages are visible all along.
+//! they take expired holds themselves and dead-letter exhausted messages they meet.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -144,13 +151,64 @@ pub async fn sweep_once(inner: &Inner, with_retention: bool) -> Result<bool, Sto
 }
 
 async fn sweep_pass(inner: &Inner, with_retention: bool) -> Result<SweepPass, StoreError> {
+    let Some(ended) = end_holds(inner).await? else {
+        return Ok(SweepPass { leased: false, more: false });
+    };
+    let tidied = tidy(inner, with_retention).await?;
+    let full = |n: u64| n >= SWEEP_BATCH_MAX as u64;
+    Ok(SweepPass { leased: true, more: full(ended) || tidied.is_some_and(|t| t.full()) })
+}
+
+/// Step 1 of a sweep in a transaction of its own: ends expired holds, then wakes long polls on
+/// the dead-letter queues that got messages. Returns how many holds ended, or `None` when
+/// another node holds the lease.
+async fn end_holds(inner: &Inner) -> Result<Option<u64>, StoreError> {
+    let ended = {
+        let mut client = inner.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        let leased: bool = tx.query_one(LEASE, &[]).await.map_err(db_error)?.get(0);
+        if !leased {
+            return Ok(None);
+        }
+        let ended = tx.query(END_HOLDS, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        ended
+        // The connection goes back to the pool before `notify` takes one.
+    };
+    let mut dead_letter_queues: Vec<u64> =
+        ended.iter().filter(|r| r.get::<_, bool>("dead")).map(|r| ms(r.get("queue_id"))).collect();
+    Counters::add(&inner.counters.dead_lettered, dead_letter_queues.len() as u64);
+    inner.counters.committed(ended.len() as u64);
+    dead_letter_queues.sort_unstable();
+    dead_letter_queues.dedup();
+    inner.notify(&dead_letter_queues).await;
+    Ok(Some(ended.len() as u64))
+}
+
+/// What step 2 of a sweep removed.
+struct Tidied {
+    expired: u64,
+    forgotten: u64,
+    dedup_expired: u64,
+    orphans: u64,
+}
+
+impl Tidied {
+    /// Whether a statement hit its batch limit, so that more may be due.
+    fn full(&self) -> bool {
+        [self.expired, self.forgotten, self.dedup_expired, self.orphans].iter().any(|&n| n >= SWEEP_BATCH_MAX as u64)
+    }
+}
+
+/// Step 2 of a sweep: retention, idle group stamps, expired and orphaned dedup keys, orphaned
+/// messages. `None` when another node took the lease since step 1.
+async fn tidy(inner: &Inner, with_retention: bool) -> Result<Option<Tidied>, StoreError> {
     let mut client = inner.client().await?;
     let tx = client.transaction().await.map_err(db_error)?;
     let leased: bool = tx.query_one(LEASE, &[]).await.map_err(db_error)?.get(0);
     if !leased {
-        return Ok(SweepPass { leased: false, more: false });
+        return Ok(None);
     }
-    let ended = tx.query(END_HOLDS, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)?;
     let (expired, forgotten) = if with_retention {
         (
             tx.execute(RETENTION, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)?,
@@ -164,19 +222,7 @@ async fn sweep_pass(inner: &Inner, with_retention: bool) -> Result<SweepPass, St
         + tx.execute(DEDUP_ORPHANS, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)?;
     tx.execute(FORGET_DELETED, &[&DELETED_QUEUE_GRACE_MS]).await.map_err(db_error)?;
     tx.commit().await.map_err(db_error)?;
-    drop(client);
-
-    let mut dead_letter_queues: Vec<u64> =
-        ended.iter().filter(|r| r.get::<_, bool>("dead")).map(|r| ms(r.get("queue_id"))).collect();
-    Counters::add(&inner.counters.dead_lettered, dead_letter_queues.len() as u64);
     Counters::add(&inner.counters.expired, expired);
-    inner.counters.committed(ended.len() as u64 + expired + forgotten + dedup_expired + orphans);
-    dead_letter_queues.sort_unstable();
-    dead_letter_queues.dedup();
-    inner.notify(&dead_letter_queues).await;
-    let full = |n: u64| n >= SWEEP_BATCH_MAX as u64;
-    Ok(SweepPass {
-        leased: true,
-        more: full(ended.len() as u64) || full(expired) || full(forgotten) || full(dedup_expired) || full(orphans),
-    })
+    inner.counters.committed(expired + forgotten + dedup_expired + orphans);
+    Ok(Some(Tidied { expired, forgotten, dedup_expired, orphans }))
 }

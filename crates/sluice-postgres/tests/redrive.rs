@@ -1,6 +1,6 @@
 //! Redrive steps against rows that other transactions hold: what the sweeper does to a message
-//! whose hold ran out, held open by hand so that a step meets it every time instead of once in
-//! a few runs.
+//! whose hold ran out (for one statement and its commit), held open by hand so that a step
+//! meets it every time instead of once in many runs.
 
 mod support;
 

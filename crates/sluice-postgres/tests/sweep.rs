@@ -106,3 +106,44 @@ async fn only_the_holder_of_the_lease_sweeps() {
     tx.rollback().await.unwrap();
     assert!(store.sweep_now().await.unwrap(), "the lease is free again once its holder's transaction ends");
 }
+
+/// Ending holds commits before the rest of the sweep runs, so a sweep that is slow afterwards
+/// (here: stuck behind a lock on `deleted_queues`, which its orphan step reads) keeps no
+/// message row locked, and a redrive step moves the message at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ended_holds_are_committed_before_the_rest_of_the_sweep() {
+    let url = pg_url_or_skip!();
+    let schema = support::TestSchema::new(&url);
+    let store = schema.connect_without_sweeper().await;
+    let client = schema.client().await;
+    store.create_queue("dlq", QueueAttributes::default()).await.unwrap();
+    store.create_queue("q", QueueAttributes::default()).await.unwrap();
+    store.send("dlq", vec![text("x")]).await.unwrap();
+    assert_eq!(store.receive("dlq", recv(Some(0))).await.unwrap().len(), 1);
+    // The hold ends at the database's next millisecond.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut blocker = schema.client().await;
+    let block = blocker.transaction().await.unwrap();
+    block.batch_execute("LOCK TABLE deleted_queues IN ACCESS EXCLUSIVE MODE").await.unwrap();
+
+    let ((), swept) = tokio::join!(
+        async {
+            // Until the hold is ended (and committed: this is another session), then while the
+            // sweep waits on the blocker.
+            let mut waited_ms = 0;
+            while count(&client, "SELECT count(*) FROM messages WHERE in_flight").await > 0 {
+                assert!(waited_ms < 5_000, "the sweep did not commit the ended hold on its own");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                waited_ms += 10;
+            }
+            let free = client.query("SELECT seq FROM messages FOR UPDATE NOWAIT", &[]).await;
+            assert!(free.is_ok(), "the sweep still locks the message: {free:?}");
+            let moved = store.move_messages("dlq", Some("q"), 10).await.unwrap();
+            assert_eq!((moved.moved, moved.remaining_visible), (1, 0));
+            block.commit().await.unwrap();
+        },
+        store.sweep_now(),
+    );
+    assert!(swept.unwrap(), "no other node holds the lease");
+    assert_eq!(store.get_queue("q").await.unwrap().stats.visible, 1);
+}
