@@ -31,12 +31,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use sluice_api::{
     CreateQueueRequest, DeadLetter, NackEntry, NackRequest, ReceiveRequest, RedriveRequest, SendMessage, SendRequest,
 };
-use torture::{Consume, Killer, ServerUrl, body_for, client, consume_until_stopped, drain, payload_of};
+use torture::{Clients, Consume, Killer, Payloads, ServerUrl, body_for, client, drain, payload_of};
 
 const QUEUE: &str = "crash";
 const PRODUCERS: usize = 4;
@@ -59,17 +57,9 @@ struct Ledger {
     damaged: Mutex<Vec<String>>,
 }
 
-async fn producer(index: usize, url: Arc<ServerUrl>, ledger: Arc<Ledger>, stop: Arc<AtomicBool>, seed: u64) {
-    let mut rng = StdRng::seed_from_u64(seed ^ (index as u64) << 32);
-    let mut n = 0u64;
+async fn producer(mut payloads: Payloads, url: Arc<ServerUrl>, ledger: Arc<Ledger>, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::Relaxed) {
-        let batch = rng.gen_range(1..=5);
-        let payloads: Vec<String> = (0..batch)
-            .map(|_| {
-                n += 1;
-                format!("p{index}-{n}")
-            })
-            .collect();
+        let payloads = payloads.next_batch();
         let request = SendRequest {
             messages: payloads.iter().map(|p| SendMessage { body: Some(body_for(p)), ..Default::default() }).collect(),
         };
@@ -119,24 +109,19 @@ async fn sigkill_under_load_loses_nothing_acknowledged() {
         .await
         .expect("create the queue");
 
-    let url = Arc::new(ServerUrl::new(&server.url));
     let ledger = Arc::new(Ledger::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut tasks = Vec::new();
+    let mut clients = Clients::new(&server.url);
     for i in 0..PRODUCERS {
-        tasks.push(tokio::spawn(producer(i, url.clone(), ledger.clone(), stop.clone(), seed)));
+        let payloads = Payloads::new('p', i, seed);
+        clients.spawn(producer(payloads, clients.url.clone(), ledger.clone(), clients.stop.clone()));
     }
     for _ in 0..CONSUMERS {
-        tasks.push(tokio::spawn(consume_until_stopped(ledger.clone(), url.clone(), stop.clone())));
+        clients.spawn_consumer(ledger.clone());
     }
     for _ in 0..kills {
-        server = killer.kill_and_restart(server, dir.path(), &url).await;
+        server = killer.kill_and_restart(server, dir.path(), &clients.url).await;
     }
-
-    stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        t.await.expect("client task");
-    }
+    clients.stop().await;
     drain(ledger.as_ref(), &server, 3, Instant::now() + Duration::from_secs(120)).await;
 
     let acked = ledger.acked_sends.lock().expect("ledger");
@@ -226,21 +211,16 @@ async fn sigkill_keeps_fifo_order_per_group() {
     let create = CreateQueueRequest { name: FIFO_QUEUE.into(), fifo: Some(true), ..Default::default() };
     server.client().create_queue(&create).await.expect("create the FIFO queue");
 
-    let url = Arc::new(ServerUrl::new(&server.url));
     let ledger = Arc::new(FifoLedger::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut tasks = Vec::new();
+    let mut clients = Clients::new(&server.url);
     for g in 0..GROUPS {
-        tasks.push(tokio::spawn(fifo_producer(g, url.clone(), ledger.clone(), stop.clone())));
+        clients.spawn(fifo_producer(g, clients.url.clone(), ledger.clone(), clients.stop.clone()));
     }
-    tasks.push(tokio::spawn(consume_until_stopped(ledger.clone(), url.clone(), stop.clone())));
+    clients.spawn_consumer(ledger.clone());
     for _ in 0..kills {
-        server = killer.kill_and_restart(server, dir.path(), &url).await;
+        server = killer.kill_and_restart(server, dir.path(), &clients.url).await;
     }
-    stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        t.await.expect("client task");
-    }
+    clients.stop().await;
     drain(ledger.as_ref(), &server, 3, Instant::now() + Duration::from_secs(120)).await;
     let acked = ledger.acked.lock().expect("ledger");
     let firsts = ledger.first_deliveries.lock().expect("ledger");
@@ -347,24 +327,22 @@ async fn sigkill_during_redrive_keeps_every_message_in_one_place() {
         assert!(response.results.iter().all(|r| r.id.is_some()), "{response:?}");
     }
 
-    let url = Arc::new(ServerUrl::new(&server.url));
-    let stop = Arc::new(AtomicBool::new(false));
+    let mut clients = Clients::new(&server.url);
     let nacked = Arc::new(AtomicU64::new(0));
-    let cycler = tokio::spawn(dead_letterer(url.clone(), stop.clone(), nacked.clone()));
+    clients.spawn(dead_letterer(clients.url.clone(), clients.stop.clone(), nacked.clone()));
     // Let the first messages reach the dead-letter queue before the first redrive.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut redrives = u32::from(redrive(&server.url, REDRIVE_RATE).await);
     for _ in 1..kills {
-        server = killer.kill_and_restart(server, dir.path(), &url).await;
+        server = killer.kill_and_restart(server, dir.path(), &clients.url).await;
         // Redrive tasks live in memory: start one again after every restart.
         redrives += u32::from(redrive(&server.url, REDRIVE_RATE).await);
     }
     // The last kill lands in the middle of a redrive with nothing moving the other way, so
     // that the census below finds the messages split between the two queues.
-    stop.store(true, Ordering::Relaxed);
-    cycler.await.expect("dead-letterer task");
+    clients.stop().await;
     redrives += u32::from(redrive(&server.url, FINAL_REDRIVE_RATE).await);
-    server = killer.kill_and_restart(server, dir.path(), &url).await;
+    server = killer.kill_and_restart(server, dir.path(), &clients.url).await;
     // Wait for the last holds to end: an expired hold on the source dead-letters the message.
     let c = server.client();
     let settle_started = Instant::now();

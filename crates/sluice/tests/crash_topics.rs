@@ -27,10 +27,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use sluice_api::{Attribute, CreateQueueRequest, CreateTopicRequest, PublishMessage, PublishRequest, SubscribeRequest};
-use torture::{Consume, Killer, ServerUrl, body_for, client, consume_until_stopped, drain, payload_of};
+use torture::{Clients, Consume, Killer, Payloads, ServerUrl, body_for, client, drain, payload_of};
 
 const TOPIC: &str = "crash-topic";
 const PRODUCERS: usize = 3;
@@ -105,17 +103,9 @@ struct Ledger {
     damaged: Mutex<Vec<(Sub, String)>>,
 }
 
-async fn producer(index: usize, url: Arc<ServerUrl>, ledger: Arc<Ledger>, stop: Arc<AtomicBool>, seed: u64) {
-    let mut rng = StdRng::seed_from_u64(seed ^ ((index as u64) << 32));
-    let mut n = 0u64;
+async fn producer(mut payloads: Payloads, url: Arc<ServerUrl>, ledger: Arc<Ledger>, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::Relaxed) {
-        let batch = rng.gen_range(1..=5);
-        let payloads: Vec<String> = (0..batch)
-            .map(|_| {
-                n += 1;
-                format!("t{index}-{n}")
-            })
-            .collect();
+        let payloads = payloads.next_batch();
         let request = PublishRequest {
             messages: payloads
                 .iter()
@@ -191,25 +181,19 @@ async fn sigkill_during_fan_out_loses_no_acknowledged_publish() {
         c.subscribe(TOPIC, &sub.request()).await.expect("subscribe a queue");
     }
 
-    let url = Arc::new(ServerUrl::new(&server.url));
     let ledger = Arc::new(Ledger::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut tasks = Vec::new();
+    let mut clients = Clients::new(&server.url);
     for i in 0..PRODUCERS {
-        tasks.push(tokio::spawn(producer(i, url.clone(), ledger.clone(), stop.clone(), seed)));
+        let payloads = Payloads::new('t', i, seed);
+        clients.spawn(producer(payloads, clients.url.clone(), ledger.clone(), clients.stop.clone()));
     }
     for sub in SUBS {
-        let subscriber = Arc::new(Subscriber { sub, ledger: ledger.clone() });
-        tasks.push(tokio::spawn(consume_until_stopped(subscriber, url.clone(), stop.clone())));
+        clients.spawn_consumer(Arc::new(Subscriber { sub, ledger: ledger.clone() }));
     }
     for _ in 0..kills {
-        server = killer.kill_and_restart(server, dir.path(), &url).await;
+        server = killer.kill_and_restart(server, dir.path(), &clients.url).await;
     }
-
-    stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        t.await.expect("client task");
-    }
+    clients.stop().await;
     let drain_deadline = Instant::now() + Duration::from_secs(120);
     for sub in SUBS {
         let subscriber = Subscriber { sub, ledger: ledger.clone() };

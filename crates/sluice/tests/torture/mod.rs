@@ -105,6 +105,64 @@ impl ServerUrl {
     }
 }
 
+/// A crash test's client tasks, which read the running server's [`ServerUrl`] before every
+/// request and run until stopped.
+pub struct Clients {
+    pub url: Arc<ServerUrl>,
+    pub stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Clients {
+    /// No clients yet, against the server at `url`.
+    pub fn new(url: &str) -> Clients {
+        Clients { url: Arc::new(ServerUrl::new(url)), stop: Arc::new(AtomicBool::new(false)), tasks: Vec::new() }
+    }
+
+    /// Runs `task`, which must end soon after [`Clients::stop`] sets `stop`.
+    pub fn spawn(&mut self, task: impl Future<Output = ()> + Send + 'static) {
+        self.tasks.push(tokio::spawn(task));
+    }
+
+    /// Runs a consumer that records through `consumer` until stopped.
+    pub fn spawn_consumer(&mut self, consumer: Arc<impl Consume + 'static>) {
+        self.spawn(consume_until_stopped(consumer, self.url.clone(), self.stop.clone()));
+    }
+
+    /// Stops every task and waits for it; a task's panic (a failed assertion) fails the test.
+    pub async fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for task in std::mem::take(&mut self.tasks) {
+            task.await.expect("client task");
+        }
+    }
+}
+
+/// What a crash-test producer sends: batches of 1 to 5 payloads named `PREFIX-N`, N counting
+/// from 1, the batch sizes drawn from the run's seed so that it replays.
+pub struct Payloads {
+    rng: StdRng,
+    prefix: String,
+    n: u64,
+}
+
+impl Payloads {
+    /// The payloads of producer `index` in a run with `seed`, named `{letter}{index}-N`.
+    pub fn new(letter: char, index: usize, seed: u64) -> Payloads {
+        Payloads { rng: StdRng::seed_from_u64(seed ^ ((index as u64) << 32)), prefix: format!("{letter}{index}"), n: 0 }
+    }
+
+    pub fn next_batch(&mut self) -> Vec<String> {
+        let batch = self.rng.gen_range(1..=5);
+        (0..batch)
+            .map(|_| {
+                self.n += 1;
+                format!("{}-{}", self.prefix, self.n)
+            })
+            .collect()
+    }
+}
+
 /// One restart in this many is first killed during its start-up.
 const STARTUP_KILL_ONE_IN: u32 = 3;
 
