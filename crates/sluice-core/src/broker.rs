@@ -259,6 +259,14 @@ impl Broker {
         std::mem::take(&mut self.effects)
     }
 
+    /// [`take_effects`](Self::take_effects) into a vector the caller keeps: `buffer`, which
+    /// must be empty, receives the effects and leaves its allocation here for the next ones,
+    /// so that a store persisting batch after batch does not grow a new vector for each.
+    pub fn swap_effects(&mut self, buffer: &mut Vec<Effect>) {
+        assert!(buffer.is_empty(), "swap_effects: the buffer still holds effects not yet persisted");
+        std::mem::swap(&mut self.effects, buffer);
+    }
+
     /// Queues that gained visible messages since the last call (to wake long polls).
     pub fn take_woken(&mut self) -> BTreeSet<QueueId> {
         std::mem::take(&mut self.woken)

@@ -59,6 +59,12 @@ pub struct Damage {
     pub reason: String,
 }
 
+/// The number of a journal file (`7.jnl` is 7); `None` for any other file. fjall names each
+/// new journal one more than the last, so the highest number is the journal being written.
+pub fn journal_id(path: &Path) -> Option<u64> {
+    path.file_name()?.to_str()?.strip_suffix(".jnl")?.parse().ok()
+}
+
 /// Checks every `*.jnl` file directly inside `data_dir` (where fjall 3 keeps them).
 pub fn audit(data_dir: &Path) -> Result<Audit, Damage> {
     let mut journals = Vec::new();
@@ -71,14 +77,7 @@ pub fn audit(data_dir: &Path) -> Result<Audit, Damage> {
     for entry in entries {
         let entry = entry.map_err(|e| Damage { file: data_dir.to_owned(), reason: format!("cannot list it: {e}") })?;
         let path = entry.path();
-        let Some(id) = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".jnl"))
-            .and_then(|n| n.parse::<u64>().ok())
-        else {
-            continue;
-        };
+        let Some(id) = journal_id(&path) else { continue };
         journals.push((id, path));
     }
     journals.sort();

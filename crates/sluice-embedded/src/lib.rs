@@ -10,6 +10,7 @@ mod codec;
 mod engine;
 mod journal;
 mod records;
+mod sync;
 mod tables;
 
 use std::path::{Path, PathBuf};
@@ -129,6 +130,20 @@ struct Shared {
     counters: Counters,
 }
 
+impl Shared {
+    /// Refuses every later call until restart (a refusal already set stays).
+    fn poison(&self, reason: &str) {
+        tracing::error!("storage poisoned, refusing all further writes until restart: {reason}");
+        let mut refusal = self.refusal.lock().unwrap_or_else(|e| e.into_inner());
+        refusal.get_or_insert_with(|| StoreError::Poisoned(reason.to_string()));
+    }
+
+    /// The error every call gets while the store refuses them.
+    fn refusal(&self) -> Option<StoreError> {
+        self.refusal.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
 /// What recovery found, for the start-up log line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Recovery {
@@ -148,11 +163,18 @@ pub struct EmbeddedStore {
 impl EmbeddedStore {
     /// Opens (or creates) the data directory, replays it into memory and starts the writer.
     pub fn open(config: EmbeddedConfig) -> Result<EmbeddedStore, OpenError> {
+        Self::open_syncing_with(config, sync::sync_data())
+    }
+
+    /// `open`, with the journal made durable by `sync_file` (tests hold syncs back with it).
+    fn open_syncing_with(config: EmbeddedConfig, sync_file: sync::SyncFile) -> Result<EmbeddedStore, OpenError> {
         let recovered = recover(&config.data_dir)?;
         let recovery = recovered.recovery;
         let shared = Arc::new(Shared::default());
         let path = config.data_dir.clone();
-        let engine = Engine::new(recovered, config, shared.clone());
+        let syncer = sync::Syncer::start(config.data_dir.clone(), shared.clone(), sync_file)
+            .map_err(|e| OpenError::Storage { path: path.clone(), reason: format!("starting the sync thread: {e}") })?;
+        let engine = Engine::new(recovered, config, shared.clone(), syncer);
         let (tx, rx) = crossbeam_channel::unbounded();
         let writer =
             std::thread::Builder::new().name("sluice-writer".into()).spawn(move || engine::run(engine, rx)).map_err(
@@ -619,7 +641,7 @@ impl Store for EmbeddedStore {
     }
 
     fn refusal(&self) -> Option<StoreError> {
-        self.shared.refusal.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.shared.refusal()
     }
 
     fn counters(&self) -> StoreCounters {
