@@ -9,6 +9,13 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// mimalloc instead of glibc's malloc. Under load the server allocates and frees many small,
+/// short-lived buffers on several threads (JSON bodies, batch records, fjall's memtable nodes);
+/// `perf` put glibc's malloc, free and `malloc_consolidate` at about 28 % of the server's CPU
+/// (docs/benchmarks.md, "Where the time goes").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "sluice",
