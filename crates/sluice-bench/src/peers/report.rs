@@ -85,7 +85,7 @@ impl Report<'_> {
         }
         let _ = writeln!(
             w,
-            "workloads  sizes {} B; clients {} (N producers and N consumers, one connection each);",
+            "workloads  sizes {} B; clients {} (N producers and N consumers, each its own client: one connection, or one pool for sluice-sqs);",
             list(&peers.sizes),
             list(&peers.clients)
         );
