@@ -22,27 +22,15 @@ use serde_json::Value;
 
 use crate::AppState;
 use crate::sqs::SqsError;
+use crate::sqs::dispatch::{aws_actions, host_header};
 use crate::topics::{Origin, Topics};
 
 /// Items per page of `ListTopics`, `ListSubscriptions` and `ListSubscriptionsByTopic` (SNS's
 /// 100).
 const LIST_PAGE_MAX: usize = 100;
 
-macro_rules! actions {
-    ($($variant:ident),* $(,)?) => {
-        /// The SNS actions Sluice serves.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub enum Action { $($variant,)* }
-
-        impl Action {
-            pub fn parse(name: &str) -> Option<Action> {
-                match name { $(stringify!($variant) => Some(Action::$variant),)* _ => None }
-            }
-        }
-    };
-}
-
-actions! {
+aws_actions! {
+    /// The SNS actions Sluice serves.
     CreateTopic,
     DeleteTopic,
     ListTopics,
@@ -78,20 +66,8 @@ pub async fn dispatch(
     input: Value,
     caller: Option<String>,
 ) -> Result<Option<Value>, SqsError> {
-    let Some(action) = Action::parse(action) else {
-        return Err(SqsError::new(
-            "InvalidAction",
-            "InvalidAction",
-            axum::http::StatusCode::BAD_REQUEST,
-            format!("The action {action} is not valid for this endpoint."),
-        ));
-    };
-    let host = parts
-        .headers
-        .get(axum::http::header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
-        .unwrap_or_else(|| "localhost".to_string());
+    let action = Action::parse(action).ok_or_else(|| SqsError::invalid_action(action))?;
+    let host = host_header(parts).unwrap_or_else(|| "localhost".to_string());
     let account = state.config.account.as_str();
     let ctx = Ctx {
         topics: &state.topics,

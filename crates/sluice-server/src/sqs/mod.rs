@@ -14,6 +14,7 @@
 mod actions;
 mod attempts;
 mod detect;
+pub(crate) mod dispatch;
 mod errors;
 mod input;
 mod json;

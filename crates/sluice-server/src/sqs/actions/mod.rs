@@ -16,27 +16,15 @@ use serde_json::Value;
 use sluice_core::broker::QueueView;
 use sluice_store::Store;
 
+use super::dispatch::{aws_actions, host_header};
 use super::errors::SqsError;
 use super::input::{Int, optional_int, signed};
 use super::limits::LIST_RESULTS_MAX;
 use super::urls;
 use crate::AppState;
 
-macro_rules! actions {
-    ($($variant:ident),* $(,)?) => {
-        /// Every action of the SQS API 2012-11-05.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub enum Action { $($variant,)* }
-
-        impl Action {
-            pub fn parse(name: &str) -> Option<Action> {
-                match name { $(stringify!($variant) => Some(Action::$variant),)* _ => None }
-            }
-        }
-    };
-}
-
-actions! {
+aws_actions! {
+    /// Every action of the SQS API 2012-11-05.
     AddPermission,
     CancelMessageMoveTask,
     ChangeMessageVisibility,
@@ -117,11 +105,7 @@ pub struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     pub fn new(state: &'a AppState, parts: &Parts, caller: Option<String>) -> Ctx<'a> {
-        let host = parts
-            .headers
-            .get(axum::http::header::HOST)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
+        let host = host_header(parts)
             .or_else(|| parts.uri.authority().map(|a| a.to_string()))
             .unwrap_or_else(|| "localhost".to_string());
         let trace_header = parts
