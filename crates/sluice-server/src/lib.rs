@@ -21,6 +21,7 @@ mod messages;
 mod metrics;
 mod observe;
 mod openapi;
+mod paging;
 mod queues;
 mod redrive;
 mod redrive_tasks;

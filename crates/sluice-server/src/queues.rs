@@ -2,8 +2,6 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Deserialize;
 use sluice_api::{CreateQueueRequest, ErrorResponse, PurgeResponse, Queue, QueueList, UpdateQueueRequest};
 use sluice_core::limits::{LIST_QUEUES_LIMIT_DEFAULT, LIST_QUEUES_LIMIT_MAX};
@@ -13,6 +11,7 @@ use crate::AppState;
 use crate::convert;
 use crate::error::ApiError;
 use crate::extract::{Json, Path, Query};
+use crate::paging::PageRequest;
 
 type JsonResult<T> = Result<axum::Json<T>, ApiError>;
 
@@ -59,32 +58,16 @@ pub async fn list_queues(
     State(state): State<AppState>,
     Query(params): Query<ListQueuesParams>,
 ) -> JsonResult<QueueList> {
-    let limit = params.limit.unwrap_or(LIST_QUEUES_LIMIT_DEFAULT);
-    if limit == 0 || limit > LIST_QUEUES_LIMIT_MAX {
-        return Err(ApiError::invalid("limit", format!("limit must be 1 to {LIST_QUEUES_LIMIT_MAX}")));
-    }
-    let after = params.next_token.as_deref().map(decode_token).transpose()?;
+    let page = PageRequest::read(
+        params.limit,
+        params.next_token.as_deref(),
+        LIST_QUEUES_LIMIT_DEFAULT,
+        LIST_QUEUES_LIMIT_MAX as usize,
+    )?;
     let prefix = params.prefix.unwrap_or_default();
-    let limit = limit as usize;
-    // One extra row tells whether another page exists without a second call.
-    let mut views = state.store.list_queues(&prefix, after.as_deref(), limit + 1).await?;
-    let next_token = if views.len() > limit {
-        views.truncate(limit);
-        views.last().map(|v| URL_SAFE_NO_PAD.encode(v.name.as_bytes()))
-    } else {
-        None
-    };
+    let mut views = state.store.list_queues(&prefix, page.after.as_deref(), page.fetch_count()).await?;
+    let next_token = page.cut(&mut views, |v| v.name.clone());
     Ok(axum::Json(QueueList { queues: views.iter().map(convert::queue).collect(), next_token }))
-}
-
-/// A page token is the base64url of the last name returned: opaque to clients, stateless here,
-/// and still valid when that queue is deleted between pages.
-fn decode_token(token: &str) -> Result<String, ApiError> {
-    URL_SAFE_NO_PAD
-        .decode(token.as_bytes())
-        .ok()
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-        .ok_or_else(|| ApiError::invalid("next_token", "next_token is not one this server returned"))
 }
 
 #[utoipa::path(

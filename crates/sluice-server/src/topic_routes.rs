@@ -7,8 +7,6 @@ use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Deserialize;
 use sluice_api::{
     CreateTopicRequest, ErrorCode, ErrorResponse, FilterPolicyScope, PublishRequest, PublishResponse, PublishResult,
@@ -21,6 +19,7 @@ use crate::AppState;
 use crate::convert::{self, rfc3339};
 use crate::error::{ApiError, publish_error};
 use crate::extract::{Json, Path, Query};
+use crate::paging::PageRequest;
 use crate::topics::limits::{LIST_LIMIT_MAX, PUBLISH_BATCH_ENTRIES_MAX};
 use crate::topics::{Endpoint, Origin, Publication, SubscriptionRecord, TopicError, TopicRecord, TopicView};
 
@@ -107,24 +106,9 @@ fn origin(state: &AppState, headers: &HeaderMap) -> Origin {
     Origin { base_url: format!("http://{host}"), sender: state.config.account.clone() }
 }
 
-fn encode_token(last: &str) -> String {
-    URL_SAFE_NO_PAD.encode(last.as_bytes())
-}
-
-fn decode_token(token: &str) -> Result<String, ApiError> {
-    URL_SAFE_NO_PAD
-        .decode(token.as_bytes())
-        .ok()
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-        .ok_or_else(|| ApiError::invalid("next_token", "next_token is not one this server returned"))
-}
-
-fn page_limit(limit: Option<u32>) -> Result<usize, ApiError> {
-    let limit = limit.unwrap_or(LIST_LIMIT_DEFAULT) as usize;
-    if limit == 0 || limit > LIST_LIMIT_MAX {
-        return Err(ApiError::invalid("limit", format!("limit must be 1 to {LIST_LIMIT_MAX}")));
-    }
-    Ok(limit)
+/// The paging parameters of a topic or subscription list.
+fn page(params: &ListParams) -> Result<PageRequest, ApiError> {
+    PageRequest::read(params.limit, params.next_token.as_deref(), LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX)
 }
 
 #[utoipa::path(
@@ -182,16 +166,12 @@ pub struct ListParams {
     )
 )]
 pub async fn list_topics(State(state): State<AppState>, Query(params): Query<ListParams>) -> JsonResult<TopicList> {
-    let limit = page_limit(params.limit)?;
-    let after = params.next_token.as_deref().map(decode_token).transpose()?;
+    let page = page(&params)?;
     let prefix = params.prefix.unwrap_or_default();
-    let mut records = state.topics.list_topics(&prefix, after.as_deref(), limit + 1).await?;
-    let next_token = (records.len() > limit).then(|| {
-        records.truncate(limit);
-        records.last().map(|t| encode_token(&t.name))
-    });
+    let mut records = state.topics.list_topics(&prefix, page.after.as_deref(), page.fetch_count()).await?;
+    let next_token = page.cut(&mut records, |t| t.name.clone());
     let topics = records.iter().map(|t| topic(t, state.topics.arns().topic(&t.name), None)).collect();
-    Ok(axum::Json(TopicList { topics, next_token: next_token.flatten() }))
+    Ok(axum::Json(TopicList { topics, next_token }))
 }
 
 #[utoipa::path(
@@ -307,15 +287,11 @@ pub async fn list_subscriptions(
 }
 
 async fn list(state: &AppState, topic: Option<&str>, params: ListParams) -> JsonResult<SubscriptionList> {
-    let limit = page_limit(params.limit)?;
-    let after = params.next_token.as_deref().map(decode_token).transpose()?;
-    let mut records = state.topics.list_subscriptions(topic, after.as_deref(), limit + 1).await?;
-    let next_token = (records.len() > limit).then(|| {
-        records.truncate(limit);
-        records.last().map(|s| encode_token(&if topic.is_some() { s.id.clone() } else { s.key() }))
-    });
+    let page = page(&params)?;
+    let mut records = state.topics.list_subscriptions(topic, page.after.as_deref(), page.fetch_count()).await?;
+    let next_token = page.cut(&mut records, |s| if topic.is_some() { s.id.clone() } else { s.key() });
     let subscriptions = records.iter().map(|s| subscription(state, s)).collect();
-    Ok(axum::Json(SubscriptionList { subscriptions, next_token: next_token.flatten() }))
+    Ok(axum::Json(SubscriptionList { subscriptions, next_token }))
 }
 
 #[utoipa::path(

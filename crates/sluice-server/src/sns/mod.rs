@@ -14,13 +14,12 @@ mod subscription_actions;
 mod topic_actions;
 
 use axum::http::request::Parts;
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use crate::AppState;
+use crate::paging::decode_page_token;
 use crate::sqs::SqsError;
 use crate::sqs::dispatch::{aws_actions, host_header};
 use crate::topics::{Origin, Topics};
@@ -132,19 +131,10 @@ fn output<T: serde::Serialize>(value: T) -> Result<Option<Value>, SqsError> {
     serde_json::to_value(value).map(Some).map_err(|e| errors::internal(e.to_string()))
 }
 
-/// Opaque page tokens: the last key returned, base64url.
-fn encode_token(last: &str) -> String {
-    URL_SAFE_NO_PAD.encode(last.as_bytes())
-}
-
+/// The last key of the previous page, from an opaque page token (`crate::paging`).
 fn decode_token(token: &Option<String>) -> Result<Option<String>, SqsError> {
     let Some(token) = token.as_deref().filter(|t| !t.is_empty()) else { return Ok(None) };
-    URL_SAFE_NO_PAD
-        .decode(token.as_bytes())
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .map(Some)
-        .ok_or_else(|| errors::invalid_parameter("Invalid parameter: NextToken"))
+    decode_page_token(token).map(Some).ok_or_else(|| errors::invalid_parameter("Invalid parameter: NextToken"))
 }
 
 #[cfg(test)]
@@ -155,7 +145,7 @@ mod tests {
     fn actions_parse_and_tokens_round_trip() {
         assert_eq!(Action::parse("PublishBatch"), Some(Action::PublishBatch));
         assert_eq!(Action::parse("CreatePlatformEndpoint"), None);
-        let token = encode_token("t/1");
+        let token = crate::paging::encode_page_token("t/1");
         assert_eq!(decode_token(&Some(token)).unwrap().as_deref(), Some("t/1"));
         assert!(decode_token(&Some("***".into())).is_err());
         assert_eq!(decode_token(&Some(String::new())).unwrap(), None);

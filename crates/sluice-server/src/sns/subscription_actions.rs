@@ -9,7 +9,8 @@ use sluice_core::delivery::DeliveryPolicy;
 use sluice_core::filter::FilterScope;
 
 use super::errors::{self, invalid_parameter, topic_error};
-use super::{Ctx, LIST_PAGE_MAX, decode_token, encode_token, flag, lenient, output, parse};
+use super::{Ctx, LIST_PAGE_MAX, decode_token, flag, lenient, output, parse};
+use crate::paging::cut_page;
 use crate::sqs::SqsError;
 use crate::topics::{ArnError, Endpoint, Protocol, SubscriptionRecord};
 
@@ -132,13 +133,10 @@ fn entry(ctx: &Ctx<'_>, s: &SubscriptionRecord) -> Value {
 
 /// One page of a list, with the token of the next.
 fn page(ctx: &Ctx<'_>, mut records: Vec<SubscriptionRecord>, by_topic: bool) -> Outcome {
-    let next = (records.len() > LIST_PAGE_MAX).then(|| {
-        records.truncate(LIST_PAGE_MAX);
-        records.last().map(|s| encode_token(&if by_topic { s.id.clone() } else { s.key() }))
-    });
+    let next = cut_page(&mut records, LIST_PAGE_MAX, |s| if by_topic { s.id.clone() } else { s.key() });
     let entries: Vec<Value> = records.iter().map(|s| entry(ctx, s)).collect();
     let mut out = json!({ "Subscriptions": entries });
-    if let Some(Some(token)) = next {
+    if let Some(token) = next {
         out["NextToken"] = json!(token);
     }
     output(out)

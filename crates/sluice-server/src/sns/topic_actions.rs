@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 use sluice_core::delivery::TopicDeliveryPolicy;
 
 use super::errors::{self, invalid_parameter, topic_error};
-use super::{Ctx, LIST_PAGE_MAX, decode_token, encode_token, lenient, output, parse};
+use super::{Ctx, LIST_PAGE_MAX, decode_token, lenient, output, parse};
+use crate::paging::cut_page;
 use crate::sqs::SqsError;
 use crate::topics::{TopicError, TopicView, fifo_topic_value};
 
@@ -89,13 +90,10 @@ pub async fn list_topics(ctx: &Ctx<'_>, input: Value) -> Outcome {
     let input: ListInput = parse(input)?;
     let after = decode_token(&input.next_token)?;
     let mut topics = ctx.topics.list_topics("", after.as_deref(), LIST_PAGE_MAX + 1).await.map_err(topic_error)?;
-    let next = (topics.len() > LIST_PAGE_MAX).then(|| {
-        topics.truncate(LIST_PAGE_MAX);
-        topics.last().map(|t| encode_token(&t.name))
-    });
+    let next = cut_page(&mut topics, LIST_PAGE_MAX, |t| t.name.clone());
     let arns: Vec<Value> = topics.iter().map(|t| json!({ "TopicArn": ctx.topics.arns().topic(&t.name) })).collect();
     let mut out = json!({ "Topics": arns });
-    if let Some(Some(token)) = next {
+    if let Some(token) = next {
         out["NextToken"] = json!(token);
     }
     output(out)

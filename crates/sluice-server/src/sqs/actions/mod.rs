@@ -22,6 +22,7 @@ use super::input::{Int, optional_int, signed};
 use super::limits::LIST_RESULTS_MAX;
 use super::urls;
 use crate::AppState;
+use crate::paging::{cut_page, decode_page_token};
 
 aws_actions! {
     /// Every action of the SQS API 2012-11-05.
@@ -215,30 +216,19 @@ impl Page {
     /// Cuts `names` (fetched with one more than `limit`) to the page, and the token of the
     /// next page if there is one and the client pages.
     pub fn cut(&self, names: &mut Vec<String>) -> Option<String> {
-        let more = names.len() > self.limit();
-        names.truncate(self.limit());
-        (more && self.max.is_some()).then(|| names.last().map(|n| encode_token(n))).flatten()
+        cut_page(names, self.limit(), String::clone).filter(|_| self.max.is_some())
     }
 }
 
-/// Opaque page tokens for list actions: the last name returned, base64url.
-pub fn encode_token(last: &str) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(last.as_bytes())
-}
-
+/// The last name of the previous page, from an opaque page token (`crate::paging`).
 pub fn decode_token(token: &str) -> Result<String, SqsError> {
-    use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token.as_bytes())
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .ok_or_else(|| SqsError::invalid_parameter_value("Invalid NextToken value."))
+    decode_page_token(token).ok_or_else(|| SqsError::invalid_parameter_value("Invalid NextToken value."))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::paging::encode_page_token;
 
     #[test]
     fn every_action_parses_by_name() {
@@ -271,7 +261,7 @@ mod tests {
             assert!(Action::parse(name).is_some(), "{name}");
         }
         assert_eq!(Action::parse("FooBar"), None);
-        assert_eq!(decode_token(&encode_token("q-1")).unwrap(), "q-1");
+        assert_eq!(decode_token(&encode_page_token("q-1")).unwrap(), "q-1");
         assert!(decode_token("***").is_err());
     }
 }
