@@ -1,6 +1,7 @@
 //! Shared output: JSON for scripts, aligned tables for people, and the formatting of
 //! durations, ages and bodies inside those tables.
 
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
@@ -49,6 +50,34 @@ pub fn print_table(table: &Table) {
     for line in table.to_string().lines() {
         println!("{}", line.trim_end());
     }
+}
+
+/// Prints a list for people: a table of one row per item (`row`), or, when there are none,
+/// `empty_hint` on stderr so that stdout stays empty for scripts.
+pub fn print_rows<T>(
+    items: &[T],
+    empty_hint: &str,
+    headers: &[&str],
+    right: &[usize],
+    row: impl Fn(&T) -> Vec<String>,
+) {
+    if items.is_empty() {
+        eprintln!("{empty_hint}");
+        return;
+    }
+    let mut table = table(headers, right);
+    for item in items {
+        table.add_row(row(item));
+    }
+    print_table(&table);
+}
+
+/// `k1=v1, k2=v2` (tags, attributes), or `-` when there are none.
+pub fn pairs(map: &BTreeMap<String, String>) -> String {
+    if map.is_empty() {
+        return "-".to_owned();
+    }
+    map.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
 }
 
 /// `30s`, `4days`, `1m 30s`.

@@ -153,25 +153,24 @@ async fn status(args: StatusArgs) -> Result<()> {
     if args.client.json {
         return output::json(&sluice_api::RedriveTaskList { tasks });
     }
-    if tasks.is_empty() {
-        eprintln!("no redrive tasks");
-        return Ok(());
-    }
-    let mut table =
-        output::table(&["id", "source", "to", "status", "moved", "total", "failed", "started at"], &[4, 5, 6]);
-    for t in &tasks {
-        table.add_row(vec![
-            t.id.clone(),
-            t.source.clone(),
-            t.to.clone().unwrap_or_else(|| "(sources)".into()),
-            t.status.clone(),
-            t.moved.to_string(),
-            t.total.to_string(),
-            t.failed.to_string(),
-            t.started_at.clone(),
-        ]);
-    }
-    output::print_table(&table);
+    output::print_rows(
+        &tasks,
+        "no redrive tasks",
+        &["id", "source", "to", "status", "moved", "total", "failed", "started at"],
+        &[4, 5, 6],
+        |t| {
+            vec![
+                t.id.clone(),
+                t.source.clone(),
+                t.to.clone().unwrap_or_else(|| "(sources)".into()),
+                t.status.clone(),
+                t.moved.to_string(),
+                t.total.to_string(),
+                t.failed.to_string(),
+                t.started_at.clone(),
+            ]
+        },
+    );
     Ok(())
 }
 

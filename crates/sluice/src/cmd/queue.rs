@@ -197,23 +197,22 @@ async fn list(args: ListArgs) -> Result<()> {
     if args.client.json {
         return output::json(&sluice_api::QueueList { queues, next_token: None });
     }
-    if queues.is_empty() {
-        eprintln!("no queues; create one with `sluice queue create NAME`");
-        return Ok(());
-    }
-    let mut table =
-        output::table(&["name", "visible", "in flight", "delayed", "oldest age", "dlq depth"], &[1, 2, 3, 4, 5]);
-    for q in &queues {
-        table.add_row(vec![
-            q.name.clone(),
-            q.counts.visible.to_string(),
-            q.counts.in_flight.to_string(),
-            q.counts.delayed.to_string(),
-            output::age_ms(q.counts.oldest_age_ms),
-            output::count(q.counts.dlq_depth),
-        ]);
-    }
-    output::print_table(&table);
+    output::print_rows(
+        &queues,
+        "no queues; create one with `sluice queue create NAME`",
+        &["name", "visible", "in flight", "delayed", "oldest age", "dlq depth"],
+        &[1, 2, 3, 4, 5],
+        |q| {
+            vec![
+                q.name.clone(),
+                q.counts.visible.to_string(),
+                q.counts.in_flight.to_string(),
+                q.counts.delayed.to_string(),
+                output::age_ms(q.counts.oldest_age_ms),
+                output::count(q.counts.dlq_depth),
+            ]
+        },
+    );
     Ok(())
 }
 
@@ -292,11 +291,6 @@ fn print_queue(q: &Queue, json: bool) -> Result<()> {
         Some(d) => format!("{} after {} receives", d.queue, d.max_receive_count),
         None => "-".to_owned(),
     };
-    let tags = if q.tags.is_empty() {
-        "-".to_owned()
-    } else {
-        q.tags.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
-    };
     output::print_table(&output::key_values(vec![
         ("name", q.name.clone()),
         ("fifo", q.fifo.to_string()),
@@ -306,7 +300,7 @@ fn print_queue(q: &Queue, json: bool) -> Result<()> {
         ("message bytes max", q.message_bytes_max.to_string()),
         ("receive wait", output::duration_ms(q.receive_wait_ms)),
         ("dead letter", dead_letter),
-        ("tags", tags),
+        ("tags", output::pairs(&q.tags)),
         ("created at", q.created_at.clone()),
         ("visible", q.counts.visible.to_string()),
         ("in flight", q.counts.in_flight.to_string()),

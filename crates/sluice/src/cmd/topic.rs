@@ -1,7 +1,6 @@
 //! `sluice topic ...`: create, list, inspect and delete topics; subscribe queues and HTTP(S)
 //! endpoints, list and remove subscriptions; publish.
 
-use std::collections::BTreeMap;
 use std::io::Read;
 
 use anyhow::{Context, Result, bail};
@@ -203,15 +202,13 @@ async fn list(args: ListArgs) -> Result<()> {
     if args.client.json {
         return output::json(&sluice_api::TopicList { topics, next_token: None });
     }
-    if topics.is_empty() {
-        eprintln!("no topics; create one with `sluice topic create NAME`");
-        return Ok(());
-    }
-    let mut table = output::table(&["name", "fifo", "arn", "created at"], &[]);
-    for t in &topics {
-        table.add_row(vec![t.name.clone(), t.fifo.to_string(), t.arn.clone(), t.created_at.clone()]);
-    }
-    output::print_table(&table);
+    output::print_rows(
+        &topics,
+        "no topics; create one with `sluice topic create NAME`",
+        &["name", "fifo", "arn", "created at"],
+        &[],
+        |t| vec![t.name.clone(), t.fifo.to_string(), t.arn.clone(), t.created_at.clone()],
+    );
     Ok(())
 }
 
@@ -224,21 +221,14 @@ fn print_topic(t: &Topic, json: bool) -> Result<()> {
     if json {
         return output::json(t);
     }
-    let join = |map: &BTreeMap<String, String>| {
-        if map.is_empty() {
-            "-".to_owned()
-        } else {
-            map.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
-        }
-    };
     let counts = t.subscriptions.as_ref();
     output::print_table(&output::key_values(vec![
         ("name", t.name.clone()),
         ("arn", t.arn.clone()),
         ("fifo", t.fifo.to_string()),
         ("content-based dedup", t.content_based_dedup.map_or("-".to_owned(), |b| b.to_string())),
-        ("attributes", join(&t.attributes)),
-        ("tags", join(&t.tags)),
+        ("attributes", output::pairs(&t.attributes)),
+        ("tags", output::pairs(&t.tags)),
         ("subscriptions", counts.map_or("-".to_owned(), |c| c.confirmed.to_string())),
         ("pending confirmation", counts.map_or("-".to_owned(), |c| c.pending.to_string())),
         ("created at", t.created_at.clone()),
@@ -294,15 +284,13 @@ async fn subscriptions(args: SubscriptionsArgs) -> Result<()> {
     if args.client.json {
         return output::json(&sluice_api::SubscriptionList { subscriptions, next_token: None });
     }
-    if subscriptions.is_empty() {
-        eprintln!("no subscriptions; add one with `sluice topic subscribe TOPIC --queue QUEUE`");
-        return Ok(());
-    }
-    let mut table = output::table(&["topic", "id", "protocol", "endpoint", "raw", "filter", "state"], &[]);
-    for s in &subscriptions {
-        table.add_row(subscription_row(s));
-    }
-    output::print_table(&table);
+    output::print_rows(
+        &subscriptions,
+        "no subscriptions; add one with `sluice topic subscribe TOPIC --queue QUEUE`",
+        &["topic", "id", "protocol", "endpoint", "raw", "filter", "state"],
+        &[],
+        subscription_row,
+    );
     Ok(())
 }
 
