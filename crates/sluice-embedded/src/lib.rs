@@ -633,13 +633,6 @@ impl Store for EmbeddedStore {
         self.call(move |e, _now| Ok(e.records.delete(&kind, &key))).await
     }
 
-    fn poisoned(&self) -> Option<String> {
-        self.refusal().map(|e| match e {
-            StoreError::Poisoned(reason) | StoreError::StorageFull(reason) => reason,
-            other => other.to_string(),
-        })
-    }
-
     fn refusal(&self) -> Option<StoreError> {
         self.shared.refusal()
     }

@@ -145,7 +145,7 @@ impl Store for ParseOnlyStore {
         validate_record_key(kind, key)?;
         Ok(false)
     }
-    fn poisoned(&self) -> Option<String> {
+    fn refusal(&self) -> Option<StoreError> {
         None
     }
     fn counters(&self) -> StoreCounters {

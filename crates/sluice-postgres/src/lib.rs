@@ -450,9 +450,9 @@ impl Store for PostgresStore {
         records::delete(&self.inner, kind, key).await
     }
 
-    /// Never poisoned: the database owns durability, and after a failed call the next one simply
-    /// reads the database's state again (see `db_error`).
-    fn poisoned(&self) -> Option<String> {
+    /// Never refuses as a whole: the database owns durability, and after a failed call the next
+    /// one simply reads the database's state again (see `db_error`).
+    fn refusal(&self) -> Option<StoreError> {
         None
     }
 

@@ -202,13 +202,10 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes the record; `true` when it existed.
     async fn delete_record(&self, kind: &str, key: &str) -> Result<bool, StoreError>;
 
-    /// `Some(reason)` once the store has stopped accepting writes.
-    fn poisoned(&self) -> Option<String>;
-    /// The error every call gets while the store refuses them (`poisoned` says why): by default
-    /// `Poisoned`; a store that tells a full disk apart answers `StorageFull` for it.
-    fn refusal(&self) -> Option<StoreError> {
-        self.poisoned().map(StoreError::Poisoned)
-    }
+    /// `Some(error)` while the store refuses every call, the error each call gets: `Poisoned`
+    /// once a write or sync failed (until restart), `StorageFull` while the disk is full. `None`
+    /// for a store that fails call by call rather than as a whole (PostgreSQL).
+    fn refusal(&self) -> Option<StoreError>;
     /// Running totals since the process started, for metrics.
     fn counters(&self) -> StoreCounters;
 }

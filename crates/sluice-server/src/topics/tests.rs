@@ -432,7 +432,7 @@ impl Store for FullFor {
     async fn delete_record(&self, k: &str, key: &str) -> Result<bool, StoreError> {
         self.inner.delete_record(k, key).await
     }
-    fn poisoned(&self) -> Option<String> {
+    fn refusal(&self) -> Option<StoreError> {
         None
     }
     fn counters(&self) -> StoreCounters {

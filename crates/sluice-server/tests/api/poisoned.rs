@@ -101,8 +101,8 @@ impl Store for Poisoned {
     async fn delete_record(&self, kind: &str, key: &str) -> Result<bool, StoreError> {
         self.0.delete_record(kind, key).await
     }
-    fn poisoned(&self) -> Option<String> {
-        Some(CAUSE.to_string())
+    fn refusal(&self) -> Option<StoreError> {
+        Some(StoreError::Poisoned(CAUSE.to_string()))
     }
     fn counters(&self) -> StoreCounters {
         self.0.counters()

@@ -149,9 +149,6 @@ impl Store for ClockedStore {
     async fn delete_record(&self, kind: &str, key: &str) -> Result<bool, StoreError> {
         self.inner.delete_record(kind, key).await
     }
-    fn poisoned(&self) -> Option<String> {
-        self.inner.poisoned()
-    }
     fn refusal(&self) -> Option<StoreError> {
         self.inner.refusal()
     }
