@@ -19,20 +19,11 @@ use sluice_core::message::AttributeData;
 
 use super::errors::{self, batch, invalid_parameter, parameter_value_invalid, topic_error, validation_error};
 use super::{Ctx, lenient, output, parse};
-use crate::sqs::SqsError;
+use crate::sqs::{AttributeIn, SqsError};
 use crate::topics::limits::{PUBLISH_BYTES_MAX, SNS_BATCH_ENTRIES_MAX, SNS_BATCH_ENTRY_ID_LEN_MAX};
 use crate::topics::{Publication, PublishError, TopicError};
 
 type Outcome = Result<Option<Value>, SqsError>;
-
-/// A message attribute as sent.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "PascalCase", default)]
-struct AttributeIn {
-    data_type: Option<String>,
-    string_value: Option<String>,
-    binary_value: Option<String>,
-}
 
 /// One message: Publish's parameters, or one PublishBatch entry.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -67,16 +58,7 @@ impl MessageIn {
     }
 
     fn payload_bytes(&self) -> usize {
-        let attributes: usize = self
-            .message_attributes
-            .iter()
-            .map(|(name, a)| {
-                name.len()
-                    + a.data_type.as_ref().map_or(0, String::len)
-                    + a.string_value.as_ref().map_or(0, String::len)
-                    + a.binary_value.as_ref().map_or(0, |b| b.len() / 4 * 3)
-            })
-            .sum();
+        let attributes: usize = self.message_attributes.iter().map(|(name, a)| name.len() + a.payload_bytes()).sum();
         self.message.as_ref().map_or(0, String::len) + attributes
     }
 }

@@ -28,6 +28,17 @@ pub struct AttributeIn {
     pub binary_value: Option<String>,
 }
 
+impl AttributeIn {
+    /// Bytes the attribute counts toward a message's size besides its name: type and value,
+    /// as sent (a base64 binary value counts decoded, so this estimates from above). SQS and
+    /// SNS count alike.
+    pub fn payload_bytes(&self) -> usize {
+        self.data_type.as_ref().map_or(0, String::len)
+            + self.string_value.as_ref().map_or(0, String::len)
+            + self.binary_value.as_ref().map_or(0, |b| b.len() / 4 * 3)
+    }
+}
+
 /// Checks and converts a message's attributes.
 pub fn user_attributes(
     attributes: Option<&BTreeMap<String, AttributeIn>>,

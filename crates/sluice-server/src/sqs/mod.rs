@@ -43,6 +43,8 @@ use detect::{Protocol, Service};
 use limits::{DELETED_NAME_COOLDOWN_MS, PURGE_INTERVAL_MS, REQUEST_BYTES_MAX};
 
 pub(crate) use errors::SqsError;
+/// SNS's `MessageAttributes` are SQS's, as sent.
+pub(crate) use message_attributes::AttributeIn;
 
 /// State that exists only for SQS's sake and only in memory: when each queue was last purged
 /// and when each name was last deleted, for the two 60-second rules, and the answers of FIFO

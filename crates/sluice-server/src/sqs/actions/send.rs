@@ -61,17 +61,8 @@ impl SendEntry {
     /// values, as sent (base64 binary values count decoded, so this estimates from above).
     pub fn payload_bytes(&self) -> u64 {
         let body = self.message_body.as_ref().map_or(0, String::len);
-        let attributes: usize = self
-            .message_attributes
-            .iter()
-            .flatten()
-            .map(|(name, a)| {
-                name.len()
-                    + a.data_type.as_ref().map_or(0, String::len)
-                    + a.string_value.as_ref().map_or(0, String::len)
-                    + a.binary_value.as_ref().map_or(0, |b| b.len() / 4 * 3)
-            })
-            .sum();
+        let attributes: usize =
+            self.message_attributes.iter().flatten().map(|(name, a)| name.len() + a.payload_bytes()).sum();
         (body + attributes) as u64
     }
 
