@@ -29,6 +29,7 @@ mod fairness;
 mod fanout;
 mod fifo;
 mod peers;
+pub mod process;
 mod progress;
 mod report;
 mod soak;

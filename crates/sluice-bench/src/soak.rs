@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::process::Process;
 use anyhow::{Context, bail};
 use comfy_table::{CellAlignment, Table, presets::NOTHING};
 use serde_json::{Value, json};
@@ -692,15 +693,12 @@ fn cells(s: &Sample) -> Vec<String> {
 
 /// This process's resident set in MiB (Linux), `None` elsewhere.
 fn resident_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib: f64 =
-        status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
-    Some(kib / 1024.0)
+    Some(Process::Current.resident_kib()? as f64 / 1024.0)
 }
 
 /// This process's open file descriptors (Linux), `None` elsewhere.
 fn open_files() -> Option<u64> {
-    Some(std::fs::read_dir("/proc/self/fd").ok()?.count() as u64)
+    Process::Current.open_files()
 }
 
 /// Bytes the files under `dir` take on disk (allocated blocks, so a preallocated journal counts

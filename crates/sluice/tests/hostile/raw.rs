@@ -119,10 +119,5 @@ pub async fn closed_within(stream: &mut TcpStream, limit: Duration) -> bool {
 
 /// The resident set of process `pid`, in KiB, from `/proc/<pid>/status`.
 pub fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/<pid>/status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("a VmRSS line")
+    sluice_bench::process::Process::Pid(pid).resident_kib().expect("VmRSS in /proc/<pid>/status")
 }
