@@ -313,6 +313,20 @@ mod tests {
         tokio::spawn(async move { store.send("q", vec![message]).await.map(|_| ()) })
     }
 
+    /// An fsync store with queue `q`, whose next sync is held: the one covering the send of
+    /// `a`, which is returned unanswered.
+    async fn store_holding_the_sync_of_a(
+        dir: &Path,
+        driver: &Driver,
+    ) -> (Arc<EmbeddedStore>, tokio::task::JoinHandle<Result<(), StoreError>>) {
+        let store = open(dir, Durability::Fsync, driver);
+        store.create_queue("q", QueueAttributes::default()).await.expect("create");
+        driver.hold();
+        let a = send(&store, "a");
+        driver.sync_started("the send of a");
+        (store, a)
+    }
+
     /// Until the writer has run `sent` sends in all (their batches are written right after).
     async fn until_sent(store: &EmbeddedStore, sent: u64) {
         let deadline = Instant::now() + PATIENCE;
@@ -327,12 +341,7 @@ mod tests {
     async fn nothing_is_answered_before_a_sync_that_started_after_its_batch_was_written() {
         let dir = tempfile::tempdir().expect("temp dir");
         let driver = Driver::new();
-        let store = open(dir.path(), Durability::Fsync, &driver);
-        store.create_queue("q", QueueAttributes::default()).await.expect("create");
-
-        driver.hold();
-        let a = send(&store, "a");
-        driver.sync_started("the send of a");
+        let (store, a) = store_holding_the_sync_of_a(dir.path(), &driver).await;
         // Written while a's sync is held: b, and a read that would show a.
         let b = send(&store, "b");
         until_sent(&store, 2).await;
@@ -361,12 +370,7 @@ mod tests {
     async fn a_failed_sync_fails_its_callers_and_poisons_the_store() {
         let dir = tempfile::tempdir().expect("temp dir");
         let driver = Driver::new();
-        let store = open(dir.path(), Durability::Fsync, &driver);
-        store.create_queue("q", QueueAttributes::default()).await.expect("create");
-
-        driver.hold();
-        let a = send(&store, "a");
-        driver.sync_started("the send of a");
+        let (store, a) = store_holding_the_sync_of_a(dir.path(), &driver).await;
         driver.finish_sync(Err(std::io::Error::other("injected write-back error")));
         let refused = a.await.expect("task").expect_err("a's sync failed, so a must not be acknowledged");
         assert!(matches!(&refused, StoreError::Poisoned(why) if why.contains("injected")), "{refused:?}");
