@@ -3,34 +3,14 @@
 # delete-message, get-queue-attributes, list-queues and an error, each output checked.
 #
 # Usage: tests/sqs/awscli.sh ENDPOINT_URL   (test_awscli.py runs it against the session's server)
-# AWS_CLI: the aws executable (default: aws on PATH); PYTHON: a python3 to parse JSON with.
+# AWS_CLI, PYTHON: see awscli_common.sh.
 set -euo pipefail
 
-endpoint="${1:?usage: awscli.sh ENDPOINT_URL}"
-aws_cli="${AWS_CLI:-aws}"
-python="${PYTHON:-python3}"
-
-# Dummy credentials, no profile or config of the developer's, and no pager.
-export AWS_ACCESS_KEY_ID=AKIDSLUICE AWS_SECRET_ACCESS_KEY=secret AWS_DEFAULT_REGION=us-east-1
-export AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_PAGER=""
-unset AWS_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL AWS_ENDPOINT_URL_SQS
+# shellcheck source=awscli_common.sh
+source "$(dirname "$0")/awscli_common.sh"
 
 sqs() {
-    "$aws_cli" --endpoint-url "$endpoint" --region us-east-1 --output json sqs "$@"
-}
-
-fail() {
-    echo "awscli.sh: FAIL: $*" >&2
-    exit 1
-}
-
-# json EXPR: evaluates a Python expression over the JSON document on stdin (as `d`); prints str().
-json() {
-    "$python" -c 'import json, sys; d = json.loads(sys.stdin.read().strip() or "{}"); print(eval(sys.argv[1]))' "$1"
-}
-
-expect_eq() { # expect_eq WHAT ACTUAL EXPECTED
-    [[ "$2" == "$3" ]] || fail "$1: expected '$3', got '$2'"
+    aws sqs "$@"
 }
 
 name="cli-$("$python" -c 'import uuid; print(uuid.uuid4().hex[:12])')"
