@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use sluice_core::{NewMessage, QueueAttributes};
 use sluice_embedded::{Durability, EmbeddedConfig, EmbeddedStore};
-use sluice_store::{ReceiveRequest, Store};
+use sluice_store::ReceiveRequest;
+use sluice_store::prelude::*;
 
 const BATCH: usize = 100;
 const REPORT_EVERY: u64 = 200_000;

@@ -13,6 +13,10 @@
 //! The loop sleeps until the next command, the broker's next timer (delay or visibility
 //! expiry, retention), the next long-poll deadline, or the next interval sync, whichever is
 //! first: long polls are answered the moment a message becomes visible, never by rescanning.
+//! The broker's timers follow the store's [`Clock`]: on the system clock the loop sleeps until
+//! the next one; on a manual clock it sleeps until the clock is moved (`Command::Tick`).
+//! Long-poll deadlines are real time, whatever the clock: they are how long a caller is kept
+//! waiting, not something the broker decides.
 //!
 //! A failed write poisons the store (every call is refused) because what is on disk is no
 //! longer known. One failure is told apart: a write refused because the disk is full (no
@@ -26,14 +30,15 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use fjall::{Database, Keyspace, PersistMode};
+use sluice_clock::Clock;
 use sluice_core::broker::{Delivery, QueueId};
 use sluice_core::message::MessageContent;
 use sluice_core::{Broker, Effect, TimeMs};
-use sluice_store::{ReceiveRequest, ReceivedMessage, StoreError, StoredMessage};
+use sluice_store::{Counters, ReceiveRequest, ReceivedMessage, StoreError, StoredMessage};
 use tokio::sync::oneshot;
 
 use crate::codec::{self, QueueRecord};
@@ -63,8 +68,14 @@ pub type Job = Box<dyn FnOnce(&mut Engine, TimeMs) -> Reply + Send>;
 
 pub enum Command {
     Run(Job),
-    Receive { queue: String, request: ReceiveRequest, reply: oneshot::Sender<Result<Vec<ReceivedMessage>, StoreError>> },
+    Receive {
+        queue: String,
+        request: ReceiveRequest,
+        reply: oneshot::Sender<Result<Vec<ReceivedMessage>, StoreError>>,
+    },
     Close(std::sync::mpsc::Sender<()>),
+    /// The clock moved (a manual clock): run the broker's timers now.
+    Tick,
 }
 
 pub struct Keyspaces {
@@ -78,7 +89,7 @@ pub struct Keyspaces {
 struct Waiter {
     id: u64,
     request: ReceiveRequest,
-    deadline: TimeMs,
+    deadline: Instant,
     reply: oneshot::Sender<Result<Vec<ReceivedMessage>, StoreError>>,
 }
 
@@ -141,21 +152,24 @@ pub struct Engine {
     effects: Vec<Effect>,
     metas: HashMap<u64, Option<Vec<u8>>>,
     waiters: HashMap<QueueId, VecDeque<Waiter>>,
-    waiter_deadlines: BTreeSet<(TimeMs, u64)>,
+    waiter_deadlines: BTreeSet<(Instant, u64)>,
     next_waiter_id: u64,
     /// Interval mode: since when something written is not yet synced.
     unsynced_since: Option<Instant>,
     /// The sync stage: `fdatasync`s and answers in `fsync` mode, syncs on the timer in
     /// `interval` mode.
     syncer: Syncer,
-}
-
-pub fn now_ms() -> TimeMs {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as TimeMs).unwrap_or(0)
+    clock: Arc<dyn Clock>,
 }
 
 impl Engine {
-    pub fn new(recovered: Recovered, config: EmbeddedConfig, shared: Arc<Shared>, syncer: Syncer) -> Engine {
+    pub fn new(
+        recovered: Recovered,
+        config: EmbeddedConfig,
+        shared: Arc<Shared>,
+        syncer: Syncer,
+        clock: Arc<dyn Clock>,
+    ) -> Engine {
         let Recovered { db, ks, broker, records, .. } = recovered;
         Engine {
             broker,
@@ -175,6 +189,7 @@ impl Engine {
             next_waiter_id: 0,
             unsynced_since: None,
             syncer,
+            clock,
         }
     }
 
@@ -243,12 +258,12 @@ impl Engine {
         if deliveries.is_empty() && wait_ms > 0 {
             let waiter_id = self.next_waiter_id;
             self.next_waiter_id += 1;
-            let deadline = now + wait_ms;
+            let deadline = Instant::now() + Duration::from_millis(wait_ms);
             self.waiter_deadlines.insert((deadline, waiter_id));
             self.waiters.entry(id).or_default().push_back(Waiter { id: waiter_id, request, deadline, reply });
             return None;
         }
-        self.shared.counters.received.fetch_add(deliveries.len() as u64, Ordering::Relaxed);
+        Counters::add(&self.shared.counters.messages_received, deliveries.len() as u64);
         let messages = self.load(deliveries);
         Some(Box::new(move |commit| {
             let _ = reply.send(commit.map(|()| messages));
@@ -278,7 +293,7 @@ impl Engine {
                     self.waiters.get_mut(&id).expect("queue of waiters").push_front(waiter);
                     break;
                 }
-                self.shared.counters.received.fetch_add(deliveries.len() as u64, Ordering::Relaxed);
+                Counters::add(&self.shared.counters.messages_received, deliveries.len() as u64);
                 let messages = self.load(deliveries);
                 let reply = waiter.reply;
                 replies.push(Box::new(move |commit| {
@@ -289,7 +304,7 @@ impl Engine {
     }
 
     /// Answers long polls whose wait is over with an empty list.
-    fn expire_waiters(&mut self, now: TimeMs) {
+    fn expire_waiters(&mut self, now: Instant) {
         while let Some(&(deadline, waiter_id)) = self.waiter_deadlines.first() {
             if deadline > now {
                 break;
@@ -429,12 +444,15 @@ impl Engine {
     }
 
     /// When the loop must wake by itself at the latest.
-    fn next_wake(&self, now: TimeMs) -> Option<Duration> {
+    fn next_wake(&self) -> Option<Duration> {
+        let real_now = Instant::now();
         if self.poisoned().is_some() {
-            return self.reopen_at.map(|at| at.saturating_duration_since(Instant::now()));
+            return self.reopen_at.map(|at| at.saturating_duration_since(real_now));
         }
-        let timer = self.broker.next_due().into_iter().chain(self.waiter_deadlines.first().map(|(t, _)| *t)).min();
-        let timer = timer.map(|t| Duration::from_millis(t.saturating_sub(now)));
+        // `None` from the clock: a manual clock, whose moves wake the loop (`Command::Tick`).
+        let timer = self.broker.next_due().and_then(|at| self.clock.real_wait(at));
+        let poll = self.waiter_deadlines.first().map(|(at, _)| at.saturating_duration_since(real_now));
+        let timer = timer.into_iter().chain(poll).min();
         let sync = match (self.durability, self.unsynced_since) {
             (Durability::Interval(interval), Some(since)) => Some(interval.saturating_sub(since.elapsed())),
             _ => None,
@@ -501,7 +519,7 @@ impl Engine {
         self.pending_body_writes.clear();
         self.pending_bytes = 0;
         self.unsynced_since = None;
-        let recovered = match crate::recover(&self.data_dir) {
+        let recovered = match crate::recover(&self.data_dir, self.clock.now_ms()) {
             Ok(recovered) => recovered,
             Err(crate::OpenError::Storage { reason, .. }) => {
                 tracing::debug!("the disk is still full: {reason}");
@@ -555,8 +573,8 @@ impl Engine {
 
     fn publish_counters(&self) {
         let c = self.broker.counters();
-        self.shared.counters.dead_lettered.store(c.dead_lettered, Ordering::Relaxed);
-        self.shared.counters.expired.store(c.expired, Ordering::Relaxed);
+        self.shared.counters.messages_dead_lettered.store(c.dead_lettered, Ordering::Relaxed);
+        self.shared.counters.messages_expired.store(c.expired, Ordering::Relaxed);
     }
 }
 
@@ -581,8 +599,7 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
     let mut first: Option<Command> = None;
     loop {
         if first.is_none() {
-            let now = now_ms();
-            let received = match engine.next_wake(now) {
+            let received = match engine.next_wake() {
                 Some(wait) => rx.recv_timeout(wait),
                 None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
             };
@@ -607,7 +624,7 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
             }
             continue;
         }
-        let now = now_ms();
+        let now = engine.clock.now_ms();
         engine.broker.tick(now);
         let mut replies: Vec<Reply> = Vec::new();
         let mut taken = 0;
@@ -625,6 +642,8 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
                     close_ack = Some(ack);
                     break;
                 }
+                // The timers ran with `tick` above.
+                Command::Tick => {}
             }
             if taken >= BATCH_COMMANDS_MAX || engine.pending_bytes >= BATCH_BYTES_MAX {
                 break;
@@ -632,12 +651,11 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
             next = rx.try_recv().ok();
         }
         engine.serve_waiters(now, &mut replies);
-        engine.expire_waiters(now);
+        engine.expire_waiters(Instant::now());
         match engine.commit() {
             Ok(records) => {
                 if records > 0 {
-                    engine.shared.counters.batches.fetch_add(1, Ordering::Relaxed);
-                    engine.shared.counters.records.fetch_add(records as u64, Ordering::Relaxed);
+                    engine.shared.counters.committed(records as u64);
                     metrics::histogram!(BATCH_CALLS).record(replies.len() as f64);
                 }
                 engine.publish_counters();
@@ -693,6 +711,7 @@ fn refuse(cmd: Command, refusal: &StoreError, close_ack: &mut Option<std::sync::
             let _ = reply.send(Err(refusal.clone()));
         }
         Command::Close(ack) => *close_ack = Some(ack),
+        Command::Tick => {}
     }
 }
 
@@ -705,6 +724,7 @@ fn refuse_closed(cmd: Command) {
         Command::Close(ack) => {
             let _ = ack.send(());
         }
+        Command::Tick => {}
     }
 }
 

@@ -6,36 +6,39 @@
 //! call becomes a command on the writer's channel and is answered only after the batch that
 //! holds its effects is durable.
 
+//!
+//! Time is the [`Clock`] the store is opened with ([`EmbeddedStore::open_with_clock`]; the
+//! system clock by default): every timer the broker keeps (delays, visibility, retention, dedup
+//! windows) follows it, so tests can run them on a manual clock. Long-poll waits stay on real
+//! time (see `sluice_clock`).
+//!
+//! Modules: `engine` (the writer loop), `sync` (the sync stage), `recover` (open), `codec`
+//! (the on-disk records), `journal` and `tables` (damage checks), `records` (records in
+//! memory), and one module per store trait: `queue_store`, `record_store`.
+
 mod codec;
 mod engine;
 mod journal;
+mod queue_store;
+mod record_store;
 mod records;
+mod recover;
 mod sync;
 mod tables;
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use async_trait::async_trait;
 use crossbeam_channel::Sender;
-use fjall::{Database, Keyspace, KeyspaceCreateOptions};
-use sluice_core::broker::{MoveOutcome, QueueView};
-use sluice_core::message::MessageContent;
-use sluice_core::receipt::Receipt;
-use sluice_core::{
-    Broker, EntryError, MessageId, MessageMeta, NewMessage, QueueAttributes, QueueAttributesPatch, Sent, TimeMs,
-};
-use sluice_store::{
-    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Record, Store, StoreCounters, StoreError,
-    StoredMessage, validate_record_key, validate_record_list, validate_record_value,
-};
+use sluice_clock::{Clock, SystemClock};
+use sluice_core::TimeMs;
+use sluice_store::{Counters, StoreCounters, StoreError, StoreStatus};
 use tokio::sync::oneshot;
 
-use crate::codec::QueueRecord;
-use crate::engine::{Command, Engine, Keyspaces, Reply};
+use crate::engine::{Command, Engine, Reply};
+pub(crate) use crate::recover::{Recovered, recover};
 
 /// When a write is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,17 +113,6 @@ impl OpenError {
     }
 }
 
-#[derive(Default)]
-struct Counters {
-    sent: AtomicU64,
-    received: AtomicU64,
-    acked: AtomicU64,
-    dead_lettered: AtomicU64,
-    expired: AtomicU64,
-    batches: AtomicU64,
-    records: AtomicU64,
-}
-
 /// State the writer thread and the handles share.
 #[derive(Default)]
 struct Shared {
@@ -163,19 +155,35 @@ pub struct EmbeddedStore {
 impl EmbeddedStore {
     /// Opens (or creates) the data directory, replays it into memory and starts the writer.
     pub fn open(config: EmbeddedConfig) -> Result<EmbeddedStore, OpenError> {
-        Self::open_syncing_with(config, sync::sync_data())
+        Self::open_with_clock(config, Arc::new(SystemClock))
     }
 
-    /// `open`, with the journal made durable by `sync_file` (tests hold syncs back with it).
-    fn open_syncing_with(config: EmbeddedConfig, sync_file: sync::SyncFile) -> Result<EmbeddedStore, OpenError> {
-        let recovered = recover(&config.data_dir)?;
+    /// `open`, with every timer of the broker on `clock`.
+    pub fn open_with_clock(config: EmbeddedConfig, clock: Arc<dyn Clock>) -> Result<EmbeddedStore, OpenError> {
+        Self::open_syncing_with(config, clock, sync::sync_data())
+    }
+
+    /// `open_with_clock`, with the journal made durable by `sync_file` (tests hold syncs back
+    /// with it).
+    fn open_syncing_with(
+        config: EmbeddedConfig,
+        clock: Arc<dyn Clock>,
+        sync_file: sync::SyncFile,
+    ) -> Result<EmbeddedStore, OpenError> {
+        let recovered = recover(&config.data_dir, clock.now_ms())?;
         let recovery = recovered.recovery;
         let shared = Arc::new(Shared::default());
         let path = config.data_dir.clone();
         let syncer = sync::Syncer::start(config.data_dir.clone(), shared.clone(), sync_file)
             .map_err(|e| OpenError::Storage { path: path.clone(), reason: format!("starting the sync thread: {e}") })?;
-        let engine = Engine::new(recovered, config, shared.clone(), syncer);
         let (tx, rx) = crossbeam_channel::unbounded();
+        // A manual clock's moves wake the writer, whose timers follow it; the system clock's
+        // time flows by itself and the writer sleeps until its next timer.
+        let wake = tx.clone();
+        clock.on_advance(Box::new(move || {
+            let _ = wake.send(Command::Tick);
+        }));
+        let engine = Engine::new(recovered, config, shared.clone(), syncer, clock);
         let writer =
             std::thread::Builder::new().name("sluice-writer".into()).spawn(move || engine::run(engine, rx)).map_err(
                 |e| OpenError::Storage { path: path.clone(), reason: format!("starting the writer thread: {e}") },
@@ -202,12 +210,12 @@ impl EmbeddedStore {
         }
     }
 
-    fn closed_error(&self) -> StoreError {
+    pub(crate) fn closed_error(&self) -> StoreError {
         self.refusal().unwrap_or(StoreError::ShuttingDown)
     }
 
     /// Runs `f` on the writer thread and answers once its batch is durable.
-    async fn call<T, F>(&self, f: F) -> Result<T, StoreError>
+    pub(crate) async fn call<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Engine, TimeMs) -> Result<T, StoreError> + Send + 'static,
@@ -239,414 +247,12 @@ impl Drop for EmbeddedStore {
     }
 }
 
-/// What [`recover`] rebuilt from a data directory.
-pub(crate) struct Recovered {
-    pub db: Database,
-    pub ks: Keyspaces,
-    pub broker: Broker,
-    pub records: records::Records,
-    pub recovery: Recovery,
-}
-
-/// Opens (or creates) the database in `path` and rebuilds the broker from it: the journals
-/// are checked first (see `journal`), then every queue, message-metadata and dedup record is
-/// read. Used at open, and again by the writer to resume after the disk was full.
-pub(crate) fn recover(path: &Path) -> Result<Recovered, OpenError> {
-    let started = Instant::now();
-    let storage = |e: fjall::Error| fjall_error(path, path, "opening the database", e);
-    let corrupt = |reason: String| OpenError::Corrupt { path: path.to_owned(), reason };
-    std::fs::create_dir_all(path).map_err(|e| OpenError::Storage { path: path.to_owned(), reason: e.to_string() })?;
-    let audit = journal::audit(path).map_err(|d| OpenError::Damaged { file: d.file, reason: d.reason })?;
-    tracing::debug!(journals = audit.journals, batches = audit.batches, elapsed = ?started.elapsed(), "journals checked");
-    if let Some((file, offset)) = &audit.torn_tail {
-        tracing::warn!(
-            "discarding the last batch of {} from byte {offset}: it was cut short by a crash while being written, so it was never acknowledged",
-            file.display()
-        );
-    }
-    let db = Database::builder(path).manual_journal_persist(true).open().map_err(storage)?;
-    let keyspace = |name: &str| db.keyspace(name, KeyspaceCreateOptions::default).map_err(storage);
-    let ks = Keyspaces {
-        meta: keyspace("meta")?,
-        dedup: keyspace("dedup")?,
-        queues: keyspace("queues")?,
-        messages: keyspace("messages")?,
-        bodies: keyspace("bodies")?,
-    };
-    // Damage in a table's index, filter or metadata would hide intact bodies: refuse.
-    if let Some((file, reason)) = tables::check_structure(path) {
-        return Err(OpenError::Damaged { file, reason });
-    }
-    // A read error below is a keyspace that cannot be read: name it and its directory.
-    let unreadable = |keyspace: &Keyspace, e: fjall::Error| {
-        fjall_error(path, keyspace.path(), &format!("reading keyspace `{}`", keyspace.name()), e)
-    };
-    let meta = &ks.meta;
-    match meta.get(codec::FORMAT_KEY).map_err(|e| unreadable(meta, e))? {
-        Some(v) if &*v == codec::FORMAT_VALUE => {}
-        Some(v) => return Err(corrupt(format!("format marker {:?}", String::from_utf8_lossy(&v)))),
-        None => {
-            meta.insert(codec::FORMAT_KEY, codec::FORMAT_VALUE).map_err(storage)?;
-            db.persist(fjall::PersistMode::SyncAll).map_err(storage)?;
-        }
-    }
-
-    let now = engine::now_ms();
-    let mut broker = Broker::new();
-    if let Some(v) = meta.get(codec::HIGH_WATER_KEY).map_err(|e| unreadable(meta, e))? {
-        let hw: codec::HighWater = codec::decode(&v).map_err(|e| corrupt(format!("meta/high_water: {e}")))?;
-        broker.restore_high_water(hw.next_seq, hw.next_queue_id);
-    }
-    let mut queues = 0;
-    for item in ks.queues.iter() {
-        let (k, v) = item.into_inner().map_err(|e| unreadable(&ks.queues, e))?;
-        let id = codec::decode_key(&k).map_err(|e| corrupt(format!("queues: {e}")))?;
-        let record: QueueRecord = codec::decode(&v).map_err(|e| corrupt(format!("queues/{id}: {e}")))?;
-        broker.restore_queue(id, record.name, record.attributes, record.created_at, record.modified_at);
-        queues += 1;
-    }
-    let mut messages = 0;
-    let mut orphans = Vec::new();
-    for item in ks.messages.iter() {
-        let (k, v) = item.into_inner().map_err(|e| unreadable(&ks.messages, e))?;
-        let seq = codec::decode_key(&k).map_err(|e| corrupt(format!("messages: {e}")))?;
-        let meta: MessageMeta = codec::decode(&v).map_err(|e| corrupt(format!("messages/{seq}: {e}")))?;
-        if broker.restore_message(seq, meta, now) {
-            messages += 1;
-        } else {
-            orphans.push(seq);
-        }
-    }
-    let mut stale_dedup = Vec::new();
-    for item in ks.dedup.iter() {
-        let (k, v) = item.into_inner().map_err(|e| unreadable(&ks.dedup, e))?;
-        let (queue, key) = codec::decode_dedup_key(&k).map_err(|e| corrupt(format!("dedup: {e}")))?;
-        let r: codec::DedupRecord = codec::decode(&v).map_err(|e| corrupt(format!("dedup/{queue}: {e}")))?;
-        let entry = sluice_core::queue::DedupEntry { id: r.id, seq: r.seq, expires_at: r.expires_at };
-        if !broker.restore_dedup(queue, key, entry, now) {
-            stale_dedup.push(k);
-        }
-    }
-    broker.finish_restore();
-    let records = records::Records::load(meta).map_err(corrupt)?;
-    if !stale_dedup.is_empty() {
-        let mut batch = db.batch();
-        for k in stale_dedup {
-            batch.remove(&ks.dedup, k);
-        }
-        batch.durability(Some(fjall::PersistMode::SyncData)).commit().map_err(storage)?;
-    }
-    if !orphans.is_empty() {
-        // Only possible if a queue record vanished; never keep messages no queue owns.
-        tracing::warn!("removing {} messages whose queue no longer exists", orphans.len());
-        let mut batch = db.batch();
-        for seq in orphans {
-            batch.remove(&ks.messages, codec::key(seq));
-            batch.remove(&ks.bodies, codec::key(seq));
-        }
-        batch.durability(Some(fjall::PersistMode::SyncData)).commit().map_err(storage)?;
-    }
-    let recovery = Recovery { queues, messages, elapsed: started.elapsed() };
-    tracing::debug!(queues, messages, records = records.count(), elapsed = ?recovery.elapsed, "recovered");
-    Ok(Recovered { db, ks, broker, records, recovery })
-}
-
-/// Sorts a fjall error met while opening. Damage (a checksum, a tag or a trailer that does
-/// not match, but also a damaged length or position that sends a read past the end of its
-/// file or to an invalid offset) names the file or directory it was found in; anything else
-/// is an I/O problem. fjall does not say which file failed, so every error that could come
-/// from damage is followed by a search for a damaged file.
-fn fjall_error(data_dir: &Path, place: &Path, doing: &str, e: fjall::Error) -> OpenError {
-    use std::io::ErrorKind::{FileTooLarge, PermissionDenied, QuotaExceeded, ReadOnlyFilesystem, StorageFull};
-    let io = match &e {
-        fjall::Error::Io(io) | fjall::Error::Storage(fjall::LsmError::Io(io)) => Some(io.kind()),
-        _ => None,
-    };
-    let environment = matches!(&e, fjall::Error::Locked | fjall::Error::Poisoned | fjall::Error::KeyspaceDeleted)
-        || io.is_some_and(|kind| {
-            matches!(kind, StorageFull | QuotaExceeded | FileTooLarge | PermissionDenied | ReadOnlyFilesystem)
-        });
-    if environment {
-        return OpenError::Storage { path: data_dir.to_owned(), reason: format!("{doing}: {e}") };
-    }
-    if let Some((file, found)) = tables::locate_damage(data_dir) {
-        return OpenError::Damaged { file, reason: format!("{found} ({doing} failed: {e})") };
-    }
-    match io {
-        Some(_) => OpenError::Storage { path: data_dir.to_owned(), reason: format!("{doing}: {e}") },
-        None => OpenError::Damaged { file: place.to_owned(), reason: format!("{doing} failed: {e}") },
-    }
-}
-
-fn message_id() -> MessageId {
-    MessageId(uuid::Uuid::now_v7().as_u128())
-}
-
-fn parse_receipt(text: &str) -> Result<Receipt, EntryError> {
-    Receipt::decode(text).map_err(|e| EntryError::InvalidReceipt(e.0.to_string()))
-}
-
-#[async_trait]
-impl Store for EmbeddedStore {
-    async fn create_queue(&self, name: &str, attributes: QueueAttributes) -> Result<(QueueView, bool), StoreError> {
-        let name = name.to_string();
-        self.call(move |e, now| {
-            let (id, created) = e.broker.create_queue(&name, attributes, now)?;
-            Ok((e.broker.queue_view(id, now).expect("queue exists"), created))
-        })
-        .await
-    }
-
-    async fn get_queue(&self, name: &str) -> Result<QueueView, StoreError> {
-        let name = name.to_string();
-        self.call(move |e, now| {
-            let id = e.broker.queue_id(&name)?;
-            Ok(e.broker.queue_view(id, now).expect("queue exists"))
-        })
-        .await
-    }
-
-    async fn list_queues(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Vec<QueueView>, StoreError> {
-        let prefix = prefix.to_string();
-        let after = after.map(str::to_string);
-        self.call(move |e, now| Ok(e.broker.list_queues(&prefix, after.as_deref(), limit, now))).await
-    }
-
-    async fn update_queue(&self, name: &str, patch: QueueAttributesPatch) -> Result<QueueView, StoreError> {
-        let name = name.to_string();
-        self.call(move |e, now| {
-            let id = e.broker.update_queue(&name, &patch, now)?;
-            Ok(e.broker.queue_view(id, now).expect("queue exists"))
-        })
-        .await
-    }
-
-    async fn delete_queue(&self, name: &str) -> Result<(), StoreError> {
-        let name = name.to_string();
-        self.call(move |e, _now| {
-            let id = e.broker.queue_id(&name)?;
-            e.broker.delete_queue(&name)?;
-            e.drop_waiters(id);
-            Ok(())
-        })
-        .await
-    }
-
-    async fn purge_queue(&self, name: &str) -> Result<u64, StoreError> {
-        let name = name.to_string();
-        self.call(move |e, _now| Ok(e.broker.purge_queue(&name)?)).await
-    }
-
-    async fn send(&self, queue: &str, messages: Vec<NewMessage>) -> Result<EntryResults<Sent>, StoreError> {
-        let queue = queue.to_string();
-        let shared = self.shared.clone();
-        self.call(move |e, now| {
-            let id = e.broker.queue_id(&queue)?;
-            let mut results = Vec::with_capacity(messages.len());
-            for message in messages {
-                let message_id = message_id();
-                match e.broker.send(id, &message, message_id, now) {
-                    // A FIFO duplicate: answered with the original id, nothing enqueued.
-                    Ok(sent) if sent.duplicate => results.push(Ok(sent)),
-                    Ok(sent) => {
-                        let NewMessage { body, body_binary, attributes, system_attributes, envelope, .. } = message;
-                        e.stage_body(
-                            sent.seq,
-                            MessageContent { body, body_binary, attributes, system_attributes, envelope },
-                        );
-                        results.push(Ok(sent));
-                    }
-                    Err(err) => results.push(Err(err)),
-                }
-            }
-            let sent = results.iter().filter(|r| r.is_ok()).count() as u64;
-            shared.counters.sent.fetch_add(sent, Ordering::Relaxed);
-            Ok(results)
-        })
-        .await
-    }
-
-    async fn receive(&self, queue: &str, request: ReceiveRequest) -> Result<Vec<ReceivedMessage>, StoreError> {
-        if let Some(refusal) = self.refusal() {
-            return Err(refusal);
-        }
-        let (reply, rx) = oneshot::channel();
-        self.tx.send(Command::Receive { queue: queue.to_string(), request, reply }).map_err(|_| self.closed_error())?;
-        rx.await.map_err(|_| self.closed_error())?
-    }
-
-    async fn ack(&self, queue: &str, receipts: Vec<String>) -> Result<EntryResults<()>, StoreError> {
-        let queue = queue.to_string();
-        let shared = self.shared.clone();
-        self.call(move |e, now| {
-            let id = e.broker.queue_id(&queue)?;
-            let results: EntryResults<()> =
-                receipts.iter().map(|r| parse_receipt(r).and_then(|r| e.broker.ack(id, &r, now))).collect();
-            let acked = results.iter().filter(|r| r.is_ok()).count() as u64;
-            shared.counters.acked.fetch_add(acked, Ordering::Relaxed);
-            Ok(results)
-        })
-        .await
-    }
-
-    async fn change_visibility(
-        &self,
-        queue: &str,
-        entries: Vec<(String, u64)>,
-    ) -> Result<EntryResults<()>, StoreError> {
-        let queue = queue.to_string();
-        self.call(move |e, now| {
-            let id = e.broker.queue_id(&queue)?;
-            Ok(entries
-                .iter()
-                .map(|(r, timeout_ms)| {
-                    parse_receipt(r).and_then(|r| e.broker.change_visibility(id, &r, *timeout_ms, now))
-                })
-                .collect())
-        })
-        .await
-    }
-
-    async fn change_visibility_lenient(
-        &self,
-        queue: &str,
-        entries: Vec<(String, u64)>,
-    ) -> Result<EntryResults<()>, StoreError> {
-        let queue = queue.to_string();
-        self.call(move |e, now| {
-            let id = e.broker.queue_id(&queue)?;
-            Ok(entries
-                .iter()
-                .map(|(r, timeout_ms)| {
-                    parse_receipt(r).and_then(|r| e.broker.change_visibility_lenient(id, &r, *timeout_ms, now))
-                })
-                .collect())
-        })
-        .await
-    }
-
-    async fn nack(&self, queue: &str, entries: Vec<NackEntry>) -> Result<EntryResults<()>, StoreError> {
-        let queue = queue.to_string();
-        self.call(move |e, now| {
-            let id = e.broker.queue_id(&queue)?;
-            Ok(entries
-                .into_iter()
-                .map(|entry| {
-                    parse_receipt(&entry.receipt).and_then(|r| e.broker.nack(id, &r, entry.delay_ms, entry.error, now))
-                })
-                .collect())
-        })
-        .await
-    }
-
-    async fn peek(&self, queue: &str, limit: usize) -> Result<Vec<PeekedMessage>, StoreError> {
-        let queue = queue.to_string();
-        self.call(move |e, now| {
-            let id = e.broker.queue_id(&queue)?;
-            let mut out = Vec::new();
-            for (seq, meta, state) in e.broker.peek(id, limit, now) {
-                match e.body(seq) {
-                    Ok(content) => out.push(PeekedMessage {
-                        state,
-                        message: StoredMessage { seq, meta, content: (*content).clone() },
-                    }),
-                    Err(err) => tracing::error!("peek skips message {}: {err}", meta.id),
-                }
-            }
-            Ok(out)
-        })
-        .await
-    }
-
-    async fn move_messages(&self, from: &str, to: Option<&str>, max: u64) -> Result<MoveOutcome, StoreError> {
-        let from = from.to_string();
-        let to = to.map(str::to_string);
-        self.call(move |e, now| Ok(e.broker.move_messages(&from, to.as_deref(), max, now)?)).await
-    }
-
-    async fn insert_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<bool, StoreError> {
-        validate_record_key(kind, key)?;
-        validate_record_value(&value)?;
-        let (kind, key) = (kind.to_string(), key.to_string());
-        self.call(move |e, _now| {
-            if e.records.get(&kind, &key).is_some() {
-                return Ok(false);
-            }
-            e.records.put(&kind, &key, value);
-            Ok(true)
-        })
-        .await
-    }
-
-    async fn put_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<(), StoreError> {
-        validate_record_key(kind, key)?;
-        validate_record_value(&value)?;
-        let (kind, key) = (kind.to_string(), key.to_string());
-        self.call(move |e, _now| {
-            e.records.put(&kind, &key, value);
-            Ok(())
-        })
-        .await
-    }
-
-    async fn replace_record(
-        &self,
-        kind: &str,
-        key: &str,
-        expected: Vec<u8>,
-        value: Vec<u8>,
-    ) -> Result<bool, StoreError> {
-        validate_record_key(kind, key)?;
-        validate_record_value(&value)?;
-        let (kind, key) = (kind.to_string(), key.to_string());
-        self.call(move |e, _now| {
-            if e.records.get(&kind, &key) != Some(&expected) {
-                return Ok(false);
-            }
-            e.records.put(&kind, &key, value);
-            Ok(true)
-        })
-        .await
-    }
-
-    async fn get_record(&self, kind: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        validate_record_key(kind, key)?;
-        let (kind, key) = (kind.to_string(), key.to_string());
-        self.call(move |e, _now| Ok(e.records.get(&kind, &key).cloned())).await
-    }
-
-    async fn list_records(
-        &self,
-        kind: &str,
-        prefix: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<Record>, StoreError> {
-        validate_record_list(kind, prefix, limit)?;
-        let (kind, prefix, after) = (kind.to_string(), prefix.to_string(), after.map(str::to_string));
-        self.call(move |e, _now| Ok(e.records.list(&kind, &prefix, after.as_deref(), limit))).await
-    }
-
-    async fn delete_record(&self, kind: &str, key: &str) -> Result<bool, StoreError> {
-        validate_record_key(kind, key)?;
-        let (kind, key) = (kind.to_string(), key.to_string());
-        self.call(move |e, _now| Ok(e.records.delete(&kind, &key))).await
-    }
-
+impl StoreStatus for EmbeddedStore {
     fn refusal(&self) -> Option<StoreError> {
         self.shared.refusal()
     }
 
     fn counters(&self) -> StoreCounters {
-        let c = &self.shared.counters;
-        StoreCounters {
-            messages_sent: c.sent.load(Ordering::Relaxed),
-            messages_received: c.received.load(Ordering::Relaxed),
-            messages_acked: c.acked.load(Ordering::Relaxed),
-            messages_dead_lettered: c.dead_lettered.load(Ordering::Relaxed),
-            messages_expired: c.expired.load(Ordering::Relaxed),
-            batches_committed: c.batches.load(Ordering::Relaxed),
-            records_committed: c.records.load(Ordering::Relaxed),
-        }
+        self.shared.counters.snapshot()
     }
 }

@@ -235,7 +235,7 @@ mod tests {
     use std::time::Duration;
 
     use sluice_core::{NewMessage, QueueAttributes};
-    use sluice_store::Store;
+    use sluice_store::{QueueStore, StoreStatus};
 
     use super::*;
     use crate::{Durability, EmbeddedConfig, EmbeddedStore};
@@ -304,7 +304,10 @@ mod tests {
 
     fn open(dir: &Path, durability: Durability, driver: &Driver) -> Arc<EmbeddedStore> {
         let config = EmbeddedConfig { data_dir: dir.to_owned(), durability };
-        Arc::new(EmbeddedStore::open_syncing_with(config, driver.sync_file()).expect("open"))
+        Arc::new(
+            EmbeddedStore::open_syncing_with(config, Arc::new(sluice_clock::SystemClock), driver.sync_file())
+                .expect("open"),
+        )
     }
 
     fn send(store: &Arc<EmbeddedStore>, body: &str) -> tokio::task::JoinHandle<Result<(), StoreError>> {

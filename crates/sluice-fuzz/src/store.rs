@@ -12,8 +12,9 @@ use sluice_core::limits::FIFO_SUFFIX;
 use sluice_core::name::validate_queue_name;
 use sluice_core::{EntryError, MessageId, NewMessage, QueueAttributes, QueueAttributesPatch, Receipt, Sent};
 use sluice_store::{
-    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Record, Store, StoreCounters, StoreError,
-    validate_record_key, validate_record_list, validate_record_value,
+    EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage, Record, RecordStore,
+    StoreCounters, StoreError, StoreStatus, VisibilityRule, validate_record_key, validate_record_list,
+    validate_record_value,
 };
 
 pub struct ParseOnlyStore;
@@ -44,7 +45,7 @@ fn receipt_result(receipt: &str) -> Result<(), EntryError> {
 }
 
 #[async_trait]
-impl Store for ParseOnlyStore {
+impl QueueStore for ParseOnlyStore {
     async fn create_queue(&self, name: &str, attributes: QueueAttributes) -> Result<(QueueView, bool), StoreError> {
         attributes.validate()?;
         Ok((view(name, attributes)?, true))
@@ -91,16 +92,10 @@ impl Store for ParseOnlyStore {
         &self,
         queue: &str,
         entries: Vec<(String, u64)>,
+        _rule: VisibilityRule,
     ) -> Result<EntryResults<()>, StoreError> {
         existing(queue)?;
         Ok(entries.iter().map(|(r, _)| receipt_result(r)).collect())
-    }
-    async fn change_visibility_lenient(
-        &self,
-        queue: &str,
-        entries: Vec<(String, u64)>,
-    ) -> Result<EntryResults<()>, StoreError> {
-        self.change_visibility(queue, entries).await
     }
     async fn nack(&self, queue: &str, entries: Vec<NackEntry>) -> Result<EntryResults<()>, StoreError> {
         existing(queue)?;
@@ -116,6 +111,10 @@ impl Store for ParseOnlyStore {
         }
         Ok(MoveOutcome::default())
     }
+}
+
+#[async_trait]
+impl RecordStore for ParseOnlyStore {
     async fn insert_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<bool, StoreError> {
         validate_record_key(kind, key)?;
         validate_record_value(&value)?;
@@ -145,6 +144,9 @@ impl Store for ParseOnlyStore {
         validate_record_key(kind, key)?;
         Ok(false)
     }
+}
+
+impl StoreStatus for ParseOnlyStore {
     fn refusal(&self) -> Option<StoreError> {
         None
     }

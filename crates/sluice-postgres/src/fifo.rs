@@ -407,7 +407,7 @@ async fn insert_new(
     for (i, s) in sent {
         plans[i] = Plan::Known(s);
     }
-    Counters::add(&inner.counters.sent, inserted);
+    Counters::add(&inner.counters.messages_sent, inserted);
     inner.counters.committed(inserted * 2);
     Ok(inserted)
 }

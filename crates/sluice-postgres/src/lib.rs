@@ -47,7 +47,6 @@ mod vacuum;
 mod wake;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -55,7 +54,8 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use sluice_core::broker::{MoveOutcome, QueueView, Sent};
 use sluice_core::{NewMessage, QueueAttributes, QueueAttributesPatch};
 use sluice_store::{
-    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Record, Store, StoreCounters, StoreError,
+    Counters, EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage, Record, RecordStore,
+    StoreCounters, StoreError, StoreStatus, VisibilityRule,
 };
 use tokio::task::JoinHandle;
 
@@ -127,31 +127,6 @@ pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
         None => e.to_string(),
-    }
-}
-
-#[derive(Default)]
-struct Counters {
-    sent: AtomicU64,
-    received: AtomicU64,
-    acked: AtomicU64,
-    dead_lettered: AtomicU64,
-    expired: AtomicU64,
-    batches: AtomicU64,
-    records: AtomicU64,
-}
-
-impl Counters {
-    fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// One committed write touching `records` rows.
-    fn committed(&self, records: u64) {
-        if records > 0 {
-            Counters::add(&self.batches, 1);
-            Counters::add(&self.records, records);
-        }
     }
 }
 
@@ -349,7 +324,7 @@ fn quote_literal(text: &str) -> String {
 }
 
 #[async_trait]
-impl Store for PostgresStore {
+impl QueueStore for PostgresStore {
     async fn create_queue(&self, name: &str, attributes: QueueAttributes) -> Result<(QueueView, bool), StoreError> {
         queues::create(&self.inner, name, attributes).await
     }
@@ -390,16 +365,9 @@ impl Store for PostgresStore {
         &self,
         queue: &str,
         entries: Vec<(String, u64)>,
+        rule: VisibilityRule,
     ) -> Result<EntryResults<()>, StoreError> {
-        messages::change_visibility(&self.inner, queue, entries, false).await
-    }
-
-    async fn change_visibility_lenient(
-        &self,
-        queue: &str,
-        entries: Vec<(String, u64)>,
-    ) -> Result<EntryResults<()>, StoreError> {
-        messages::change_visibility(&self.inner, queue, entries, true).await
+        messages::change_visibility(&self.inner, queue, entries, rule == VisibilityRule::Sqs).await
     }
 
     async fn nack(&self, queue: &str, entries: Vec<NackEntry>) -> Result<EntryResults<()>, StoreError> {
@@ -413,7 +381,10 @@ impl Store for PostgresStore {
     async fn move_messages(&self, from: &str, to: Option<&str>, max: u64) -> Result<MoveOutcome, StoreError> {
         messages::move_messages(&self.inner, from, to, max).await
     }
+}
 
+#[async_trait]
+impl RecordStore for PostgresStore {
     async fn insert_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<bool, StoreError> {
         records::insert(&self.inner, kind, key, value).await
     }
@@ -449,7 +420,9 @@ impl Store for PostgresStore {
     async fn delete_record(&self, kind: &str, key: &str) -> Result<bool, StoreError> {
         records::delete(&self.inner, kind, key).await
     }
+}
 
+impl StoreStatus for PostgresStore {
     /// Never refuses as a whole: the database owns durability, and after a failed call the next
     /// one simply reads the database's state again (see `db_error`).
     fn refusal(&self) -> Option<StoreError> {
@@ -457,15 +430,6 @@ impl Store for PostgresStore {
     }
 
     fn counters(&self) -> StoreCounters {
-        let c = &self.inner.counters;
-        StoreCounters {
-            messages_sent: c.sent.load(Ordering::Relaxed),
-            messages_received: c.received.load(Ordering::Relaxed),
-            messages_acked: c.acked.load(Ordering::Relaxed),
-            messages_dead_lettered: c.dead_lettered.load(Ordering::Relaxed),
-            messages_expired: c.expired.load(Ordering::Relaxed),
-            batches_committed: c.batches.load(Ordering::Relaxed),
-            records_committed: c.records.load(Ordering::Relaxed),
-        }
+        self.inner.counters.snapshot()
     }
 }

@@ -360,7 +360,7 @@ async fn insert(
         return Err(sluice_core::BrokerError::QueueNotFound(name.to_string()).into());
     }
     inner.wakers.wake(queue);
-    crate::Counters::add(&inner.counters.sent, rows.len() as u64);
+    crate::Counters::add(&inner.counters.messages_sent, rows.len() as u64);
     inner.counters.committed(rows.len() as u64);
     Ok(rows.iter().map(|r| (r.get("id"), r.get("seq"))).collect())
 }
@@ -401,7 +401,7 @@ pub async fn ack(inner: &Inner, queue: &str, receipts: Vec<String>) -> Result<En
         .into_iter()
         .map(|p| p.and_then(|pair| if deleted.remove(&pair) { Ok(()) } else { Err(EntryError::StaleReceipt) }))
         .collect();
-    crate::Counters::add(&inner.counters.acked, acked);
+    crate::Counters::add(&inner.counters.messages_acked, acked);
     inner.counters.committed(acked);
     if q.attributes.fifo && acked > 0 {
         // An ack can end the hold that blocked a group: waiters look again.
@@ -505,7 +505,7 @@ async fn change_holds(
     tx.commit().await.map_err(db_error)?;
     let changed = outcomes.iter().filter(|o| o.queue.is_some()).count() as u64;
     let dead = outcomes.iter().filter(|o| o.dead).count() as u64;
-    crate::Counters::add(&inner.counters.dead_lettered, dead);
+    crate::Counters::add(&inner.counters.messages_dead_lettered, dead);
     inner.counters.committed(changed);
     let woken: BTreeSet<u64> = outcomes.iter().filter_map(|o| o.queue).map(ms).collect();
     inner.notify(&woken.into_iter().collect::<Vec<_>>()).await;

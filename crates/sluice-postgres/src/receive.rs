@@ -176,7 +176,7 @@ async fn receive_once(
             }
         }
         inner.counters.committed(changed);
-        Counters::add(&inner.counters.dead_lettered, dead);
+        Counters::add(&inner.counters.messages_dead_lettered, dead);
         if delivered.len() >= request.max as usize {
             break;
         }
@@ -190,7 +190,7 @@ async fn receive_once(
     dead_letter_queues.sort_unstable();
     dead_letter_queues.dedup();
     inner.notify(&dead_letter_queues).await;
-    Counters::add(&inner.counters.received, delivered.len() as u64);
+    Counters::add(&inner.counters.messages_received, delivered.len() as u64);
     delivered.sort_by_key(|(run, pos, _)| (*run, *pos));
     Ok(delivered.into_iter().map(|(_, _, m)| m).collect())
 }

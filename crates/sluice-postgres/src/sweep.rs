@@ -177,7 +177,7 @@ async fn end_holds(inner: &Inner) -> Result<Option<u64>, StoreError> {
     };
     let mut dead_letter_queues: Vec<u64> =
         ended.iter().filter(|r| r.get::<_, bool>("dead")).map(|r| ms(r.get("queue_id"))).collect();
-    Counters::add(&inner.counters.dead_lettered, dead_letter_queues.len() as u64);
+    Counters::add(&inner.counters.messages_dead_lettered, dead_letter_queues.len() as u64);
     inner.counters.committed(ended.len() as u64);
     dead_letter_queues.sort_unstable();
     dead_letter_queues.dedup();
@@ -222,7 +222,7 @@ async fn tidy(inner: &Inner, with_retention: bool) -> Result<Option<Tidied>, Sto
         + tx.execute(DEDUP_ORPHANS, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)?;
     tx.execute(FORGET_DELETED, &[&DELETED_QUEUE_GRACE_MS]).await.map_err(db_error)?;
     tx.commit().await.map_err(db_error)?;
-    Counters::add(&inner.counters.expired, expired);
+    Counters::add(&inner.counters.messages_expired, expired);
     inner.counters.committed(expired + forgotten + dedup_expired + orphans);
     Ok(Some(Tidied { expired, forgotten, dedup_expired, orphans }))
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use sluice_core::message::MessageEnvelope;
 use sluice_core::{NewMessage, QueueAttributes};
+use sluice_store::prelude::*;
 use sluice_store::{ReceiveRequest, Store};
 
 fn grouped(group: Option<&str>, priority: u8) -> NewMessage {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use sluice_core::attributes::DedupScope;
 use sluice_core::message::MessageEnvelope;
 use sluice_core::{DeadLetter, EntryError, MessageId, NewMessage, QueueAttributes};
+use sluice_store::prelude::*;
 use sluice_store::{NackEntry, ReceiveRequest, Store};
 
 const NODES: usize = 3;

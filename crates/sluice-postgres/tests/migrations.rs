@@ -5,7 +5,7 @@ mod support;
 
 use sluice_postgres::migrate::MIGRATIONS;
 use sluice_postgres::{ConnectError, MigrateError, PostgresStore, migrate_with};
-use sluice_store::Store;
+use sluice_store::prelude::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrations_apply_once_and_a_newer_schema_is_refused() {

@@ -7,6 +7,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use sluice_core::{NewMessage, QueueAttributes};
+use sluice_store::prelude::*;
 use sluice_store::{ReceiveRequest, Store, StoreError};
 
 /// What the sweeper's `END_HOLDS` does to a message whose hold ran out (it stops being in

@@ -6,7 +6,8 @@ mod support;
 use std::time::Duration;
 
 use sluice_core::{NewMessage, QueueAttributes};
-use sluice_store::{ReceiveRequest, Store};
+use sluice_store::ReceiveRequest;
+use sluice_store::prelude::*;
 
 fn text(body: &str) -> NewMessage {
     NewMessage { body: body.as_bytes().to_vec(), ..Default::default() }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use sluice_core::message::{AttributeData, MessageEnvelope};
 use sluice_core::{AttributeValue, EntryError, NewMessage, QueueAttributes};
 use sluice_postgres::{TransactionalSendError, send_in_transaction};
+use sluice_store::prelude::*;
 use sluice_store::{ReceiveRequest, Store};
 
 fn recv(wait_ms: u64) -> ReceiveRequest {

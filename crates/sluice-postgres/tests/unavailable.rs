@@ -17,6 +17,7 @@ use axum::http::Request;
 use serde_json::{Value, json};
 use sluice_core::NewMessage;
 use sluice_postgres::PostgresStore;
+use sluice_store::prelude::*;
 use sluice_store::{Store, StoreError};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;

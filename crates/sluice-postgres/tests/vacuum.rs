@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use sluice_core::{NewMessage, QueueAttributes};
 use sluice_postgres::{PostgresOptions, PostgresStore};
-use sluice_store::{ReceiveRequest, Store};
+use sluice_store::ReceiveRequest;
+use sluice_store::prelude::*;
 
 /// The limit the tests set: small, so that a few hundred messages pass it.
 const DEAD_ROWS_MAX: u64 = 100;

@@ -16,15 +16,6 @@ use sluice_store::StoredMessage;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-/// Milliseconds since the Unix epoch, from the system clock. The server is the layer that may
-/// read the clock; core never does.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
 /// An epoch-milliseconds time as RFC 3339 in UTC.
 pub fn rfc3339(ms: u64) -> String {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)

@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use sluice_api::{ErrorBody, ErrorCode, ErrorResponse};
 use sluice_core::{BrokerError, EntryError, ValidationError};
+use sluice_services::redrive::RedriveError;
 use sluice_store::StoreError;
 
 /// A whole-request failure: a code, a message for people, and optional structured details.
@@ -101,9 +102,21 @@ impl From<StoreError> for ApiError {
     }
 }
 
-impl From<crate::topics::TopicError> for ApiError {
-    fn from(e: crate::topics::TopicError) -> ApiError {
-        use crate::topics::TopicError as T;
+impl From<RedriveError> for ApiError {
+    fn from(e: RedriveError) -> ApiError {
+        match e {
+            RedriveError::Invalid(v) => v.into(),
+            RedriveError::Store(s) => s.into(),
+            RedriveError::Running { ref queue, id } => ApiError::new(ErrorCode::RedriveRunning, e.to_string())
+                .with_details(json!({ "queue": queue, "redrive": id.to_string() })),
+            RedriveError::ShuttingDown => ApiError::new(ErrorCode::ShuttingDown, "the server is shutting down"),
+        }
+    }
+}
+
+impl From<sluice_services::topics::TopicError> for ApiError {
+    fn from(e: sluice_services::topics::TopicError) -> ApiError {
+        use sluice_services::topics::TopicError as T;
         let message = e.to_string();
         match e {
             T::TopicNotFound(topic) => {
@@ -127,8 +140,8 @@ impl From<crate::topics::TopicError> for ApiError {
 }
 
 /// A publish entry's error.
-pub fn publish_error(e: &crate::topics::PublishError, prefix: &str) -> ErrorBody {
-    use crate::topics::PublishError as P;
+pub fn publish_error(e: &sluice_services::topics::PublishError, prefix: &str) -> ErrorBody {
+    use sluice_services::topics::PublishError as P;
     match e {
         P::Invalid(i) => ErrorBody {
             code: ErrorCode::InvalidArgument.as_str().to_string(),

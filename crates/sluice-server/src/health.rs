@@ -26,7 +26,7 @@ pub async fn healthz() -> axum::Json<Value> {
     )
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<axum::Json<Value>, ApiError> {
-    match state.store.refusal() {
+    match state.store().refusal() {
         Some(refusal) => Err(refusal.into()),
         None => Ok(axum::Json(json!({ "status": "ready" }))),
     }

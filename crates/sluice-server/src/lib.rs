@@ -1,17 +1,19 @@
-//! Sluice's HTTP surface: the native JSON API (`/v1/...`), the AWS SQS API (JSON and Query
-//! protocols, on `/` and queue-URL paths, in `sqs/`), the AWS SNS API (Query protocol, in
-//! `sns/`) over the topics service (`topics/`), Prometheus metrics, health probes, the OpenAPI
-//! document, and the background tasks: redrives and the HTTP/S push worker (`topics/worker.rs`).
+//! Sluice's HTTP surface, and only that: the native JSON API (`/v1/...`), the AWS APIs side by
+//! side in `aws/` (SQS in JSON and Query protocols, SNS in Query, STS), Prometheus metrics,
+//! health probes, the OpenAPI document, error mapping and request observation.
 //!
-//! Handlers translate between the wire types of `sluice_api` (or SQS's) and the [`Store`]
-//! trait; every rule of Sluice lives in `sluice_core` and is applied by the store, never here.
+//! Handlers translate between the wire types of `sluice_api` (or AWS's) and the store or the
+//! services (`sluice_services`), which hold every piece of state that outlives a request and
+//! run the background work (push delivery, redrives). Every rule of Sluice lives in
+//! `sluice_core` and is applied by the store, never here. The server depends on no storage
+//! backend: the binary picks one and hands it in.
 //!
 //! [`app`] builds the router without a socket (tests drive it with `tower::ServiceExt::oneshot`);
 //! [`run`] serves it on a listener until a shutdown future completes. [`app_with`] and
 //! [`run_with`] do the same with a [`ServerConfig`] (account, region, access keys).
 
 pub mod auth;
-mod clock;
+mod aws;
 mod conn;
 mod convert;
 mod error;
@@ -24,11 +26,7 @@ mod openapi;
 mod paging;
 mod queues;
 mod redrive;
-mod redrive_tasks;
-mod sns;
-mod sqs;
 mod topic_routes;
-mod topics;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -37,15 +35,20 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
+pub use sluice_clock::{Clock, ManualClock, Sleep, SystemClock};
 use sluice_core::limits::REQUEST_BYTES_MAX;
+use sluice_services::redrive::Redrives;
+use sluice_services::sqs::SqsState;
+use sluice_services::topics::worker::Endpoints;
+use sluice_services::topics::{Arns, Topics};
+use sluice_services::{Services, ServicesConfig};
 use sluice_store::Store;
 
 pub use auth::AccessKey;
-pub use clock::{Clock, ManualClock, Sleep, SystemClock};
 pub use error::ApiError;
 pub use openapi::ApiDoc;
-pub use redrive_tasks::{REDRIVE_RATE_DEFAULT, REDRIVE_RATE_MAX, REDRIVE_STEP_MS};
-pub use topics::worker::{LAST_ERROR_ATTRIBUTE, PushConfig, SIGNATURE_HEADER, TIMESTAMP_HEADER};
+pub use sluice_services::redrive::{REDRIVE_RATE_DEFAULT, REDRIVE_RATE_MAX, REDRIVE_STEP_MS};
+pub use sluice_services::topics::worker::{LAST_ERROR_ATTRIBUTE, PushConfig, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 
 /// Who the server is to AWS clients, and whom it lets in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,42 +68,70 @@ impl Default for ServerConfig {
     }
 }
 
-/// What every handler shares.
+/// What every handler shares: the services (which hold every piece of state that outlives a
+/// request) and who the server is.
 #[derive(Clone)]
 pub(crate) struct AppState {
-    store: Arc<dyn Store>,
-    redrives: Arc<redrive_tasks::Redrives>,
+    services: Arc<Services>,
     config: Arc<ServerConfig>,
-    sqs: Arc<sqs::SqsState>,
-    topics: Arc<topics::Topics>,
-    /// The push worker's breakers and permits per endpoint (shown in subscription views).
-    push: Arc<topics::worker::Endpoints>,
 }
 
-/// Every route, with its middleware, over `store`, with the default [`ServerConfig`]. No
-/// socket: serve it with [`run`], or call it directly in tests.
+impl AppState {
+    fn store(&self) -> &Arc<dyn Store> {
+        self.services.store()
+    }
+
+    fn topics(&self) -> &Topics {
+        self.services.topics()
+    }
+
+    fn redrives(&self) -> &Arc<Redrives> {
+        self.services.redrives()
+    }
+
+    fn push(&self) -> &Endpoints {
+        self.services.push_endpoints()
+    }
+
+    fn sqs(&self) -> &SqsState {
+        self.services.sqs()
+    }
+
+    /// Now, on the services' clock.
+    fn now_ms(&self) -> u64 {
+        self.services.clock().now_ms()
+    }
+}
+
+/// Every route, with its middleware, over `store`, with the default [`ServerConfig`] and the
+/// system clock. No socket: serve it with [`run`], or call it directly in tests.
 pub fn app(store: Arc<dyn Store>) -> Router {
     app_with(store, ServerConfig::default())
 }
 
 /// [`app`] with a configuration.
 pub fn app_with(store: Arc<dyn Store>, config: ServerConfig) -> Router {
-    build(store, config, PushConfig::default()).0
+    let services = services(store, Arc::new(SystemClock), &config, PushConfig::default());
+    router(services, config)
 }
 
-fn build(store: Arc<dyn Store>, config: ServerConfig, push: PushConfig) -> (Router, AppState) {
+/// The services of a server with this configuration.
+pub fn services(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    config: &ServerConfig,
+    push: PushConfig,
+) -> Arc<Services> {
+    let arns = Arns { region: config.region.clone(), account: config.account.clone() };
+    Services::new(store, clock, ServicesConfig { arns, push })
+}
+
+/// Every route, with its middleware, over `services`.
+pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
     // Installed before the first request so that the first request is measured too.
     metrics::handle();
-    let arns = topics::Arns { region: config.region.clone(), account: config.account.clone() };
-    let state = AppState {
-        redrives: redrive_tasks::Redrives::new(store.clone()),
-        topics: Arc::new(topics::Topics::new(store.clone(), arns)),
-        store,
-        config: Arc::new(config),
-        sqs: Arc::new(sqs::SqsState::default()),
-        push: Arc::new(topics::worker::Endpoints::new(push)),
-    };
-    let router = Router::new()
+    let state = AppState { services, config: Arc::new(config) };
+    Router::new()
         .route("/v1/queues", get(queues::list_queues).post(queues::create_queue))
         .route("/v1/queues/{name}", get(queues::get_queue).patch(queues::update_queue).delete(queues::delete_queue))
         .route("/v1/queues/{name}/purge", post(queues::purge_queue))
@@ -130,14 +161,13 @@ fn build(store: Arc<dyn Store>, config: ServerConfig, push: PushConfig) -> (Rout
         .route("/readyz", get(health::readyz))
         // Applies to the routes added above, so it must come after them.
         .method_not_allowed_fallback(health::method_not_allowed)
-        // AWS requests (SQS, STS) come to `/` and to queue-URL paths; anything else that
+        // AWS requests (SQS, SNS, STS) come to `/` and to queue-URL paths; anything else that
         // matches no route still gets the native 404.
-        .fallback(sqs::fallback)
+        .fallback(aws::fallback)
         .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
         .layer(axum::middleware::from_fn(observe::limit_body))
         .layer(axum::middleware::from_fn(observe::observe))
-        .with_state(state.clone());
-    (router, state)
+        .with_state(state)
 }
 
 /// How often the latency histogram is folded, so that its memory stays bounded between scrapes.
@@ -174,7 +204,7 @@ pub async fn run_with_push(
     run_with_clock(listener, store, config, push, Arc::new(SystemClock), shutdown).await
 }
 
-/// [`run_with_push`] with the clock the push worker takes its time from (tests pass a
+/// [`run_with_push`] with the clock every service takes its time from (tests pass a
 /// [`ManualClock`]; `serve` runs on the [`SystemClock`]).
 pub async fn run_with_clock(
     listener: tokio::net::TcpListener,
@@ -184,10 +214,21 @@ pub async fn run_with_clock(
     clock: Arc<dyn Clock>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let (router, state) = build(store, config, push);
-    // Stopped with the server: a POST cut short leaves its delivery to reappear after its
-    // visibility timeout and be pushed again (at least once).
-    let push_worker = topics::worker::spawn(state.store.clone(), state.push.clone(), clock);
+    let services = services(store, clock, &config, push);
+    run_services(listener, services, config, shutdown).await
+}
+
+/// Serves `services` on `listener` until `shutdown` completes, with their background work
+/// started, then stops accepting connections, finishes the requests in progress, and stops the
+/// background work (each redrive after its current step).
+pub async fn run_services(
+    listener: tokio::net::TcpListener,
+    services: Arc<Services>,
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let router = router(services.clone(), config);
+    let running = services.start();
     let upkeep = tokio::spawn(async {
         let mut every = tokio::time::interval(Duration::from_millis(METRICS_UPKEEP_MS));
         loop {
@@ -195,17 +236,13 @@ pub async fn run_with_clock(
             metrics::upkeep();
         }
     });
-    let redrives = state.redrives.clone();
     let signal = async move {
         shutdown.await;
         tracing::info!("shutting down: finishing requests in progress");
-        // Stopped at the signal rather than after draining, so that a long redrive does not
-        // keep moving messages while the server winds down.
-        redrives.stop_all();
+        services.stop();
     };
     conn::serve(listener, router, signal).await;
-    state.redrives.join_all().await;
     upkeep.abort();
-    push_worker.abort();
+    running.join().await;
     Ok(())
 }

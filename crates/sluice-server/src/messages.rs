@@ -9,7 +9,7 @@ use sluice_api::{
 };
 use sluice_core::EntryError;
 use sluice_core::limits::{BATCH_ENTRIES_MAX, PEEK_MESSAGES_MAX};
-use sluice_store::EntryResults;
+use sluice_store::{EntryResults, VisibilityRule};
 use utoipa::IntoParams;
 
 use crate::AppState;
@@ -104,9 +104,9 @@ pub async fn send(
     }
     if accepted.is_empty() {
         // Nothing to send, but an unknown queue must still be a 404, not a list of errors.
-        state.store.get_queue(&name).await?;
+        state.store().get_queue(&name).await?;
     } else {
-        let sent = state.store.send(&name, accepted).await?;
+        let sent = state.store().send(&name, accepted).await?;
         if sent.len() != positions.len() {
             return Err(ApiError::new(
                 ErrorCode::Internal,
@@ -145,7 +145,7 @@ pub async fn receive(
         visibility_timeout_ms: request.visibility_timeout_ms,
     };
     request.validate()?;
-    let received = state.store.receive(&name, request).await?;
+    let received = state.store().receive(&name, request).await?;
     let messages = received.into_iter().map(|r| convert::message(&r.message, Some(r.receipt), None)).collect();
     Ok(axum::Json(MessageList { messages }))
 }
@@ -167,7 +167,7 @@ pub async fn ack(
 ) -> JsonResult<BatchResponse> {
     check_batch("receipts", request.receipts.len())?;
     let count = request.receipts.len();
-    let results = state.store.ack(&name, request.receipts).await?;
+    let results = state.store().ack(&name, request.receipts).await?;
     batch_response("receipts", results, count)
 }
 
@@ -189,7 +189,7 @@ pub async fn change_visibility(
     check_batch("entries", request.entries.len())?;
     let count = request.entries.len();
     let entries = request.entries.into_iter().map(|e| (e.receipt, e.timeout_ms)).collect();
-    let results = state.store.change_visibility(&name, entries).await?;
+    let results = state.store().change_visibility(&name, entries, VisibilityRule::Native).await?;
     batch_response("entries", results, count)
 }
 
@@ -215,7 +215,7 @@ pub async fn nack(
         .into_iter()
         .map(|e| sluice_store::NackEntry { receipt: e.receipt, delay_ms: e.delay_ms.unwrap_or(0), error: e.error })
         .collect();
-    let results = state.store.nack(&name, entries).await?;
+    let results = state.store().nack(&name, entries).await?;
     batch_response("entries", results, count)
 }
 
@@ -244,7 +244,7 @@ pub async fn peek(
     if limit == 0 || limit > PEEK_MESSAGES_MAX {
         return Err(ApiError::invalid("limit", format!("limit must be 1 to {PEEK_MESSAGES_MAX}")));
     }
-    let peeked = state.store.peek(&name, limit as usize).await?;
+    let peeked = state.store().peek(&name, limit as usize).await?;
     let messages = peeked.into_iter().map(|p| convert::message(&p.message, None, Some(p.state))).collect();
     Ok(axum::Json(MessageList { messages }))
 }

@@ -72,9 +72,9 @@ pub fn record_request(method: &str, route: &str, status: u16, seconds: f64) {
     responses((status = 200, description = "Prometheus text exposition format", content_type = "text/plain", body = String))
 )]
 pub async fn scrape(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let queues = all_queues(state.store.as_ref()).await?;
+    let queues = all_queues(state.store().as_ref()).await?;
     let mut text = handle().map(PrometheusHandle::render).unwrap_or_default();
-    text.push_str(&render_store(state.store.as_ref(), &queues));
+    text.push_str(&render_store(state.store().as_ref(), &queues));
     Ok(([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
 }
 

@@ -30,7 +30,7 @@ pub async fn create_queue(
     Json(request): Json<CreateQueueRequest>,
 ) -> Result<(StatusCode, axum::Json<Queue>), ApiError> {
     let (name, attributes) = convert::create_attributes(request);
-    let (view, created) = state.store.create_queue(&name, attributes).await?;
+    let (view, created) = state.store().create_queue(&name, attributes).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, axum::Json(convert::queue(&view))))
 }
@@ -65,7 +65,7 @@ pub async fn list_queues(
         LIST_QUEUES_LIMIT_MAX as usize,
     )?;
     let prefix = params.prefix.unwrap_or_default();
-    let mut views = state.store.list_queues(&prefix, page.after.as_deref(), page.fetch_count()).await?;
+    let mut views = state.store().list_queues(&prefix, page.after.as_deref(), page.fetch_count()).await?;
     let next_token = page.cut(&mut views, |v| v.name.clone());
     Ok(axum::Json(QueueList { queues: views.iter().map(convert::queue).collect(), next_token }))
 }
@@ -79,7 +79,7 @@ pub async fn list_queues(
     )
 )]
 pub async fn get_queue(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<Queue> {
-    let view = state.store.get_queue(&name).await?;
+    let view = state.store().get_queue(&name).await?;
     Ok(axum::Json(convert::queue(&view)))
 }
 
@@ -98,7 +98,7 @@ pub async fn update_queue(
     Path(name): Path<String>,
     Json(request): Json<UpdateQueueRequest>,
 ) -> JsonResult<Queue> {
-    let view = state.store.update_queue(&name, convert::patch(request)).await?;
+    let view = state.store().update_queue(&name, convert::patch(request)).await?;
     Ok(axum::Json(convert::queue(&view)))
 }
 
@@ -111,7 +111,7 @@ pub async fn update_queue(
     )
 )]
 pub async fn delete_queue(State(state): State<AppState>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
-    state.store.delete_queue(&name).await?;
+    state.store().delete_queue(&name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -124,6 +124,6 @@ pub async fn delete_queue(State(state): State<AppState>, Path(name): Path<String
     )
 )]
 pub async fn purge_queue(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<PurgeResponse> {
-    let purged = state.store.purge_queue(&name).await?;
+    let purged = state.store().purge_queue(&name).await?;
     Ok(axum::Json(PurgeResponse { purged }))
 }

@@ -5,11 +5,40 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use sluice_api::{ErrorCode, ErrorResponse, RedriveRequest, RedriveTask, RedriveTaskList};
 
+use sluice_services::redrive::TaskInfo;
+
 use crate::AppState;
+use crate::convert::rfc3339;
 use crate::error::ApiError;
 use crate::extract::{JsonOrEmpty, Path};
 
 type JsonResult<T> = Result<axum::Json<T>, ApiError>;
+
+/// A task as the native API shows it.
+fn task_view(t: &TaskInfo) -> RedriveTask {
+    RedriveTask {
+        id: t.id.to_string(),
+        source: t.source.clone(),
+        to: t.to.clone(),
+        max_per_second: t.max_per_second,
+        status: t.status.as_str().to_string(),
+        moved: t.moved,
+        failed: t.failed,
+        total: t.total,
+        started_at: rfc3339(t.started_at_ms),
+        finished_at: t.finished_at_ms.map(rfc3339),
+        // A failure is shown as the API shows its error, without internals for a 5xx.
+        error: match &t.failure {
+            Some(failure) => Some(ApiError::from(failure.clone()).body().message),
+            None => t.error.clone(),
+        },
+    }
+}
+
+/// Task ids are numbers; anything else names no task.
+fn parse_id(id: &str) -> Option<u64> {
+    id.parse().ok()
+}
 
 fn not_found(id: &str) -> ApiError {
     ApiError::new(ErrorCode::RedriveNotFound, format!("no redrive task has id {id:?}"))
@@ -32,8 +61,8 @@ pub async fn start(
     Path(name): Path<String>,
     JsonOrEmpty(request): JsonOrEmpty<RedriveRequest>,
 ) -> Result<(StatusCode, axum::Json<RedriveTask>), ApiError> {
-    let task = state.redrives.start(&name, request.to, request.max_per_second).await?;
-    Ok((StatusCode::ACCEPTED, axum::Json(task)))
+    let task = state.redrives().start(&name, request.to, request.max_per_second).await?;
+    Ok((StatusCode::ACCEPTED, axum::Json(task_view(&task))))
 }
 
 #[utoipa::path(
@@ -44,7 +73,7 @@ pub async fn start(
     )
 )]
 pub async fn list_for_queue(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<RedriveTaskList> {
-    Ok(axum::Json(RedriveTaskList { tasks: state.redrives.list(Some(&name)) }))
+    Ok(axum::Json(RedriveTaskList { tasks: state.redrives().list(Some(&name)).iter().map(task_view).collect() }))
 }
 
 #[utoipa::path(
@@ -52,7 +81,7 @@ pub async fn list_for_queue(State(state): State<AppState>, Path(name): Path<Stri
     responses((status = 200, description = "Every redrive task since the server started, oldest first", body = RedriveTaskList))
 )]
 pub async fn list(State(state): State<AppState>) -> axum::Json<RedriveTaskList> {
-    axum::Json(RedriveTaskList { tasks: state.redrives.list(None) })
+    axum::Json(RedriveTaskList { tasks: state.redrives().list(None).iter().map(task_view).collect() })
 }
 
 #[utoipa::path(
@@ -64,7 +93,7 @@ pub async fn list(State(state): State<AppState>) -> axum::Json<RedriveTaskList> 
     )
 )]
 pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> JsonResult<RedriveTask> {
-    state.redrives.get(&id).map(axum::Json).ok_or_else(|| not_found(&id))
+    parse_id(&id).and_then(|n| state.redrives().get(n)).map(|t| axum::Json(task_view(&t))).ok_or_else(|| not_found(&id))
 }
 
 #[utoipa::path(
@@ -76,5 +105,8 @@ pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> JsonR
     )
 )]
 pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> JsonResult<RedriveTask> {
-    state.redrives.cancel(&id).map(axum::Json).ok_or_else(|| not_found(&id))
+    parse_id(&id)
+        .and_then(|n| state.redrives().cancel(n))
+        .map(|t| axum::Json(task_view(&t)))
+        .ok_or_else(|| not_found(&id))
 }

@@ -20,8 +20,8 @@ use crate::convert::{self, rfc3339};
 use crate::error::{ApiError, publish_error};
 use crate::extract::{Json, Path, Query};
 use crate::paging::PageRequest;
-use crate::topics::limits::{LIST_LIMIT_MAX, PUBLISH_BATCH_ENTRIES_MAX};
-use crate::topics::{Endpoint, Origin, Publication, SubscriptionRecord, TopicError, TopicRecord, TopicView};
+use sluice_services::topics::limits::{LIST_LIMIT_MAX, PUBLISH_BATCH_ENTRIES_MAX};
+use sluice_services::topics::{Endpoint, Origin, Publication, SubscriptionRecord, TopicError, TopicRecord, TopicView};
 
 type JsonResult<T> = Result<axum::Json<T>, ApiError>;
 
@@ -59,7 +59,7 @@ fn policy_json(text: &Option<String>) -> Option<serde_json::Value> {
 fn subscription(state: &AppState, s: &SubscriptionRecord) -> Subscription {
     Subscription {
         id: s.id.clone(),
-        arn: state.topics.arns().subscription(&s.topic, &s.id),
+        arn: state.topics().arns().subscription(&s.topic, &s.id),
         topic: s.topic.clone(),
         protocol: s.protocol.as_str().to_string(),
         endpoint: s.endpoint.clone(),
@@ -74,10 +74,10 @@ fn subscription(state: &AppState, s: &SubscriptionRecord) -> Subscription {
         delivery_policy: policy_json(&s.delivery_policy),
         pending_confirmation: s.pending,
         signing_secret: s.signing_secret.clone(),
-        breaker: crate::topics::worker::endpoint_key(&s.endpoint)
+        breaker: sluice_services::topics::worker::endpoint_key(&s.endpoint)
             .filter(|_| s.protocol.is_push())
-            .and_then(|endpoint| state.push.state(&endpoint))
-            .map(|state| crate::topics::worker::breaker_state_name(state).to_string()),
+            .and_then(|endpoint| state.push().state(&endpoint))
+            .map(|state| sluice_services::topics::worker::breaker_state_name(state).to_string()),
         created_at: rfc3339(s.created_at_ms),
         created_at_ms: s.created_at_ms,
     }
@@ -128,7 +128,7 @@ pub async fn create_topic(
     let mut attributes = request.attributes.unwrap_or_default();
     let fifo = match (request.fifo, attributes.remove("FifoTopic")) {
         (Some(fifo), _) => fifo,
-        (None, Some(value)) => crate::topics::fifo_topic_value(&value).map_err(|e| native(e.into()))?,
+        (None, Some(value)) => sluice_services::topics::fifo_topic_value(&value).map_err(|e| native(e.into()))?,
         (None, None) => request.name.ends_with(sluice_core::limits::FIFO_SUFFIX),
     };
     if let Some(dedup) = request.content_based_dedup {
@@ -141,9 +141,9 @@ pub async fn create_topic(
         attributes.insert("DeliveryPolicy".into(), policy.to_string());
     }
     let tags = request.tags.unwrap_or_default();
-    let (record, created) = state.topics.create_topic(&request.name, fifo, attributes, tags).await.map_err(native)?;
+    let (record, created) = state.topics().create_topic(&request.name, fifo, attributes, tags).await.map_err(native)?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, axum::Json(topic(&record, state.topics.arns().topic(&record.name), None))))
+    Ok((status, axum::Json(topic(&record, state.topics().arns().topic(&record.name), None))))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -168,9 +168,9 @@ pub struct ListParams {
 pub async fn list_topics(State(state): State<AppState>, Query(params): Query<ListParams>) -> JsonResult<TopicList> {
     let page = page(&params)?;
     let prefix = params.prefix.unwrap_or_default();
-    let mut records = state.topics.list_topics(&prefix, page.after.as_deref(), page.fetch_count()).await?;
+    let mut records = state.topics().list_topics(&prefix, page.after.as_deref(), page.fetch_count()).await?;
     let next_token = page.cut(&mut records, |t| t.name.clone());
-    let topics = records.iter().map(|t| topic(t, state.topics.arns().topic(&t.name), None)).collect();
+    let topics = records.iter().map(|t| topic(t, state.topics().arns().topic(&t.name), None)).collect();
     Ok(axum::Json(TopicList { topics, next_token }))
 }
 
@@ -183,7 +183,7 @@ pub async fn list_topics(State(state): State<AppState>, Query(params): Query<Lis
     )
 )]
 pub async fn get_topic(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<Topic> {
-    Ok(axum::Json(topic_view(&state.topics.get_topic(&name).await?)))
+    Ok(axum::Json(topic_view(&state.topics().get_topic(&name).await?)))
 }
 
 #[utoipa::path(
@@ -195,7 +195,7 @@ pub async fn get_topic(State(state): State<AppState>, Path(name): Path<String>) 
     )
 )]
 pub async fn delete_topic(State(state): State<AppState>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
-    if state.topics.delete_topic(&name).await? {
+    if state.topics().delete_topic(&name).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(TopicError::TopicNotFound(name).into())
@@ -220,7 +220,7 @@ pub async fn subscribe(
     headers: HeaderMap,
     Json(request): Json<SubscribeRequest>,
 ) -> Result<(StatusCode, axum::Json<Subscription>), ApiError> {
-    let arns = state.topics.arns();
+    let arns = state.topics().arns();
     let endpoint = match (request.queue, request.endpoint) {
         (Some(queue), None) if queue.starts_with("arn:") => {
             Endpoint::Queue(arns.parse_queue(&queue).map_err(|_| {
@@ -253,7 +253,7 @@ pub async fn subscribe(
         attributes.insert("DeliveryPolicy".to_string(), policy.to_string());
     }
     let origin = origin(&state, &headers);
-    let (record, created) = state.topics.subscribe(&name, endpoint, &attributes, &origin).await.map_err(native)?;
+    let (record, created) = state.topics().subscribe(&name, endpoint, &attributes, &origin).await.map_err(native)?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, axum::Json(subscription(&state, &record))))
 }
@@ -288,7 +288,7 @@ pub async fn list_subscriptions(
 
 async fn list(state: &AppState, topic: Option<&str>, params: ListParams) -> JsonResult<SubscriptionList> {
     let page = page(&params)?;
-    let mut records = state.topics.list_subscriptions(topic, page.after.as_deref(), page.fetch_count()).await?;
+    let mut records = state.topics().list_subscriptions(topic, page.after.as_deref(), page.fetch_count()).await?;
     let next_token = page.cut(&mut records, |s| if topic.is_some() { s.id.clone() } else { s.key() });
     let subscriptions = records.iter().map(|s| subscription(state, s)).collect();
     Ok(axum::Json(SubscriptionList { subscriptions, next_token }))
@@ -306,7 +306,7 @@ pub async fn get_subscription(
     State(state): State<AppState>,
     Path((name, id)): Path<(String, String)>,
 ) -> JsonResult<Subscription> {
-    let record = state.topics.get_subscription(&name, &id).await?;
+    let record = state.topics().get_subscription(&name, &id).await?;
     Ok(axum::Json(subscription(&state, &record)))
 }
 
@@ -322,10 +322,10 @@ pub async fn unsubscribe(
     State(state): State<AppState>,
     Path((name, id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    if state.topics.unsubscribe(&name, &id).await? {
+    if state.topics().unsubscribe(&name, &id).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
-        Err(TopicError::SubscriptionNotFound(state.topics.arns().subscription(&name, &id)).into())
+        Err(TopicError::SubscriptionNotFound(state.topics().arns().subscription(&name, &id)).into())
     }
 }
 
@@ -390,7 +390,7 @@ pub async fn publish(
         });
     }
     let origin = origin(&state, &headers);
-    let published = state.topics.publish(&name, publications, &origin).await?;
+    let published = state.topics().publish(&name, publications, &origin).await?;
     for (i, outcome) in positions.into_iter().zip(published) {
         results[i] = Some(match outcome {
             Ok(p) => PublishResult {

@@ -1,7 +1,10 @@
 //! Records: the rules every backend applies to durable configuration records (names, sizes),
 //! so that a kind, key or value one backend accepts is accepted by all of them.
 
+use async_trait::async_trait;
 use sluice_core::ValidationError;
+
+use crate::StoreError;
 
 /// Longest record kind, in bytes (`[a-z0-9_]`).
 pub const RECORD_KIND_LEN_MAX: usize = 64;
@@ -34,7 +37,7 @@ pub fn validate_record_key(kind: &str, key: &str) -> Result<(), ValidationError>
 }
 
 /// Checks a record kind.
-pub(crate) fn validate_kind(kind: &str) -> Result<(), ValidationError> {
+fn validate_kind(kind: &str) -> Result<(), ValidationError> {
     let ok = !kind.is_empty()
         && kind.len() <= RECORD_KIND_LEN_MAX
         && kind.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
@@ -65,6 +68,43 @@ pub fn validate_record_list(kind: &str, prefix: &str, limit: usize) -> Result<()
         return Err(ValidationError::new("limit", format!("at most {RECORD_LIST_LIMIT_MAX} records per list")));
     }
     Ok(())
+}
+
+/// Durable configuration records: values of a `kind` (`[a-z0-9_]`, at most
+/// `RECORD_KIND_LEN_MAX` bytes) by `key` (1 to `RECORD_KEY_LEN_MAX` bytes of UTF-8 without
+/// NUL), each at most `RECORD_VALUE_BYTES_MAX` bytes. Keys compare byte-wise in every backend.
+/// Writes are durable before they answer, like every other write; reads see every write that
+/// answered, on every node of a shared backend. A bad kind, key or value is
+/// `BrokerError::Invalid` and changes nothing.
+#[async_trait]
+pub trait RecordStore: Send + Sync + 'static {
+    /// Creates the record unless one exists under that key; `true` when it was created, `false`
+    /// (and the record left as it was) when it existed.
+    async fn insert_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<bool, StoreError>;
+    /// Creates or replaces the record.
+    async fn put_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<(), StoreError>;
+    /// Replaces the record only if it holds `expected` now (compare-and-swap, for
+    /// read-modify-write without lost updates between nodes); `false` when it holds something
+    /// else or does not exist, and then nothing changed.
+    async fn replace_record(
+        &self,
+        kind: &str,
+        key: &str,
+        expected: Vec<u8>,
+        value: Vec<u8>,
+    ) -> Result<bool, StoreError>;
+    async fn get_record(&self, kind: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Records of `kind` whose keys start with `prefix`, after the key `after`, in key order,
+    /// at most `limit` (up to `RECORD_LIST_LIMIT_MAX`).
+    async fn list_records(
+        &self,
+        kind: &str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Record>, StoreError>;
+    /// Deletes the record; `true` when it existed.
+    async fn delete_record(&self, kind: &str, key: &str) -> Result<bool, StoreError>;
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@ use sluice_core::broker::{MoveOutcome, QueueView};
 use sluice_core::{QueueAttributes, QueueAttributesPatch};
 use sluice_embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 use sluice_store::{
-    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Record, Store, StoreCounters, StoreError,
+    EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage, Record, RecordStore, Store,
+    StoreCounters, StoreError, StoreStatus, VisibilityRule,
 };
 use tower::ServiceExt;
 
@@ -22,7 +23,7 @@ const CAUSE: &str = "fsync of /var/lib/sluice/journal failed: EIO";
 struct Poisoned(EmbeddedStore);
 
 #[async_trait]
-impl Store for Poisoned {
+impl QueueStore for Poisoned {
     async fn create_queue(&self, _: &str, _: QueueAttributes) -> Result<(QueueView, bool), StoreError> {
         Err(StoreError::Poisoned(CAUSE.to_string()))
     }
@@ -58,15 +59,9 @@ impl Store for Poisoned {
         &self,
         queue: &str,
         entries: Vec<(String, u64)>,
+        rule: VisibilityRule,
     ) -> Result<EntryResults<()>, StoreError> {
-        self.0.change_visibility(queue, entries).await
-    }
-    async fn change_visibility_lenient(
-        &self,
-        queue: &str,
-        entries: Vec<(String, u64)>,
-    ) -> Result<EntryResults<()>, StoreError> {
-        self.0.change_visibility_lenient(queue, entries).await
+        self.0.change_visibility(queue, entries, rule).await
     }
     async fn nack(&self, queue: &str, entries: Vec<NackEntry>) -> Result<EntryResults<()>, StoreError> {
         self.0.nack(queue, entries).await
@@ -77,6 +72,10 @@ impl Store for Poisoned {
     async fn move_messages(&self, from: &str, to: Option<&str>, max: u64) -> Result<MoveOutcome, StoreError> {
         self.0.move_messages(from, to, max).await
     }
+}
+
+#[async_trait]
+impl RecordStore for Poisoned {
     async fn insert_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<bool, StoreError> {
         self.0.insert_record(kind, key, value).await
     }
@@ -101,6 +100,9 @@ impl Store for Poisoned {
     async fn delete_record(&self, kind: &str, key: &str) -> Result<bool, StoreError> {
         self.0.delete_record(kind, key).await
     }
+}
+
+impl StoreStatus for Poisoned {
     fn refusal(&self) -> Option<StoreError> {
         Some(StoreError::Poisoned(CAUSE.to_string()))
     }

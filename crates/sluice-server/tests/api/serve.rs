@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_embedded::{Durability, EmbeddedConfig, EmbeddedStore};
-use sluice_store::Store;
+use sluice_store::prelude::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 

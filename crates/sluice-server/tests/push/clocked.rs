@@ -5,7 +5,8 @@
 //! a delay holds the delivery instead (its visibility is stretched far beyond any test, so the
 //! real store keeps it in flight) and nacks it with no delay when the manual clock reaches the
 //! due time. Everything else goes to the real store unchanged, so visibility, receive counts,
-//! long-poll wake-ups, acks and dead-letter sends are the real ones.
+//! long-poll wake-ups, acks and dead-letter sends are the real ones. The wrapper is a queue
+//! store only; [`ClockedStore::into_store`] adds the real store's records and status.
 //!
 //! Every nack is logged with the manual time it is due at, which tells a test that the worker
 //! has finished with a delivery and that the clock may be moved.
@@ -17,7 +18,8 @@ use sluice_core::broker::{MoveOutcome, QueueView, Sent};
 use sluice_core::{NewMessage, QueueAttributes, QueueAttributesPatch};
 use sluice_server::{Clock, ManualClock};
 use sluice_store::{
-    EntryResults, NackEntry, PeekedMessage, ReceiveRequest, ReceivedMessage, Record, Store, StoreCounters, StoreError,
+    EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage, Store, StoreError, StoreParts,
+    VisibilityRule,
 };
 
 /// How long a held delivery stays in flight in the real store: far longer than any test, far
@@ -40,10 +42,16 @@ impl ClockedStore {
     pub fn nacks(&self) -> Arc<Mutex<Vec<u64>>> {
         self.nacks.clone()
     }
+
+    /// The whole store: its queues through this wrapper, records and status the real ones.
+    pub fn into_store(self) -> Arc<dyn Store> {
+        let inner = self.inner.clone();
+        Arc::new(StoreParts { queues: Arc::new(self), records: inner.clone(), status: inner })
+    }
 }
 
 #[async_trait]
-impl Store for ClockedStore {
+impl QueueStore for ClockedStore {
     async fn nack(&self, queue: &str, entries: Vec<NackEntry>) -> Result<EntryResults<()>, StoreError> {
         let mut results = Vec::with_capacity(entries.len());
         for entry in entries {
@@ -51,8 +59,8 @@ impl Store for ClockedStore {
             let result = if entry.delay_ms == 0 {
                 self.inner.nack(queue, vec![entry]).await?
             } else {
-                let held =
-                    self.inner.change_visibility(queue, vec![(entry.receipt.clone(), HOLD_VISIBILITY_MS)]).await?;
+                let hold = vec![(entry.receipt.clone(), HOLD_VISIBILITY_MS)];
+                let held = self.inner.change_visibility(queue, hold, VisibilityRule::Native).await?;
                 if held.iter().all(Result::is_ok) {
                     // Counted as a sleeper before the nack answers, so the test sees it at once.
                     let due = self.clock.sleep_until(due_ms);
@@ -71,7 +79,6 @@ impl Store for ClockedStore {
         }
         Ok(results)
     }
-
     async fn create_queue(&self, name: &str, attributes: QueueAttributes) -> Result<(QueueView, bool), StoreError> {
         self.inner.create_queue(name, attributes).await
     }
@@ -103,56 +110,14 @@ impl Store for ClockedStore {
         &self,
         queue: &str,
         entries: Vec<(String, u64)>,
+        rule: VisibilityRule,
     ) -> Result<EntryResults<()>, StoreError> {
-        self.inner.change_visibility(queue, entries).await
-    }
-    async fn change_visibility_lenient(
-        &self,
-        queue: &str,
-        entries: Vec<(String, u64)>,
-    ) -> Result<EntryResults<()>, StoreError> {
-        self.inner.change_visibility_lenient(queue, entries).await
+        self.inner.change_visibility(queue, entries, rule).await
     }
     async fn peek(&self, queue: &str, limit: usize) -> Result<Vec<PeekedMessage>, StoreError> {
         self.inner.peek(queue, limit).await
     }
     async fn move_messages(&self, from: &str, to: Option<&str>, max: u64) -> Result<MoveOutcome, StoreError> {
         self.inner.move_messages(from, to, max).await
-    }
-    async fn insert_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<bool, StoreError> {
-        self.inner.insert_record(kind, key, value).await
-    }
-    async fn put_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<(), StoreError> {
-        self.inner.put_record(kind, key, value).await
-    }
-    async fn replace_record(
-        &self,
-        kind: &str,
-        key: &str,
-        expected: Vec<u8>,
-        value: Vec<u8>,
-    ) -> Result<bool, StoreError> {
-        self.inner.replace_record(kind, key, expected, value).await
-    }
-    async fn get_record(&self, kind: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.get_record(kind, key).await
-    }
-    async fn list_records(
-        &self,
-        kind: &str,
-        prefix: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<Record>, StoreError> {
-        self.inner.list_records(kind, prefix, after, limit).await
-    }
-    async fn delete_record(&self, kind: &str, key: &str) -> Result<bool, StoreError> {
-        self.inner.delete_record(kind, key).await
-    }
-    fn refusal(&self) -> Option<StoreError> {
-        self.inner.refusal()
-    }
-    fn counters(&self) -> StoreCounters {
-        self.inner.counters()
     }
 }

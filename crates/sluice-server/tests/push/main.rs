@@ -32,6 +32,7 @@ use sluice_store::Store;
 use tempfile::TempDir;
 
 use clocked::ClockedStore;
+use sluice_store::prelude::*;
 
 /// How long a test waits for something that should happen (generous: CI machines are slow).
 const WAIT_MS: u64 = 20_000;
@@ -168,7 +169,7 @@ impl Server {
             Some(clock) => {
                 let clocked = ClockedStore::new(store.clone(), clock.clone());
                 let nacks = clocked.nacks();
-                (Arc::new(clocked), Arc::new(clock), nacks)
+                (clocked.into_store(), Arc::new(clock), nacks)
             }
             None => (store.clone(), Arc::new(SystemClock), Arc::default()),
         };

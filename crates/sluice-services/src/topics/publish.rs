@@ -1,0 +1,651 @@
+//! Publishing: check each message, match it against every subscription of the topic, and send
+//! a copy into each matching subscription's queue.
+//!
+//! All copies of one publish call go out at once, one `send` per queue, concurrently, so that
+//! the embedded store's writer commits them in one batch (one fsync for the whole fan-out) and
+//! PostgreSQL runs them side by side. A message is acknowledged only when every copy is
+//! durable. What happens when a copy is refused depends on why:
+//! - The store cannot take writes (poisoned, disk full, shutting down): the message is not
+//!   acknowledged (`PublishError::Incomplete`); the other subscriptions' copies are durable and
+//!   stay, so a retry may deliver it twice to them, as at-least-once allows. Nothing waits for
+//!   the failing subscription: every other copy is sent whatever happens to it.
+//! - The subscription can never take it (its queue does not exist, or refuses the message: too
+//!   large for the queue, a FIFO rule): the copy goes to the subscription's dead-letter queue
+//!   (`RedrivePolicy`) if it has one, and is otherwise dropped, logged and counted
+//!   (`sluice_topic_deliveries_failed_total`). The message is acknowledged: retrying could not
+//!   help, and one broken subscription must not stop a topic, as in SNS.
+
+use std::collections::BTreeMap;
+
+use sluice_core::filter::MessageView;
+use sluice_core::limits::FIFO_SUFFIX;
+use sluice_core::message::AttributeData;
+use sluice_core::{AttributeValue, MessageEnvelope, NewMessage};
+use sluice_store::StoreError;
+use tokio::task::JoinSet;
+
+use super::envelope::{self, Notification};
+use super::error::{Invalid, PublishError, TopicError};
+use super::limits::{FIFO_ID_LEN_MAX, PUBLISH_ATTRIBUTES_MAX, PUBLISH_BYTES_MAX, SUBJECT_LEN_MAX};
+use super::model::{Protocol, SubscriptionRecord, TopicRecord};
+use super::push::{MessageType, PUSH_FORMAT, PushDelivery};
+use super::{Live, Origin, SIGNING_CERT_FILE, Snapshot, Topics};
+
+/// The system attributes a copy carries in its queue (the names the SQS layer shows).
+const SENDER_ID: &str = "SenderId";
+const DEDUP_ID: &str = "MessageDeduplicationId";
+
+/// One message to publish.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Publication {
+    pub message: String,
+    pub subject: Option<String>,
+    pub attributes: BTreeMap<String, AttributeValue>,
+    /// `MessageStructure=json`: `message` is a JSON object with a text per protocol (`sqs`,
+    /// `http`, `https`) and a required `default`.
+    pub structure_json: bool,
+    /// Required on FIFO topics; on standard topics forwarded to standard queues (fair queues).
+    pub group_id: Option<String>,
+    /// FIFO topics only.
+    pub dedup_id: Option<String>,
+}
+
+/// An acknowledged message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    pub message_id: String,
+    /// FIFO topics only.
+    pub sequence_number: Option<String>,
+    /// How many subscriptions matched (and now hold a copy or dead-lettered it).
+    pub deliveries: usize,
+}
+
+/// A message that passed the checks.
+struct Accepted {
+    index: usize,
+    publication: Publication,
+    /// The text for each protocol (all the same without `MessageStructure=json`).
+    default_text: String,
+    per_protocol: BTreeMap<String, String>,
+    message_id: String,
+    sequence_number: Option<String>,
+    dedup_id: Option<String>,
+}
+
+impl Accepted {
+    fn text(&self, protocol: Protocol) -> &str {
+        self.per_protocol.get(protocol.as_str()).unwrap_or(&self.default_text)
+    }
+}
+
+/// One copy to send: which message, to which subscription.
+#[derive(Clone, Copy)]
+struct Delivery {
+    accepted: usize,
+    subscription: usize,
+}
+
+/// Everything the copies of one call share.
+struct Call<'a> {
+    topics: &'a Topics,
+    snapshot: &'a Snapshot,
+    origin: &'a Origin,
+    topic_arn: String,
+    timestamp: String,
+}
+
+impl Topics {
+    /// Checks a message as `publish` would, without publishing it: SNS refuses a whole batch
+    /// for one bad entry, so its batch checks every entry first.
+    pub async fn check_publication(&self, topic: &str, publication: &Publication) -> Result<(), TopicError> {
+        let snapshot = self.snapshot(topic).await?;
+        check(&snapshot.topic, publication).map(|_| ()).map_err(TopicError::Invalid)
+    }
+
+    /// Publishes messages to `topic`, answering each in order: its id, or why it was refused
+    /// or not acknowledged (see the module documentation). A bad message never fails the others.
+    pub async fn publish(
+        &self,
+        topic: &str,
+        publications: Vec<Publication>,
+        origin: &Origin,
+    ) -> Result<Vec<Result<Published, PublishError>>, TopicError> {
+        let snapshot = self.snapshot(topic).await?;
+        let mut results: Vec<Option<Result<Published, PublishError>>> = vec![None; publications.len()];
+        let mut accepted = Vec::new();
+        for (index, publication) in publications.into_iter().enumerate() {
+            match check(&snapshot.topic, &publication) {
+                Ok(Checked { default_text, per_protocol, dedup_id }) => accepted.push(Accepted {
+                    index,
+                    publication,
+                    default_text,
+                    per_protocol,
+                    message_id: uuid::Uuid::now_v7().to_string(),
+                    sequence_number: snapshot.topic.fifo.then(|| format!("{:020}", self.next_sequence())),
+                    dedup_id,
+                }),
+                Err(invalid) => results[index] = Some(Err(PublishError::Invalid(invalid))),
+            }
+        }
+        let call = Call {
+            topics: self,
+            snapshot: &snapshot,
+            origin,
+            topic_arn: self.arns.topic(topic),
+            timestamp: envelope::timestamp(self.clock.now_ms()),
+        };
+
+        // Match, and group the copies by queue.
+        let mut matched = vec![0usize; accepted.len()];
+        let mut by_queue: BTreeMap<&str, Vec<Delivery>> = BTreeMap::new();
+        for (a, message) in accepted.iter().enumerate() {
+            for (s, live) in snapshot.subscriptions.iter().enumerate() {
+                if live.record.pending || !matches(live, message) {
+                    continue;
+                }
+                matched[a] += 1;
+                by_queue.entry(live.record.queue.as_str()).or_default().push(Delivery { accepted: a, subscription: s });
+            }
+        }
+
+        // Send every queue's copies at once.
+        let mut sends = JoinSet::new();
+        for (queue, copies) in &by_queue {
+            let messages: Vec<NewMessage> =
+                copies.iter().map(|c| call.build(&accepted[c.accepted], c.subscription)).collect();
+            let store = self.store.clone();
+            let queue = queue.to_string();
+            sends.spawn(async move {
+                let results = store.send(&queue, messages).await;
+                (queue, results)
+            });
+        }
+        let mut refused: Vec<(Delivery, Refusal)> = Vec::new();
+        while let Some(joined) = sends.join_next().await {
+            let (queue, outcome) = match joined {
+                Ok(done) => done,
+                // A send task panicked: its copies' fate is unknown, so none is acknowledged.
+                Err(e) => {
+                    tracing::error!("a topic delivery task failed: {e}");
+                    for copies in by_queue.values() {
+                        refused.extend(copies.iter().map(|c| (*c, Refusal::Unavailable(StoreError::ShuttingDown))));
+                    }
+                    continue;
+                }
+            };
+            let copies = &by_queue[queue.as_str()];
+            match outcome {
+                Ok(entries) => {
+                    for (copy, entry) in copies.iter().zip(entries) {
+                        if let Err(e) = entry {
+                            refused.push((*copy, Refusal::Never(e.to_string())));
+                        }
+                    }
+                }
+                Err(e) => {
+                    let refusal = Refusal::of(e);
+                    refused.extend(copies.iter().map(|c| (*c, refusal.clone())));
+                }
+            }
+        }
+        metrics::counter!("sluice_topic_messages_published_total").increment(accepted.len() as u64);
+        metrics::counter!("sluice_topic_deliveries_total").increment(matched.iter().sum::<usize>() as u64);
+
+        // Copies that were refused: dead-letter or drop the hopeless ones; the others keep
+        // their message from being acknowledged.
+        let mut unavailable: Vec<Option<StoreError>> = vec![None; accepted.len()];
+        let mut failed = vec![0usize; accepted.len()];
+        for (copy, refusal) in refused {
+            let cause = match refusal {
+                Refusal::Unavailable(cause) => Some(cause),
+                Refusal::Never(reason) => call.dead_letter(&accepted[copy.accepted], copy.subscription, &reason).await,
+            };
+            if let Some(cause) = cause {
+                failed[copy.accepted] += 1;
+                unavailable[copy.accepted].get_or_insert(cause);
+            }
+        }
+        for (a, message) in accepted.into_iter().enumerate() {
+            results[message.index] = Some(match unavailable[a].take() {
+                Some(cause) => {
+                    metrics::counter!("sluice_topic_deliveries_failed_total", "outcome" => "not_acknowledged")
+                        .increment(failed[a] as u64);
+                    Err(PublishError::Incomplete { delivered: matched[a] - failed[a], matched: matched[a], cause })
+                }
+                None => Ok(Published {
+                    message_id: message.message_id,
+                    sequence_number: message.sequence_number,
+                    deliveries: matched[a],
+                }),
+            });
+        }
+        Ok(results.into_iter().map(|r| r.expect("every message was answered")).collect())
+    }
+}
+
+/// Why the store did not take a copy.
+#[derive(Debug, Clone)]
+enum Refusal {
+    /// It cannot take writes now: retrying the publish later may succeed.
+    Unavailable(StoreError),
+    /// It never will (the queue is gone or refuses this message).
+    Never(String),
+}
+
+impl Refusal {
+    fn of(e: StoreError) -> Refusal {
+        match e {
+            StoreError::Broker(b) => Refusal::Never(b.to_string()),
+            other => Refusal::Unavailable(other),
+        }
+    }
+}
+
+fn matches(live: &Live, message: &Accepted) -> bool {
+    match &live.filter {
+        None => true,
+        Some(filter) => {
+            let view = MessageView::new(&message.publication.attributes, message.text(live.record.protocol));
+            filter.matches(&view)
+        }
+    }
+}
+
+impl Call<'_> {
+    fn subscription(&self, s: usize) -> &SubscriptionRecord {
+        &self.snapshot.subscriptions[s].record
+    }
+
+    /// The copy of `message` for subscription `s`.
+    fn build(&self, message: &Accepted, s: usize) -> NewMessage {
+        let sub = self.subscription(s);
+        let topic = &self.snapshot.topic;
+        let text = message.text(sub.protocol);
+        let body = if sub.raw { text.to_string() } else { self.envelope(message, sub) };
+        if sub.protocol.is_push() {
+            let delivery = PushDelivery {
+                format: PUSH_FORMAT,
+                message_type: MessageType::Notification,
+                message_id: message.message_id.clone(),
+                topic_arn: self.topic_arn.clone(),
+                subscription_arn: Some(self.topics.arns.subscription(&sub.topic, &sub.id)),
+                raw: sub.raw,
+                body,
+            };
+            return delivery.to_message();
+        }
+        let p = &message.publication;
+        // Raw delivery turns message attributes into queue message attributes, except with
+        // MessageStructure=json (SNS sends attributes only when the structure is not json).
+        let attributes = if sub.raw && !p.structure_json { p.attributes.clone() } else { BTreeMap::new() };
+        let mut system_attributes = BTreeMap::new();
+        system_attributes.insert(SENDER_ID.to_string(), text_attribute(&self.origin.sender));
+        let (group_id, dedup_id) = match (topic.fifo, sub.queue_fifo) {
+            (true, true) => {
+                if let Some(dedup) = &message.dedup_id {
+                    system_attributes.insert(DEDUP_ID.to_string(), text_attribute(dedup));
+                }
+                (p.group_id.clone(), message.dedup_id.clone())
+            }
+            // A FIFO topic's groups mean nothing to a standard queue (as in SNS).
+            (true, false) => (None, None),
+            // Standard topics forward a group id to standard queues: fair queues.
+            (false, false) => (p.group_id.clone(), None),
+            // Refused at subscribe; a queue recreated as FIFO since refuses the copy.
+            (false, true) => (p.group_id.clone(), None),
+        };
+        NewMessage {
+            body: body.into_bytes(),
+            attributes,
+            system_attributes,
+            envelope: MessageEnvelope { group_id, ..Default::default() },
+            dedup_id,
+            ..Default::default()
+        }
+    }
+
+    fn envelope(&self, message: &Accepted, sub: &SubscriptionRecord) -> String {
+        let topic = &self.snapshot.topic;
+        let unsubscribe_url = format!(
+            "{}/?Action=Unsubscribe&SubscriptionArn={}",
+            self.origin.base_url,
+            self.topics.arns.subscription(&sub.topic, &sub.id)
+        );
+        let cert_url = format!("{}/{SIGNING_CERT_FILE}", self.origin.base_url);
+        let version = topic.attributes.get("SignatureVersion").map_or("1", String::as_str);
+        let p = &message.publication;
+        // MessageStructure=json sends no attributes (as SNS).
+        let no_attributes = BTreeMap::new();
+        envelope::notification(&Notification {
+            message_id: &message.message_id,
+            sequence_number: message.sequence_number.as_deref(),
+            topic_arn: &self.topic_arn,
+            subject: p.subject.as_deref(),
+            message: message.text(sub.protocol),
+            timestamp: &self.timestamp,
+            signing: (!topic.fifo).then_some((version, cert_url.as_str())),
+            unsubscribe_url: &unsubscribe_url,
+            attributes: if p.structure_json { &no_attributes } else { &p.attributes },
+        })
+    }
+
+    /// Handles a copy its subscription can never take: into the subscription's dead-letter
+    /// queue when it has one, else dropped. `Some(cause)` when the dead-letter queue could not
+    /// take it for now either (the message is then not acknowledged).
+    async fn dead_letter(&self, message: &Accepted, s: usize, reason: &str) -> Option<StoreError> {
+        let sub = self.subscription(s);
+        let Some(dlq) = &sub.dead_letter_queue else {
+            tracing::warn!(topic = %sub.topic, subscription = %sub.id, queue = %sub.queue, "dropped a message the subscription cannot take: {reason}");
+            metrics::counter!("sluice_topic_deliveries_failed_total", "outcome" => "dropped").increment(1);
+            return None;
+        };
+        let mut copy = self.build(message, s);
+        if !dlq.ends_with(FIFO_SUFFIX) {
+            copy.dedup_id = None;
+        }
+        let outcome = match self.topics.store.send(dlq, vec![copy]).await {
+            Ok(mut entries) => match entries.pop() {
+                Some(Err(e)) => Err(Refusal::Never(e.to_string())),
+                _ => Ok(()),
+            },
+            Err(e) => Err(Refusal::of(e)),
+        };
+        match outcome {
+            Ok(()) => {
+                tracing::warn!(topic = %sub.topic, subscription = %sub.id, dead_letter_queue = %dlq, "dead-lettered a message the subscription cannot take: {reason}");
+                metrics::counter!("sluice_topic_deliveries_failed_total", "outcome" => "dead_lettered").increment(1);
+                None
+            }
+            Err(Refusal::Unavailable(cause)) => Some(cause),
+            Err(Refusal::Never(why)) => {
+                tracing::warn!(topic = %sub.topic, subscription = %sub.id, "dropped a message neither the subscription ({reason}) nor its dead-letter queue {dlq} ({why}) can take");
+                metrics::counter!("sluice_topic_deliveries_failed_total", "outcome" => "dropped").increment(1);
+                None
+            }
+        }
+    }
+}
+
+fn text_attribute(value: &str) -> AttributeValue {
+    AttributeValue { data_type: "String".to_string(), value: AttributeData::Text(value.to_string()) }
+}
+
+/// What the checks of a message found.
+#[derive(Debug)]
+struct Checked {
+    /// The text for protocols without their own (all of them without `MessageStructure=json`).
+    default_text: String,
+    per_protocol: BTreeMap<String, String>,
+    dedup_id: Option<String>,
+}
+
+/// Checks a message against SNS's rules and the topic's type.
+fn check(topic: &TopicRecord, p: &Publication) -> Result<Checked, Invalid> {
+    if p.message.is_empty() {
+        return Err(Invalid::new("body", "the message is empty", "Invalid parameter: Empty message"));
+    }
+    if let Some(subject) = &p.subject {
+        let ok = !subject.is_empty()
+            && subject.chars().count() <= SUBJECT_LEN_MAX
+            && !subject.starts_with(char::is_whitespace)
+            && !subject.chars().any(char::is_control);
+        if !ok {
+            return Err(Invalid::new(
+                "subject",
+                format!("a subject is 1 to {SUBJECT_LEN_MAX} characters without line breaks or control characters"),
+                "Invalid parameter: Subject",
+            ));
+        }
+    }
+    check_attributes(&p.attributes)?;
+    let size = p.message.len()
+        + p.attributes.iter().map(|(k, v)| k.len() + v.data_type.len() + attribute_len(&v.value)).sum::<usize>();
+    if size > PUBLISH_BYTES_MAX {
+        return Err(Invalid::new(
+            "body",
+            format!("the message and its attributes are {size} bytes, more than {PUBLISH_BYTES_MAX}"),
+            "Invalid parameter: Message too long",
+        ));
+    }
+    let (default_text, per_protocol) =
+        if p.structure_json { structured(&p.message)? } else { (p.message.clone(), BTreeMap::new()) };
+    check_fifo_id("group_id", "MessageGroupId", p.group_id.as_deref())?;
+    check_fifo_id("dedup_id", "MessageDeduplicationId", p.dedup_id.as_deref())?;
+    let dedup_id = if topic.fifo {
+        if p.group_id.is_none() {
+            return Err(Invalid::new(
+                "group_id",
+                "messages to a FIFO topic need a group_id",
+                "Invalid parameter: The MessageGroupId parameter is required for FIFO topics",
+            ));
+        }
+        match &p.dedup_id {
+            Some(id) => Some(id.clone()),
+            None if topic.content_based_dedup() => Some(sluice_core::broker::content_dedup_id(p.message.as_bytes())),
+            None => {
+                return Err(Invalid::new(
+                    "dedup_id",
+                    "give a dedup_id, or create the topic with content_based_dedup",
+                    "Invalid parameter: The topic should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
+                ));
+            }
+        }
+    } else {
+        if p.dedup_id.is_some() {
+            return Err(Invalid::new(
+                "dedup_id",
+                "only FIFO topics take a dedup_id",
+                "Invalid parameter: MessageDeduplicationId Reason: The request includes MessageDeduplicationId parameter that is not valid for this topic type",
+            ));
+        }
+        None
+    };
+    Ok(Checked { default_text, per_protocol, dedup_id })
+}
+
+fn attribute_len(value: &AttributeData) -> usize {
+    match value {
+        AttributeData::Text(t) => t.len(),
+        AttributeData::Bytes(b) => b.len(),
+    }
+}
+
+/// SNS's attribute rules: at most ten; names of letters, digits, `_`, `-` and `.`; types
+/// `String`, `String.Array` (a JSON array), `Number` and `Binary`, each with an optional
+/// custom label; non-empty values.
+fn check_attributes(attributes: &BTreeMap<String, AttributeValue>) -> Result<(), Invalid> {
+    if attributes.len() > PUBLISH_ATTRIBUTES_MAX {
+        return Err(Invalid::attribute(
+            "attributes",
+            format!("a message has at most {PUBLISH_ATTRIBUTES_MAX} attributes"),
+            format!(
+                "Number of message attributes [{}] exceeds the allowed maximum [{PUBLISH_ATTRIBUTES_MAX}].",
+                attributes.len()
+            ),
+        ));
+    }
+    for (name, attribute) in attributes {
+        let empty = match &attribute.value {
+            AttributeData::Text(t) => t.is_empty(),
+            AttributeData::Bytes(b) => b.is_empty(),
+        };
+        if empty {
+            return Err(Invalid::attribute(
+                format!("attributes.{name}"),
+                format!("attribute {name:?} has an empty value"),
+                format!(
+                    "The message attribute '{name}' must contain non-empty message attribute value for message attribute type '{}'.",
+                    attribute.base_type()
+                ),
+            ));
+        }
+        if attribute.data_type.starts_with("String.Array") {
+            let is_array = match &attribute.value {
+                AttributeData::Text(t) => {
+                    matches!(serde_json::from_str::<serde_json::Value>(t), Ok(serde_json::Value::Array(_)))
+                }
+                AttributeData::Bytes(_) => false,
+            };
+            if !is_array {
+                return Err(Invalid::attribute(
+                    format!("attributes.{name}"),
+                    format!("attribute {name:?} is a String.Array, so its value is a JSON array"),
+                    format!(
+                        "The message attribute '{name}' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String."
+                    ),
+                ));
+            }
+        }
+    }
+    // The rest (names, types, numbers) as the queues that take the copies check them.
+    let probe = NewMessage { attributes: attributes.clone(), ..Default::default() };
+    probe.validate().map_err(|e| {
+        let name = e.field.strip_prefix("attributes.").and_then(|f| f.split('.').next()).unwrap_or("").to_string();
+        let sns_message = if e.field.ends_with(".value") {
+            format!("Could not cast message attribute '{name}' value to number.")
+        } else if e.field.ends_with(".type") {
+            format!("The message attribute '{name}' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String.")
+        } else {
+            format!("Invalid attribute name: {name}")
+        };
+        Invalid::attribute(e.field.clone(), e.to_string(), sns_message)
+    })
+}
+
+/// `MessageStructure=json`: the `default` text and the per-protocol ones.
+fn structured(message: &str) -> Result<(String, BTreeMap<String, String>), Invalid> {
+    let invalid = |why: &str| {
+        Invalid::new(
+            "body",
+            format!("with structure json, {why}"),
+            format!("Invalid parameter: Message Structure - {why}"),
+        )
+    };
+    let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(message) else {
+        return Err(invalid("JSON message body failed to parse"));
+    };
+    let Some(serde_json::Value::String(default)) = map.get("default") else {
+        return Err(invalid("No default entry in JSON message body"));
+    };
+    let per_protocol = map
+        .iter()
+        .filter_map(|(k, v)| v.as_str().map(|text| (k.clone(), text.to_string())))
+        .filter(|(k, _)| Protocol::parse(k).is_some())
+        .collect();
+    Ok((default.clone(), per_protocol))
+}
+
+/// `MessageGroupId` and `MessageDeduplicationId`: 1 to 128 ASCII letters, digits and
+/// punctuation.
+fn check_fifo_id(field: &str, parameter: &str, value: Option<&str>) -> Result<(), Invalid> {
+    let Some(value) = value else { return Ok(()) };
+    let ok = !value.is_empty()
+        && value.chars().count() <= FIFO_ID_LEN_MAX
+        && value.chars().all(|c| c.is_ascii_alphanumeric() || c.is_ascii_punctuation());
+    if ok {
+        return Ok(());
+    }
+    Err(Invalid::new(
+        field,
+        format!("{field} is 1 to {FIFO_ID_LEN_MAX} ASCII letters, digits and punctuation"),
+        format!(
+            "Invalid parameter: {parameter} Reason: {parameter} can only include alphanumeric and punctuation characters. 1 to 128 in length."
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topic(fifo: bool, content_dedup: bool) -> TopicRecord {
+        let mut attributes = BTreeMap::new();
+        if content_dedup {
+            attributes.insert("ContentBasedDeduplication".to_string(), "true".to_string());
+        }
+        TopicRecord { format: 1, name: "t".into(), fifo, attributes, tags: BTreeMap::new(), created_at_ms: 0 }
+    }
+
+    fn message(text: &str) -> Publication {
+        Publication { message: text.into(), ..Default::default() }
+    }
+
+    fn sns(result: Result<Checked, Invalid>) -> String {
+        result.err().map(|e| e.sns_message).unwrap_or_default()
+    }
+
+    #[test]
+    fn sns_publish_rules() {
+        let std = topic(false, false);
+        assert_eq!(sns(check(&std, &message(""))), "Invalid parameter: Empty message");
+        assert_eq!(
+            sns(check(&std, &message(&"x".repeat(PUBLISH_BYTES_MAX + 1)))),
+            "Invalid parameter: Message too long"
+        );
+        assert!(check(&std, &message(&"x".repeat(PUBLISH_BYTES_MAX))).is_ok());
+        let empty_subject = Publication { subject: Some(String::new()), ..message("m") };
+        assert_eq!(sns(check(&std, &empty_subject)), "Invalid parameter: Subject");
+        let dedup = Publication { dedup_id: Some("d".into()), ..message("m") };
+        assert!(sns(check(&std, &dedup)).starts_with("Invalid parameter: MessageDeduplicationId Reason:"));
+        let grouped = Publication { group_id: Some("g".into()), ..message("m") };
+        assert!(check(&std, &grouped).is_ok(), "standard topics forward group ids");
+
+        let fifo = topic(true, false);
+        assert_eq!(
+            sns(check(&fifo, &message("m"))),
+            "Invalid parameter: The MessageGroupId parameter is required for FIFO topics"
+        );
+        assert_eq!(
+            sns(check(&fifo, &grouped)),
+            "Invalid parameter: The topic should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly"
+        );
+        let content = topic(true, true);
+        let checked = check(&content, &Publication { group_id: Some("g".into()), ..message("Test") }).unwrap();
+        assert_eq!(
+            checked.dedup_id.as_deref(),
+            Some("532eaabd9574880dbf76b9b8cc00832c20a6ec113d682299550d7a6e0f345e25")
+        );
+    }
+
+    #[test]
+    fn message_structure_json() {
+        let std = topic(false, false);
+        let structured = |text: &str| Publication { structure_json: true, ..message(text) };
+        assert_eq!(
+            sns(check(&std, &structured("{\"sqs\": \"x\"}"))),
+            "Invalid parameter: Message Structure - No default entry in JSON message body"
+        );
+        assert_eq!(
+            sns(check(&std, &structured("not json"))),
+            "Invalid parameter: Message Structure - JSON message body failed to parse"
+        );
+        assert_eq!(
+            sns(check(&std, &structured("{\"default\": 1}"))),
+            "Invalid parameter: Message Structure - No default entry in JSON message body"
+        );
+        let checked = check(&std, &structured(r#"{"default": "d", "sqs": "q", "email": "e"}"#)).unwrap();
+        assert_eq!(checked.default_text, "d");
+        assert_eq!(checked.per_protocol, BTreeMap::from([("sqs".to_string(), "q".to_string())]));
+    }
+
+    #[test]
+    fn attribute_rules_in_sns_words() {
+        let std = topic(false, false);
+        let with = |name: &str, data_type: &str, value: AttributeData| Publication {
+            attributes: BTreeMap::from([(name.to_string(), AttributeValue { data_type: data_type.into(), value })]),
+            ..message("m")
+        };
+        let e = check(&std, &with("attr1", "String", AttributeData::Text(String::new()))).unwrap_err();
+        assert_eq!(
+            (e.sns_code, e.sns_message.as_str()),
+            (
+                "ParameterValueInvalid",
+                "The message attribute 'attr1' must contain non-empty message attribute value for message attribute type 'String'."
+            )
+        );
+        assert!(check(&std, &with("n", "Number", AttributeData::Text("x".into()))).is_err());
+        assert!(check(&std, &with("arr", "String.Array", AttributeData::Text("[\"a\", 1]".into()))).is_ok());
+        assert!(check(&std, &with("arr", "String.Array", AttributeData::Text("a".into()))).is_err());
+        assert!(check(&std, &with("b", "Binary", AttributeData::Bytes(vec![1]))).is_ok());
+    }
+}

@@ -1,0 +1,85 @@
+//! The conformance suite: the behaviour every backend must show, written once, one module per
+//! store trait (`queues.rs`, `records.rs`).
+//!
+//! A backend's test file calls [`conformance_tests!`] with an expression that builds a fresh
+//! [`Backend`] (its own empty storage) for each test. Tests use real time with short timeouts;
+//! the exhaustive, clock-injected checks of the rules live in `sluice-core`'s tests, so these
+//! prove that a backend wires the rules to durable storage correctly, including across a
+//! restart.
+
+mod queues;
+mod records;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use sluice_core::{NewMessage, QueueAttributes};
+
+pub use queues::*;
+pub use records::*;
+
+use crate::{ReceiveRequest, ReceivedMessage, Store};
+
+/// A backend under test: a store over storage that survives `close` and `open`.
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// Opens the store over this backend's storage (the same storage every time).
+    async fn open(&self) -> Arc<dyn Store>;
+    /// Shuts a store down cleanly so that `open` can be called again.
+    async fn close(&self, store: Arc<dyn Store>);
+}
+
+/// Expands to one `#[tokio::test]` per conformance check, each with a fresh backend.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($make:expr) => {
+        $crate::conformance_tests!($make, without_fifo);
+        $crate::conformance_tests!(@each $make;
+            fifo_orders_each_group_and_blocks_it_while_in_flight, fifo_dedup_survives_ack_and_restart_until_purge,
+            fifo_ack_that_unblocks_a_group_wakes_a_long_poll);
+    };
+    // For a backend that documents that it has no FIFO queues yet (see the README).
+    ($make:expr, without_fifo) => {
+        $crate::conformance_tests!(@each $make;
+            create_get_list_update_delete, create_is_idempotent_only_for_same_attributes,
+            send_receive_ack_round_trip, priorities_then_send_order, delay_and_deliver_at,
+            visibility_expiry_redelivers_with_new_receipt, stale_and_foreign_receipts,
+            release_and_extend_visibility, nack_records_error_and_delays,
+            dead_letter_and_redrive, long_poll_wakes_on_send, long_poll_wakes_on_delay_and_expiry,
+            long_poll_times_out_empty, purge_and_peek, restart_keeps_everything, batch_entries_fail_alone,
+            unknown_queue_is_an_error, retention_removes_expired, ids_are_never_reused_across_restart,
+            lenient_visibility_rehides_an_expired_message, records_insert_put_replace_get_delete,
+            records_list_by_kind_prefix_and_key_order, records_survive_restart);
+    };
+    (@each $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let backend = $make;
+                $crate::conformance::$name(&backend).await;
+            }
+        )*
+    };
+}
+
+pub(crate) fn text(body: &str) -> NewMessage {
+    NewMessage { body: body.as_bytes().to_vec(), ..Default::default() }
+}
+
+pub(crate) fn recv(max: u32, wait_ms: u64, visibility_timeout_ms: Option<u64>) -> ReceiveRequest {
+    ReceiveRequest { max, wait_ms: Some(wait_ms), visibility_timeout_ms }
+}
+
+pub(crate) fn bodies(messages: &[ReceivedMessage]) -> Vec<String> {
+    messages.iter().map(|m| String::from_utf8_lossy(&m.message.content.body).into_owned()).collect()
+}
+
+pub(crate) async fn queue(store: &dyn Store, name: &str, attributes: QueueAttributes) {
+    store.create_queue(name, attributes).await.expect("create queue");
+}
+
+pub(crate) async fn send_all(store: &dyn Store, queue: &str, messages: Vec<NewMessage>) {
+    for r in store.send(queue, messages).await.expect("send") {
+        r.expect("entry accepted");
+    }
+}

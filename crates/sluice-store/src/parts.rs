@@ -1,0 +1,131 @@
+//! [`StoreParts`]: a [`Store`](crate::Store) put together from one implementation per concern,
+//! so that a wrapper that changes one concern (a test store whose sends fail, a store whose
+//! delays run on a manual clock) implements that concern's trait alone and borrows the others
+//! from the store it wraps.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use sluice_core::broker::{MoveOutcome, QueueView};
+use sluice_core::{NewMessage, QueueAttributes, QueueAttributesPatch, Sent};
+
+use crate::{
+    EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage, Record, RecordStore,
+    StoreCounters, StoreError, StoreStatus, VisibilityRule,
+};
+
+/// A store made of parts; every call goes to the part of its concern.
+pub struct StoreParts {
+    pub queues: Arc<dyn QueueStore>,
+    pub records: Arc<dyn RecordStore>,
+    pub status: Arc<dyn StoreStatus>,
+}
+
+#[async_trait]
+impl QueueStore for StoreParts {
+    async fn create_queue(&self, name: &str, attributes: QueueAttributes) -> Result<(QueueView, bool), StoreError> {
+        self.queues.create_queue(name, attributes).await
+    }
+
+    async fn get_queue(&self, name: &str) -> Result<QueueView, StoreError> {
+        self.queues.get_queue(name).await
+    }
+
+    async fn list_queues(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Vec<QueueView>, StoreError> {
+        self.queues.list_queues(prefix, after, limit).await
+    }
+
+    async fn update_queue(&self, name: &str, patch: QueueAttributesPatch) -> Result<QueueView, StoreError> {
+        self.queues.update_queue(name, patch).await
+    }
+
+    async fn delete_queue(&self, name: &str) -> Result<(), StoreError> {
+        self.queues.delete_queue(name).await
+    }
+
+    async fn purge_queue(&self, name: &str) -> Result<u64, StoreError> {
+        self.queues.purge_queue(name).await
+    }
+
+    async fn send(&self, queue: &str, messages: Vec<NewMessage>) -> Result<EntryResults<Sent>, StoreError> {
+        self.queues.send(queue, messages).await
+    }
+
+    async fn receive(&self, queue: &str, request: ReceiveRequest) -> Result<Vec<ReceivedMessage>, StoreError> {
+        self.queues.receive(queue, request).await
+    }
+
+    async fn ack(&self, queue: &str, receipts: Vec<String>) -> Result<EntryResults<()>, StoreError> {
+        self.queues.ack(queue, receipts).await
+    }
+
+    async fn change_visibility(
+        &self,
+        queue: &str,
+        entries: Vec<(String, u64)>,
+        rule: VisibilityRule,
+    ) -> Result<EntryResults<()>, StoreError> {
+        self.queues.change_visibility(queue, entries, rule).await
+    }
+
+    async fn nack(&self, queue: &str, entries: Vec<NackEntry>) -> Result<EntryResults<()>, StoreError> {
+        self.queues.nack(queue, entries).await
+    }
+
+    async fn peek(&self, queue: &str, limit: usize) -> Result<Vec<PeekedMessage>, StoreError> {
+        self.queues.peek(queue, limit).await
+    }
+
+    async fn move_messages(&self, from: &str, to: Option<&str>, max: u64) -> Result<MoveOutcome, StoreError> {
+        self.queues.move_messages(from, to, max).await
+    }
+}
+
+#[async_trait]
+impl RecordStore for StoreParts {
+    async fn insert_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<bool, StoreError> {
+        self.records.insert_record(kind, key, value).await
+    }
+
+    async fn put_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<(), StoreError> {
+        self.records.put_record(kind, key, value).await
+    }
+
+    async fn replace_record(
+        &self,
+        kind: &str,
+        key: &str,
+        expected: Vec<u8>,
+        value: Vec<u8>,
+    ) -> Result<bool, StoreError> {
+        self.records.replace_record(kind, key, expected, value).await
+    }
+
+    async fn get_record(&self, kind: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.records.get_record(kind, key).await
+    }
+
+    async fn list_records(
+        &self,
+        kind: &str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Record>, StoreError> {
+        self.records.list_records(kind, prefix, after, limit).await
+    }
+
+    async fn delete_record(&self, kind: &str, key: &str) -> Result<bool, StoreError> {
+        self.records.delete_record(kind, key).await
+    }
+}
+
+impl StoreStatus for StoreParts {
+    fn refusal(&self) -> Option<StoreError> {
+        self.status.refusal()
+    }
+
+    fn counters(&self) -> StoreCounters {
+        self.status.counters()
+    }
+}

@@ -1,0 +1,68 @@
+//! A store's health and running totals: what `/readyz` and `/metrics` read.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::StoreError;
+
+/// How a store is doing as a whole, for health probes and metrics.
+pub trait StoreStatus: Send + Sync + 'static {
+    /// `Some(error)` while the store refuses every call, the error each call gets: `Poisoned`
+    /// once a write or sync failed (until restart), `StorageFull` while the disk is full. `None`
+    /// for a store that fails call by call rather than as a whole (PostgreSQL).
+    fn refusal(&self) -> Option<StoreError>;
+    /// Running totals since the process started, for metrics.
+    fn counters(&self) -> StoreCounters;
+}
+
+/// Running totals of what a store did since it opened (not persisted across restarts).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreCounters {
+    pub messages_sent: u64,
+    pub messages_received: u64,
+    pub messages_acked: u64,
+    pub messages_dead_lettered: u64,
+    pub messages_expired: u64,
+    /// Write batches made durable, and the records in them (group-commit efficiency).
+    pub batches_committed: u64,
+    pub records_committed: u64,
+}
+
+/// The running totals as a backend keeps them: atomics it adds to as calls succeed, read as
+/// one [`StoreCounters`]. One definition for every backend, so a new figure is added once.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub messages_sent: AtomicU64,
+    pub messages_received: AtomicU64,
+    pub messages_acked: AtomicU64,
+    pub messages_dead_lettered: AtomicU64,
+    pub messages_expired: AtomicU64,
+    pub batches_committed: AtomicU64,
+    pub records_committed: AtomicU64,
+}
+
+impl Counters {
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// One durable write of `records` records (nothing when it wrote none).
+    pub fn committed(&self, records: u64) {
+        if records > 0 {
+            Self::add(&self.batches_committed, 1);
+            Self::add(&self.records_committed, records);
+        }
+    }
+
+    pub fn snapshot(&self) -> StoreCounters {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        StoreCounters {
+            messages_sent: get(&self.messages_sent),
+            messages_received: get(&self.messages_received),
+            messages_acked: get(&self.messages_acked),
+            messages_dead_lettered: get(&self.messages_dead_lettered),
+            messages_expired: get(&self.messages_expired),
+            batches_committed: get(&self.batches_committed),
+            records_committed: get(&self.records_committed),
+        }
+    }
+}
