@@ -9,6 +9,7 @@
 mod codec;
 mod engine;
 mod journal;
+pub mod record_format;
 mod records;
 mod sync;
 mod tables;
