@@ -21,6 +21,7 @@ mod engine;
 mod journal;
 mod queue_store;
 mod record_store;
+pub mod record_format;
 mod records;
 mod recover;
 mod sync;

@@ -1,9 +1,18 @@
-//! The "disk" both test files restart a broker from: every `Effect` applied in order to plain
-//! maps, the way a store would, and the restore sequence a store runs at start.
+//! What the broker tests share. Here, the "disk" they restart a broker from: every `Effect`
+//! applied in order to plain maps, the way a store would, and the restore sequence a store runs
+//! at start. `model` and `harness` are the reference model and the side-by-side runner of the
+//! two model tests (`model.rs`, `fifo_model.rs`).
 //!
 //! Keeping it a `BTreeMap` makes restore deterministic (records come back in key order, as
 //! from an LSM tree), and makes a missing or wrong effect show up as a difference after
 //! `restart` instead of being hidden by the live broker's memory.
+
+// Every test that declares `mod common` compiles all of it, and `script.rs` uses only the disk:
+// the model tests' harness would be dead code there.
+#[allow(dead_code)]
+pub mod harness;
+#[allow(dead_code)]
+pub mod model;
 
 use std::collections::BTreeMap;
 
