@@ -27,6 +27,25 @@ pub struct DeadLetter {
     pub max_receive_count: u32,
 }
 
+impl DeadLetter {
+    /// The receive count at which a message has used up its receives under this policy: from
+    /// then on it moves to `queue` instead of being delivered again, when a receive meets it or
+    /// its hold ends. It is the number [`DeadLetter::is_exhausted`] compares with, so a backend
+    /// that tests the rule in a query keeps this (sluice-postgres: `queues.max_receive_count`).
+    pub fn exhausted_receive_count(&self) -> u32 {
+        self.max_receive_count
+    }
+
+    /// Core's dead-letter rule: whether a message received `receive_count` times has used up
+    /// its receives under a policy whose [`exhausted_receive_count`](Self::exhausted_receive_count)
+    /// is `exhausted_receive_count`. (It then moves only if the dead-letter queue exists and is of
+    /// the queue's type; `Broker` checks that.) SQL restating it compares `receive_count >=
+    /// exhausted_receive_count`.
+    pub fn is_exhausted(receive_count: u32, exhausted_receive_count: u32) -> bool {
+        receive_count >= exhausted_receive_count
+    }
+}
+
 /// A queue's configuration. Every field has a default, so `QueueAttributes::default()` is a
 /// valid queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -236,6 +255,14 @@ mod tests {
         assert_eq!(attrs.validate().unwrap_err().field, "dead_letter.queue");
         let attrs = QueueAttributes { retention_ms: 120_000, delay_ms: 120_001, ..Default::default() };
         assert_eq!(attrs.validate().unwrap_err().field, "delay_ms");
+    }
+
+    #[test]
+    fn a_message_is_exhausted_once_received_max_receive_count_times() {
+        let policy = DeadLetter { queue: "dlq".into(), max_receive_count: 3 };
+        let exhausted_at = policy.exhausted_receive_count();
+        let exhausted: Vec<bool> = (0..5).map(|n| DeadLetter::is_exhausted(n, exhausted_at)).collect();
+        assert_eq!(exhausted, [false, false, false, true, true]);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::TimeMs;
-use crate::attributes::{DedupScope, QueueAttributes, QueueAttributesPatch};
+use crate::attributes::{DeadLetter, DedupScope, QueueAttributes, QueueAttributesPatch};
 use crate::limits::*;
 use crate::message::{MessageId, MessageMeta, MessageState, NewMessage};
 use crate::name::validate_queue_name;
@@ -592,8 +592,8 @@ impl Broker {
             if queue.is_fifo() {
                 continuing = Some((meta.group_id.clone().unwrap_or_default(), seq));
             }
-            if let Some((dlq, max_receive_count)) = dead_letter
-                && meta.receive_count >= max_receive_count
+            if let Some((dlq, exhausted_at)) = dead_letter
+                && DeadLetter::is_exhausted(meta.receive_count, exhausted_at)
             {
                 self.move_to_dead_letter(seq, dlq, now_ms);
                 continue;
@@ -621,14 +621,14 @@ impl Broker {
         out
     }
 
-    /// The dead-letter queue and max receive count of queue `id`, if its policy names a queue
-    /// that exists.
+    /// The dead-letter queue of queue `id` and the receive count at which its messages go there
+    /// (`DeadLetter::exhausted_receive_count`), if its policy names a queue that exists.
     fn dead_letter_target(&self, id: QueueId) -> Option<(QueueId, u32)> {
         let dl = self.queues[&id].attributes.dead_letter.as_ref()?;
         let dlq = *self.names.get(&dl.queue)?;
         // A dead-letter queue deleted and recreated as the other type is no target.
         let same_type = self.queues[&dlq].is_fifo() == self.queues[&id].is_fifo();
-        (dlq != id && same_type).then_some((dlq, dl.max_receive_count))
+        (dlq != id && same_type).then_some((dlq, dl.exhausted_receive_count()))
     }
 
     fn move_to_dead_letter(&mut self, seq: u64, dlq: QueueId, now_ms: TimeMs) {
@@ -788,8 +788,8 @@ impl Broker {
         queue.unindex(seq, meta);
         meta.in_flight = false;
         meta.visible_at = visible_at;
-        if let Some((dlq, max_receive_count)) = self.dead_letter_target(id)
-            && self.messages[&seq].receive_count >= max_receive_count
+        if let Some((dlq, exhausted_at)) = self.dead_letter_target(id)
+            && DeadLetter::is_exhausted(self.messages[&seq].receive_count, exhausted_at)
         {
             // `move_to_dead_letter` expects the message indexed in its queue.
             let meta = &self.messages[&seq];
@@ -918,9 +918,9 @@ impl Broker {
             meta.in_flight = false;
             queue.index(seq, meta, now_ms);
             self.woken.insert(id);
-            if let Some((dlq, max_receive_count)) = dead_letter
+            if let Some((dlq, exhausted_at)) = dead_letter
                 && was_in_flight
-                && meta.receive_count >= max_receive_count
+                && DeadLetter::is_exhausted(meta.receive_count, exhausted_at)
             {
                 self.move_to_dead_letter(seq, dlq, now_ms);
             } else if was_in_flight {

@@ -39,7 +39,9 @@
 //!
 //! Cost: O(groups in the lane) index probes per receive, plus `max` rows.
 
-use crate::codec::message_columns;
+use std::sync::LazyLock;
+
+use crate::fragments;
 
 /// Receives up to `$2` messages of standard queue `$1` from its highest lane below priority
 /// `$5`, hidden for `$3` ms (the queue's timeout when null), within the byte budget `$4`.
@@ -47,13 +49,11 @@ use crate::codec::message_columns;
 /// `more_below` (a lower lane has a visible message) on every row, and the delivered or
 /// dead-lettered messages, if any, with `dead`, `pos` (the delivery order) and their columns;
 /// `seq` is null on the row of a receive that took nothing.
-pub const RECEIVE: &str = concat!(
-    "
+pub static RECEIVE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "
 WITH RECURSIVE q AS (
-    SELECT s.id, s.name, s.visibility_timeout_ms, s.max_receive_count, d.id AS dlq_id,
-           sluice_now_ms() - s.retention_ms AS oldest_kept
-    FROM queues s
-    LEFT JOIN queues d ON d.name = s.dead_letter_queue AND d.id <> s.id AND d.fifo = s.fifo
+    {queues}
     WHERE s.id = $1
 ), first AS (
     -- The first visible message not held below $5, in lane-then-group order (messages_fair):
@@ -130,7 +130,7 @@ WITH RECURSIVE q AS (
         FOR UPDATE SKIP LOCKED
     ) c
 ), cand AS (
-    SELECT c.*, t.last_served, (q.dlq_id IS NOT NULL AND c.receive_count >= q.max_receive_count) AS dead
+    SELECT c.*, t.last_served, {dead} AS dead
     FROM (SELECT * FROM ready UNION ALL SELECT * FROM expired) c
     JOIN turns t USING (group_key)
     CROSS JOIN q
@@ -143,28 +143,11 @@ WITH RECURSIVE q AS (
     FROM cand c
 ), picked AS (
     SELECT seq, dead, group_key,
-           sum(CASE WHEN dead THEN 0 ELSE size_bytes END) OVER w AS bytes,
-           count(*) FILTER (WHERE NOT dead) OVER w AS live,
-           row_number() OVER w AS pos
+           {running}
     FROM ranked
     WINDOW w AS (ORDER BY turn, last_served, group_key, seq)
 ), done AS (
-    UPDATE messages m SET
-        queue_id = CASE WHEN p.dead THEN q.dlq_id ELSE m.queue_id END,
-        in_flight = NOT p.dead,
-        visible_at = CASE WHEN p.dead THEN sluice_now_ms()
-                          ELSE sluice_now_ms() + coalesce($3, q.visibility_timeout_ms) END,
-        receive_count = CASE WHEN p.dead THEN m.receive_count ELSE m.receive_count + 1 END,
-        epoch = m.epoch + 1,
-        first_received_at = CASE WHEN p.dead THEN m.first_received_at
-                                 ELSE coalesce(m.first_received_at, sluice_now_ms()) END,
-        dead_letter_source = CASE WHEN p.dead THEN q.name ELSE m.dead_letter_source END
-    FROM picked p CROSS JOIN q
-    WHERE m.seq = p.seq
-      AND CASE WHEN p.dead THEN p.live < $2 ELSE p.live <= $2 AND (p.live = 1 OR p.bytes <= $4::int8) END
-    RETURNING p.dead, p.pos, p.group_key AS fair_group, ",
-    message_columns!(),
-    "
+    {deliver}
 ), served AS (
     SELECT fair_group AS group_key, max(pos) AS pos FROM done WHERE NOT dead GROUP BY fair_group
 ), clock AS (
@@ -201,8 +184,13 @@ WITH RECURSIVE q AS (
                  ORDER BY m.visible_at LIMIT 1) IS NOT NULL
            END AS more_below
 )
-SELECT s.top, s.more_below, d.* FROM status s LEFT JOIN done d ON true"
-);
+SELECT s.top, s.more_below, d.* FROM status s LEFT JOIN done d ON true",
+        queues = fragments::QUEUES,
+        dead = fragments::dead("c.receive_count"),
+        running = fragments::RUNNING_COUNTS,
+        deliver = fragments::receive_update("picked", fragments::TAKEN, "p.group_key AS fair_group, "),
+    )
+});
 
 /// Groups that have nothing visible, oldest stamp first, at most `$1`: forgotten (the sweeper's
 /// part of core's rule). Rows a receive is stamping are skipped.

@@ -40,6 +40,7 @@
 //! read beyond what the receive may take.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::LazyLock;
 
 use deadpool_postgres::GenericClient;
 use futures::future::try_join;
@@ -48,7 +49,8 @@ use sluice_core::{EntryError, MessageId, NewMessage};
 use sluice_store::{EntryResults, StoreError};
 use tokio_postgres::types::ToSql;
 
-use crate::codec::{message_columns, ms};
+use crate::codec::ms;
+use crate::fragments;
 use crate::messages::{Batch, check_size_and_delay, new_message_id, now_ms};
 use crate::queues::QueueRow;
 use crate::{Counters, Inner, db_error};
@@ -87,17 +89,13 @@ macro_rules! eligible_groups {
 /// null), within the byte budget `$4` (see the module docs for how groups are kept in order).
 /// `pos` is the delivery order. Heads that reached the dead-letter policy's receive count move to
 /// the dead-letter queue, and the run goes on behind them; they do not count towards `$2`.
-pub const RECEIVE: &str = concat!(
-    "
+pub static RECEIVE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "
 WITH RECURSIVE q AS (
-    SELECT s.id, s.name, s.visibility_timeout_ms, s.max_receive_count, d.id AS dlq_id,
-           sluice_now_ms() - s.retention_ms AS oldest_kept
-    FROM queues s
-    LEFT JOIN queues d ON d.name = s.dead_letter_queue AND d.id <> s.id AND d.fifo = s.fifo
+    {queues}
     WHERE s.id = $1
-), ",
-    eligible_groups!(),
-    ", run AS (
+), {eligible}, run AS (
     -- Each eligible group's first messages from its head on, in send order, ranked.
     SELECT e.head, g.seq, g.epoch, g.size_bytes, g.receive_count, g.visible,
            row_number() OVER (PARTITION BY e.head ORDER BY g.seq) AS rank
@@ -111,22 +109,19 @@ WITH RECURSIVE q AS (
     ) g
 ), cand AS (
     -- The visible run of each group: up to its first message that is not visible.
-    SELECT r.*, (q.dlq_id IS NOT NULL AND r.receive_count >= q.max_receive_count) AS dead
+    SELECT r.*, {dead} AS dead
     FROM (SELECT run.*, bool_and(visible) OVER (PARTITION BY head ORDER BY rank) AS unbroken FROM run) r
     CROSS JOIN q
     WHERE r.unbroken
 ), counted AS (
     SELECT c.*,
-           count(*) FILTER (WHERE NOT dead) OVER w AS live,
-           sum(CASE WHEN dead THEN 0 ELSE size_bytes END) OVER w AS bytes,
-           row_number() OVER w AS pos
+           {running}
     FROM cand c
     WINDOW w AS (ORDER BY head, seq)
 ), planned AS MATERIALIZED (
     -- Whole groups in head order, cut at `$2` delivered messages and the byte budget (which
     -- always lets the first through).
-    SELECT * FROM counted
-    WHERE CASE WHEN dead THEN live < $2 ELSE live <= $2 AND (live = 1 OR bytes <= $4::int8) END
+    SELECT * FROM counted p WHERE {taken}
 ), locked AS MATERIALIZED (
     -- Re-checked on the newest row version: a row received, moved or re-hidden since the
     -- snapshot drops out, and so does one another transaction holds.
@@ -138,21 +133,15 @@ WITH RECURSIVE q AS (
     SELECT p.*, count(l.seq) OVER (PARTITION BY p.head ORDER BY p.rank) AS locked_through
     FROM planned p LEFT JOIN locked l ON l.seq = p.seq
 )
-UPDATE messages m SET
-    queue_id = CASE WHEN p.dead THEN q.dlq_id ELSE m.queue_id END,
-    in_flight = NOT p.dead,
-    visible_at = CASE WHEN p.dead THEN sluice_now_ms()
-                      ELSE sluice_now_ms() + coalesce($3, q.visibility_timeout_ms) END,
-    receive_count = CASE WHEN p.dead THEN m.receive_count ELSE m.receive_count + 1 END,
-    epoch = m.epoch + 1,
-    first_received_at = CASE WHEN p.dead THEN m.first_received_at
-                             ELSE coalesce(m.first_received_at, sluice_now_ms()) END,
-    dead_letter_source = CASE WHEN p.dead THEN q.name ELSE m.dead_letter_source END
-FROM kept p CROSS JOIN q
-WHERE m.seq = p.seq AND p.locked_through = p.rank
-RETURNING p.dead, p.pos, ",
-    message_columns!()
-);
+{deliver}",
+        queues = fragments::QUEUES,
+        eligible = eligible_groups!(),
+        dead = fragments::dead("r.receive_count"),
+        running = fragments::RUNNING_COUNTS,
+        taken = fragments::TAKEN,
+        deliver = fragments::receive_update("kept", "p.locked_through = p.rank", ""),
+    )
+});
 
 /// For a FIFO long poll that found nothing: the database's now, whether the queue exists,
 /// whether some group could deliver now (then another consumer holds its rows for an instant),

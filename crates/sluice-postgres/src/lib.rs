@@ -5,7 +5,8 @@
 //! in-memory indexes (which one node cannot share with another). What is reused from core as
 //! is: validation (`NewMessage::validate`, `QueueAttributes::validate`, queue names, limits),
 //! FIFO's send rules and dedup keys (`fifo_send_rules`), the receipt format,
-//! `MessageMeta::state`, `QueueAttributes::apply`/`same_config`.
+//! `MessageMeta::state`, `QueueAttributes::apply`/`same_config`, and the dead-letter rule's
+//! threshold (`DeadLetter::exhausted_receive_count`, kept per queue for SQL to compare with).
 //!
 //! How the pieces fit (see also the module docs):
 //! - `migrate`: versioned SQL files applied at connect (and by `migrate` for `sluice migrate`).
@@ -18,6 +19,9 @@
 //! - `fifo`: FIFO queues: sends deduplicated through the `dedup` table (`INSERT … ON CONFLICT`,
 //!   so two nodes sending one key enqueue it once), and a receive that keeps each group in
 //!   order across nodes, using the row lock on a group's oldest message as the group's lock.
+//! - `fragments`: the SQL that the receives, the hold changes and the sweep share (the queue's
+//!   dead-letter target, the dead-letter rule, a move to the dead-letter queue, a receive's pick
+//!   and delivery), so that each is written once.
 //! - `wake`: LISTEN/NOTIFY and per-queue timers wake long polls on every node.
 //! - `sweep`: a background task per store ends expired holds (dead-lettering exhausted
 //!   messages) in a short transaction of its own, then applies retention, forgets expired dedup
@@ -36,6 +40,7 @@
 mod codec;
 mod fair;
 mod fifo;
+mod fragments;
 mod messages;
 pub mod migrate;
 mod queues;

@@ -8,6 +8,7 @@
 //! the embedded store applies the entries one after another.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::GenericClient;
@@ -19,6 +20,7 @@ use sluice_store::{EntryResults, NackEntry, PeekedMessage, StoreError};
 use tokio_postgres::types::ToSql;
 
 use crate::codec::{self, message_columns, ms};
+use crate::fragments;
 use crate::queues::lookup;
 use crate::{Inner, db_error};
 
@@ -49,9 +51,21 @@ USING unnest($2::int8[], $3::int8[]) AS r(seq, epoch)
 WHERE m.seq = r.seq AND m.epoch = r.epoch AND m.queue_id = $1
 RETURNING m.seq, r.epoch";
 
+/// The answer of `EXTEND`, `END_HOLD` and `REHIDE` (read into `HoldOutcome`), from their `cur`
+/// (the row the receipt names) and `done` (the row changed).
+macro_rules! hold_outcome {
+    () => {
+        "SELECT EXISTS (SELECT 1 FROM cur) AS matched,
+       coalesce((SELECT held FROM cur), false) AS held,
+       (SELECT queue_id FROM done) AS queue_id,
+       coalesce((SELECT dead FROM done), false) AS dead"
+    };
+}
+
 /// Sets a held message's remaining visibility (`$4` ms from now). Answers whether the receipt
 /// is current, whether the message was held, and the queue to wake.
-const EXTEND: &str = "
+const EXTEND: &str = concat!(
+    "
 WITH cur AS (
     SELECT m.seq, (m.in_flight AND m.visible_at > sluice_now_ms()) AS held
     FROM messages m
@@ -63,75 +77,78 @@ WITH cur AS (
     WHERE m.seq = cur.seq AND cur.held
     RETURNING m.queue_id, false AS dead
 )
-SELECT EXISTS (SELECT 1 FROM cur) AS matched,
-       coalesce((SELECT held FROM cur), false) AS held,
-       (SELECT queue_id FROM done) AS queue_id,
-       coalesce((SELECT dead FROM done), false) AS dead";
+",
+    hold_outcome!()
+);
 
 /// Ends a hold (core's `make_available`): the message becomes visible `$4` ms from now with
 /// `$5` as its last error when one is given, or, if it used up its receives and the queue's
 /// dead-letter queue exists, moves there at once with a new epoch. Same answer as `EXTEND`.
-const END_HOLD: &str = "
+static END_HOLD: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "
 WITH q AS (
-    SELECT s.id, s.name, s.max_receive_count, d.id AS dlq_id
-    FROM queues s
-    LEFT JOIN queues d ON d.name = s.dead_letter_queue AND d.id <> s.id AND d.fifo = s.fifo
+    {queues}
     WHERE s.id = $1
 ), cur AS (
-    SELECT m.seq, (m.in_flight AND m.visible_at > sluice_now_ms()) AS held,
-           (q.dlq_id IS NOT NULL AND m.receive_count >= q.max_receive_count) AS dead
+    SELECT m.seq, (m.in_flight AND m.visible_at > sluice_now_ms()) AS held, {dead} AS dead
     FROM messages m CROSS JOIN q
     WHERE m.seq = $2 AND m.queue_id = $1 AND m.epoch = $3
     FOR UPDATE OF m
 ), done AS (
     UPDATE messages m SET
-        in_flight = false,
-        last_error = coalesce($5, m.last_error),
-        queue_id = CASE WHEN cur.dead THEN q.dlq_id ELSE m.queue_id END,
-        epoch = CASE WHEN cur.dead THEN m.epoch + 1 ELSE m.epoch END,
-        dead_letter_source = CASE WHEN cur.dead THEN q.name ELSE m.dead_letter_source END,
-        visible_at = CASE WHEN cur.dead THEN sluice_now_ms() ELSE sluice_now_ms() + $4 END
+    last_error = coalesce($5, m.last_error),
+    {set}
     FROM cur CROSS JOIN q
     WHERE m.seq = cur.seq AND cur.held
     RETURNING m.queue_id, cur.dead
 )
-SELECT EXISTS (SELECT 1 FROM cur) AS matched,
-       coalesce((SELECT held FROM cur), false) AS held,
-       (SELECT queue_id FROM done) AS queue_id,
-       coalesce((SELECT dead FROM done), false) AS dead";
+{outcome}",
+        queues = fragments::QUEUES,
+        dead = fragments::dead("m.receive_count"),
+        set = fragments::dead_letter_or(
+            "cur.dead",
+            "q",
+            &[("in_flight", "false"), ("visible_at", "sluice_now_ms() + $4")]
+        ),
+        outcome = hold_outcome!(),
+    )
+});
 
 /// SQS's lenient visibility change with a timeout (`Broker::change_visibility_lenient`): the
 /// message is hidden for `$4` ms from now whether its hold is still on or already ran out, as
 /// long as the receipt is current (nobody received it since). A hold that ran out on a message
 /// with no receives left is ended the way the sweeper would (dead-lettered) and answers `dead`.
-const REHIDE: &str = "
+static REHIDE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "
 WITH q AS (
-    SELECT s.id, s.name, s.max_receive_count, d.id AS dlq_id
-    FROM queues s
-    LEFT JOIN queues d ON d.name = s.dead_letter_queue AND d.id <> s.id AND d.fifo = s.fifo
+    {queues}
     WHERE s.id = $1
 ), cur AS (
     SELECT m.seq, (m.in_flight AND m.visible_at > sluice_now_ms()) AS held,
-           (m.in_flight AND m.visible_at <= sluice_now_ms()
-            AND q.dlq_id IS NOT NULL AND m.receive_count >= q.max_receive_count) AS dead
+           (m.in_flight AND m.visible_at <= sluice_now_ms() AND {dead}) AS dead
     FROM messages m CROSS JOIN q
     WHERE m.seq = $2 AND m.queue_id = $1 AND m.epoch = $3
     FOR UPDATE OF m
 ), done AS (
     UPDATE messages m SET
-        in_flight = NOT cur.dead,
-        queue_id = CASE WHEN cur.dead THEN q.dlq_id ELSE m.queue_id END,
-        epoch = CASE WHEN cur.dead THEN m.epoch + 1 ELSE m.epoch END,
-        dead_letter_source = CASE WHEN cur.dead THEN q.name ELSE m.dead_letter_source END,
-        visible_at = CASE WHEN cur.dead THEN sluice_now_ms() ELSE sluice_now_ms() + $4 END
+    {set}
     FROM cur CROSS JOIN q
     WHERE m.seq = cur.seq
     RETURNING m.queue_id, cur.dead
 )
-SELECT EXISTS (SELECT 1 FROM cur) AS matched,
-       coalesce((SELECT held FROM cur), false) AS held,
-       (SELECT queue_id FROM done) AS queue_id,
-       coalesce((SELECT dead FROM done), false) AS dead";
+{outcome}",
+        queues = fragments::QUEUES,
+        dead = fragments::dead("m.receive_count"),
+        set = fragments::dead_letter_or(
+            "cur.dead",
+            "q",
+            &[("in_flight", "true"), ("visible_at", "sluice_now_ms() + $4")]
+        ),
+        outcome = hold_outcome!(),
+    )
+});
 
 const PEEK: &str = concat!(
     "SELECT ",
@@ -440,8 +457,8 @@ impl HoldKind {
     fn sql(self) -> &'static str {
         match self {
             HoldKind::Extend => EXTEND,
-            HoldKind::End | HoldKind::EndLenient => END_HOLD,
-            HoldKind::Rehide => REHIDE,
+            HoldKind::End | HoldKind::EndLenient => END_HOLD.as_str(),
+            HoldKind::Rehide => REHIDE.as_str(),
         }
     }
 
@@ -489,7 +506,7 @@ async fn change_holds(
     let (tx_ref, statements) = (&tx, &statements);
     let runs = checked.iter().flatten().map(|c| async move {
         let statement = &statements[&c.kind];
-        let row = if c.kind.sql() == END_HOLD {
+        let row = if c.kind.sql() == END_HOLD.as_str() {
             tx_ref.query_one(statement, &[&id, &c.seq, &c.epoch, &c.ms, &c.error]).await?
         } else {
             tx_ref.query_one(statement, &[&id, &c.seq, &c.epoch, &c.ms]).await?

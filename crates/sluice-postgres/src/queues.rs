@@ -153,7 +153,10 @@ impl Columns {
             retention_ms: a.retention_ms as i64,
             message_bytes_max: a.message_bytes_max as i64,
             dead_letter_queue: a.dead_letter.as_ref().map(|d| d.queue.clone()),
-            max_receive_count: a.dead_letter.as_ref().map(|d| d.max_receive_count as i32),
+            // The number SQL compares receive counts with (`fragments::dead`), as core defines
+            // it. Rows keep what it was when they were written: a change to its definition in
+            // core needs a migration that rewrites the column from `attributes`.
+            max_receive_count: a.dead_letter.as_ref().map(|d| d.exhausted_receive_count() as i32),
             fifo: a.fifo,
         }
     }

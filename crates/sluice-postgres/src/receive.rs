@@ -55,9 +55,9 @@ struct Statements {
 impl Statements {
     fn of(fifo: bool) -> Statements {
         if fifo {
-            Statements { receive: crate::fifo::RECEIVE, next_visible: crate::fifo::NEXT_VISIBLE, lanes: false }
+            Statements { receive: &crate::fifo::RECEIVE, next_visible: crate::fifo::NEXT_VISIBLE, lanes: false }
         } else {
-            Statements { receive: crate::fair::RECEIVE, next_visible: NEXT_VISIBLE, lanes: true }
+            Statements { receive: &crate::fair::RECEIVE, next_visible: NEXT_VISIBLE, lanes: true }
         }
     }
 }

@@ -27,12 +27,13 @@
 //! a receive) can never both act on one message. Receives do not wait for the sweeper either:
 //! they take expired holds themselves and dead-letter exhausted messages they meet.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use sluice_store::StoreError;
 
 use crate::codec::ms;
+use crate::fragments;
 use crate::{Counters, Inner, db_error};
 
 /// Most rows one statement of a sweep touches; a full batch makes the sweeper go again at once.
@@ -45,27 +46,30 @@ const DELETED_QUEUE_GRACE_MS: i64 = 10 * 60 * 1000;
 
 const LEASE: &str = "SELECT pg_try_advisory_xact_lock(hashtext('sluice_sweep:' || current_schema()))";
 
-const END_HOLDS: &str = "
+/// Ends up to `$1` expired holds, oldest first, as core's `tick` does: a message that used up
+/// its receives moves to the dead-letter queue; any other only stops being in flight.
+static END_HOLDS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "
 WITH due AS (
-    SELECT m.seq, s.name AS source, d.id AS dlq_id,
-           (d.id IS NOT NULL AND m.receive_count >= s.max_receive_count) AS dead
+    SELECT m.seq, q.name, q.dlq_id, {dead} AS dead
     FROM messages m
-    JOIN queues s ON s.id = m.queue_id
-    LEFT JOIN queues d ON d.name = s.dead_letter_queue AND d.id <> s.id AND d.fifo = s.fifo
+    JOIN ({queues}) q ON q.id = m.queue_id
     WHERE m.in_flight AND m.visible_at <= sluice_now_ms()
     ORDER BY m.visible_at
     LIMIT $1
     FOR UPDATE OF m SKIP LOCKED
 )
 UPDATE messages m SET
-    in_flight = false,
-    queue_id = CASE WHEN due.dead THEN due.dlq_id ELSE m.queue_id END,
-    epoch = CASE WHEN due.dead THEN m.epoch + 1 ELSE m.epoch END,
-    dead_letter_source = CASE WHEN due.dead THEN due.source ELSE m.dead_letter_source END,
-    visible_at = CASE WHEN due.dead THEN sluice_now_ms() ELSE m.visible_at END
+    {set}
 FROM due
 WHERE m.seq = due.seq
-RETURNING m.queue_id, due.dead";
+RETURNING m.queue_id, due.dead",
+        queues = fragments::QUEUES,
+        dead = fragments::dead("m.receive_count"),
+        set = fragments::dead_letter_or("due.dead", "due", &[("in_flight", "false")]),
+    )
+});
 
 const RETENTION: &str = "
 DELETE FROM messages
@@ -170,7 +174,7 @@ async fn end_holds(inner: &Inner) -> Result<Option<u64>, StoreError> {
         if !leased {
             return Ok(None);
         }
-        let ended = tx.query(END_HOLDS, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)?;
+        let ended = tx.query(END_HOLDS.as_str(), &[&SWEEP_BATCH_MAX]).await.map_err(db_error)?;
         tx.commit().await.map_err(db_error)?;
         ended
         // The connection goes back to the pool before `notify` takes one.
