@@ -32,6 +32,7 @@ mod peers;
 pub mod process;
 mod progress;
 mod report;
+mod schedule;
 mod soak;
 mod stats;
 mod target;
