@@ -22,16 +22,21 @@
 //!
 //! The `peers` scenario (module `peers`) runs the same workloads against Sluice and against
 //! RabbitMQ, NATS JetStream, Redis Streams and a PostgreSQL queue table on the same machine, and
-//! prints the ratios.
+//! prints the ratios. It is the only part that needs those systems' clients (and the SVG chart's
+//! plotters), so it is compiled only with the `peers` feature (on by default); a build without it
+//! refuses `--scenario peers` with `PEERS_MISSING` and keeps every other scenario.
 
 mod ceiling;
 mod fairness;
 mod fanout;
 mod fifo;
+mod peer_args;
+#[cfg(feature = "peers")]
 mod peers;
 pub mod process;
 mod progress;
 mod report;
+mod schedule;
 mod soak;
 mod stats;
 mod target;
@@ -44,7 +49,7 @@ use anyhow::{Context, bail};
 use sluice_core::limits::{BATCH_ENTRIES_MAX, MESSAGE_BYTES_LIMIT, RECEIVE_MESSAGES_MAX};
 use sluice_embedded::Durability;
 
-pub use crate::peers::PeerArgs;
+pub use crate::peer_args::PeerArgs;
 use crate::report::Report;
 use crate::target::Target;
 
@@ -58,6 +63,10 @@ const PHASE_DURATION_MAX: Duration = Duration::from_secs(60 * 60);
 const THROUGHPUT_BATCHES_DEFAULT: [u32; 3] = [1, 10, 100];
 /// Largest noisy backlog of the fairness scenario; each message is kept in the server's memory.
 const NOISY_BACKLOG_MAX: u64 = 10_000_000;
+/// Why a build without the `peers` feature refuses `--scenario peers`, and how to get one that
+/// does not.
+const PEERS_MISSING: &str = "this sluice was built without the `peers` feature (the peer systems' clients); \
+                             rebuild with `cargo build --release` (default features) to run the peers scenario";
 
 /// What to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -68,7 +77,8 @@ pub enum Scenario {
     Fifo,
     /// Waits of a quiet group's messages behind a noisy group's backlog, with and without groups.
     Fairness,
-    /// Sluice beside RabbitMQ, NATS JetStream, Redis Streams and PostgreSQL, in the same run.
+    /// Sluice beside RabbitMQ, NATS JetStream, Redis Streams and PostgreSQL, in the same run
+    /// (needs the `peers` feature, on in the default build).
     Peers,
     /// A long run at 70 % of the probed max rate, sampling memory and latency, every message
     /// accounted for at the end.
@@ -101,7 +111,8 @@ pub struct BenchArgs {
     /// What to measure: `throughput` (batch sizes beside the ceilings), `fifo` (a standard queue
     /// against FIFO queues with 1, 10 and 1,000 groups), `fairness` (a quiet group's waits
     /// behind a noisy backlog, with and without message groups), `peers` (Sluice beside
-    /// RabbitMQ, NATS JetStream, Redis Streams and a PostgreSQL queue; see the options below)
+    /// RabbitMQ, NATS JetStream, Redis Streams and a PostgreSQL queue; see the options below;
+    /// needs the `peers` feature, on in the default build)
     /// or `soak` (30 minutes at 70 % of the max rate, sampled every 10 s; exits 1 if a message
     /// was lost or memory passed --memory-max) or `fanout` (one topic with 1, 10 and 100 queue
     /// subscriptions, batches of 10 published closed-loop, no consumers).
@@ -233,6 +244,7 @@ pub(crate) struct Plan {
     pub noisy_backlog: u64,
     pub quick: bool,
     /// Peers scenario: its own settings; `None` for the other scenarios.
+    #[cfg(feature = "peers")]
     pub peers: Option<peers::PeerPlan>,
     /// Soak scenario: its own settings; `None` for the other scenarios.
     pub soak: Option<soak::SoakPlan>,
@@ -240,6 +252,10 @@ pub(crate) struct Plan {
 
 impl Plan {
     fn new(args: BenchArgs) -> anyhow::Result<Plan> {
+        // First, so that no complaint about its flags hides the reason none of them could work.
+        if args.scenario == Scenario::Peers && !cfg!(feature = "peers") {
+            bail!(PEERS_MISSING);
+        }
         let batch_max = (BATCH_ENTRIES_MAX as u32).min(RECEIVE_MESSAGES_MAX);
         // Refused rather than ignored, so that nobody reads figures for settings that did not apply.
         let scenario = args.scenario.name();
@@ -301,6 +317,7 @@ impl Plan {
                 bail!("--batch takes one size in the peers scenario");
             }
         }
+        #[cfg(feature = "peers")]
         let peers = match args.scenario {
             Scenario::Peers => Some(
                 peers::PeerPlan::new(args.peers.clone(), args.batch.first().copied(), args.quick)
@@ -313,7 +330,10 @@ impl Plan {
             Scenario::Throughput => args.batch,
             Scenario::Fifo => vec![fifo::BATCH],
             Scenario::Fairness => vec![fairness::RECEIVE_MAX],
+            #[cfg(feature = "peers")]
             Scenario::Peers => vec![peers.as_ref().map_or(1, |p| p.batch as u32)],
+            #[cfg(not(feature = "peers"))]
+            Scenario::Peers => bail!(PEERS_MISSING),
             Scenario::Soak => vec![soak::SOAK_BATCH],
             Scenario::Fanout => vec![fanout::PUBLISH_BATCH],
         };
@@ -369,6 +389,7 @@ impl Plan {
             backlog_max: args.backlog_max,
             noisy_backlog,
             quick: args.quick,
+            #[cfg(feature = "peers")]
             peers,
             soak,
         };
@@ -419,7 +440,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Throughput => throughput(&plan).await,
         Scenario::Fifo => fifo::run(&plan).await,
         Scenario::Fairness => fairness::run(&plan).await,
+        #[cfg(feature = "peers")]
         Scenario::Peers => peers::run(&plan).await,
+        #[cfg(not(feature = "peers"))]
+        Scenario::Peers => bail!(PEERS_MISSING),
         Scenario::Fanout => fanout::run(&plan).await,
         Scenario::Soak => {
             let soak = plan.soak.clone().expect("the soak scenario has a soak plan");
@@ -548,8 +572,25 @@ mod tests {
         refused("--scenario fanout --consumers 2", "--consumers does not apply to the fanout scenario");
         refused("--scenario fanout --backlog-max 10", "--backlog-max does not apply to the fanout scenario");
         refused("--scenario fanout --batch 10", "--batch applies to the throughput and peers scenarios only");
-        // The peers scenario uses both (its report's reproduce line passes them).
+    }
+
+    #[cfg(feature = "peers")]
+    #[test]
+    fn the_peers_scenario_takes_a_batch_and_a_ceiling_duration() {
+        // Its report's reproduce line passes both.
         let peers = plan("--scenario peers --batch 10 --ceiling-duration 1s").expect("peers takes --batch");
         assert_eq!((peers.batches, peers.ceiling_duration), (vec![10], Duration::from_secs(1)));
+    }
+
+    #[cfg(not(feature = "peers"))]
+    #[test]
+    fn without_its_feature_the_peers_scenario_says_how_to_rebuild() {
+        // Before any complaint about its flags: none of them could work in this build.
+        for args in ["--scenario peers", "--scenario peers --server http://x --only redis"] {
+            assert_eq!(plan(args).err().as_deref(), Some(PEERS_MISSING), "{args}");
+        }
+        assert!(PEERS_MISSING.contains("cargo build --release"));
+        // The other scenarios do not need it.
+        assert_eq!(plan("--scenario fanout").map(|p| p.scenario), Ok(Scenario::Fanout));
     }
 }

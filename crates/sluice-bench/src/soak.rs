@@ -31,8 +31,8 @@ use serde_json::{Value, json};
 use sluice_api::{CreateQueueRequest, ReceiveRequest, SendMessage, SendRequest};
 use sluice_client::Client;
 
-use crate::peers::load::Schedule;
 use crate::report::{self, thousands};
+use crate::schedule::Schedule;
 use crate::stats::{Latency, ms};
 use crate::target::Target;
 use crate::workload::{self, PhaseSpec};
