@@ -33,7 +33,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use fjall::{Database, Keyspace, PersistMode};
+use fjall::{Database, PersistMode};
 use sluice_clock::Clock;
 use sluice_core::broker::{Delivery, QueueId};
 use sluice_core::message::MessageContent;
@@ -43,6 +43,8 @@ use tokio::sync::oneshot;
 
 use crate::codec::{self, QueueRecord};
 use crate::records::Records;
+use crate::recover::Keyspaces;
+pub use crate::sync::Reply;
 use crate::sync::Syncer;
 use crate::{Durability, EmbeddedConfig, Recovered, Shared};
 
@@ -60,9 +62,6 @@ pub const STORAGE_FULL_PROBE_BYTES: usize = 1024 * 1024;
 /// Key of that probe in the `meta` keyspace; removed again right after.
 const STORAGE_PROBE_KEY: &[u8] = b"storage_probe";
 
-/// Sent back once the batch a command belongs to is durable (or failed). Runs on the writer
-/// thread or on the sync stage's: it must only hand the result over, never block.
-pub type Reply = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 /// A unit of work run on the writer thread with the engine and the current time.
 pub type Job = Box<dyn FnOnce(&mut Engine, TimeMs) -> Reply + Send>;
 
@@ -76,14 +75,6 @@ pub enum Command {
     Close(std::sync::mpsc::Sender<()>),
     /// The clock moved (a manual clock): run the broker's timers now.
     Tick,
-}
-
-pub struct Keyspaces {
-    pub meta: Keyspace,
-    pub dedup: Keyspace,
-    pub queues: Keyspace,
-    pub messages: Keyspace,
-    pub bodies: Keyspace,
 }
 
 struct Waiter {
@@ -519,7 +510,7 @@ impl Engine {
         self.pending_body_writes.clear();
         self.pending_bytes = 0;
         self.unsynced_since = None;
-        let recovered = match crate::recover(&self.data_dir, self.clock.now_ms()) {
+        let recovered = match crate::recover::recover(&self.data_dir, self.clock.now_ms()) {
             Ok(recovered) => recovered,
             Err(crate::OpenError::Storage { reason, .. }) => {
                 tracing::debug!("the disk is still full: {reason}");

@@ -8,8 +8,16 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 use sluice_core::{Broker, MessageMeta, TimeMs};
 
 use crate::codec::{self, QueueRecord};
-use crate::engine::Keyspaces;
 use crate::{OpenError, Recovery, journal, records, tables};
+
+/// The keyspaces of the database (see `codec.rs` for what each holds).
+pub struct Keyspaces {
+    pub meta: Keyspace,
+    pub dedup: Keyspace,
+    pub queues: Keyspace,
+    pub messages: Keyspace,
+    pub bodies: Keyspace,
+}
 
 /// What [`recover`] rebuilt from a data directory.
 pub(crate) struct Recovered {

@@ -36,8 +36,11 @@ use crossbeam_channel::{Receiver, Sender};
 use sluice_store::StoreError;
 
 use crate::Shared;
-use crate::engine::Reply;
 use crate::journal::journal_id;
+
+/// Sent back once the batch a command belongs to is durable (or failed). Runs on the writer
+/// thread or on the sync stage's: it must only hand the result over, never block.
+pub type Reply = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 
 /// Time one `fdatasync` of the journal took (a histogram, seconds).
 pub const SYNC_SECONDS: &str = "sluice_store_sync_seconds";

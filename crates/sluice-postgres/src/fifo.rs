@@ -49,9 +49,9 @@ use sluice_core::{EntryError, MessageId, NewMessage};
 use sluice_store::{EntryResults, StoreError};
 use tokio_postgres::types::ToSql;
 
+use crate::batch::{Batch, check_size_and_delay, new_message_id, now_ms};
 use crate::codec::ms;
 use crate::fragments;
-use crate::messages::{Batch, check_size_and_delay, new_message_id, now_ms};
 use crate::queues::QueueRow;
 use crate::{Counters, Inner, db_error};
 

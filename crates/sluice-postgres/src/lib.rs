@@ -37,6 +37,7 @@
 //! Time is the database's clock (`sluice_now_ms()` in SQL), so nodes with drifting clocks agree
 //! on when holds and delays end.
 
+mod batch;
 mod codec;
 mod fair;
 mod fifo;

@@ -19,6 +19,7 @@ use sluice_core::{EntryError, MessageId, NewMessage, QueueAttributes, Receipt, T
 use sluice_store::{EntryResults, NackEntry, PeekedMessage, StoreError};
 use tokio_postgres::types::ToSql;
 
+use crate::batch::{Batch, check_size_and_delay, new_message_id, now_ms};
 use crate::codec::{self, message_columns, ms};
 use crate::fragments;
 use crate::queues::lookup;
@@ -230,14 +231,6 @@ SELECT
        AND ($2::int2 IS NULL OR m.priority > $2 OR (m.priority = $2 AND m.seq < $3))) AS failed,
     (SELECT count(*) FROM messages m WHERE m.queue_id = $1 AND m.visible_at <= sluice_now_ms()) AS visible";
 
-pub(crate) fn now_ms() -> TimeMs {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as TimeMs).unwrap_or(0)
-}
-
-pub(crate) fn new_message_id() -> uuid::Uuid {
-    uuid::Uuid::now_v7()
-}
-
 /// The checks core's `Broker::send` makes before accepting a message into a standard queue.
 /// `now_ms` (this node's clock) only matters for `deliver_at`, to refuse a time beyond
 /// retention; the message's actual times come from the database's clock. FIFO queues check
@@ -248,69 +241,6 @@ pub fn admit(message: &NewMessage, attributes: &QueueAttributes, now_ms: TimeMs)
         return Err(ValidationError::new("dedup_id", "only FIFO queues deduplicate; this queue is standard").into());
     }
     check_size_and_delay(message, attributes, now_ms)
-}
-
-/// The checks `Broker::send` makes last, on both queue types: the queue's size limit, and a
-/// delay that ends within retention.
-pub(crate) fn check_size_and_delay(
-    message: &NewMessage,
-    attributes: &QueueAttributes,
-    now_ms: TimeMs,
-) -> Result<(), EntryError> {
-    let size_bytes = message.size_bytes();
-    if size_bytes > attributes.message_bytes_max {
-        return Err(EntryError::MessageTooLarge { size_bytes, max_bytes: attributes.message_bytes_max });
-    }
-    let visible_in_ms = match (message.delay_ms, message.deliver_at_ms) {
-        (_, Some(at)) => at.saturating_sub(now_ms),
-        (Some(delay), None) => delay,
-        (None, None) => attributes.delay_ms,
-    };
-    if visible_in_ms >= attributes.retention_ms {
-        let field = if message.deliver_at_ms.is_some() { "deliver_at" } else { "delay_ms" };
-        return Err(ValidationError::new(
-            field,
-            format!(
-                "the message would become visible after this queue's retention ({} ms) ends",
-                attributes.retention_ms
-            ),
-        )
-        .into());
-    }
-    Ok(())
-}
-
-/// The parameters of `INSERT` (and of `fifo::INSERT`), one array per column.
-#[derive(Default)]
-pub(crate) struct Batch {
-    pub ids: Vec<uuid::Uuid>,
-    pub priorities: Vec<i16>,
-    pub delays_ms: Vec<i64>,
-    pub deliver_at_ms: Vec<Option<i64>>,
-    pub sizes_bytes: Vec<i64>,
-    pub group_ids: Vec<Option<String>>,
-    pub bodies: Vec<Vec<u8>>,
-    pub binary: Vec<bool>,
-    pub attributes: Vec<serde_json::Value>,
-    pub system_attributes: Vec<serde_json::Value>,
-    pub envelopes: Vec<serde_json::Value>,
-}
-
-impl Batch {
-    pub fn push(&mut self, id: uuid::Uuid, m: NewMessage, queue: &QueueAttributes) {
-        self.ids.push(id);
-        self.priorities.push(i16::from(m.priority));
-        // Bounded by DELAY_MS_MAX and retention; the casts cannot wrap.
-        self.delays_ms.push(m.delay_ms.unwrap_or(queue.delay_ms) as i64);
-        self.deliver_at_ms.push(m.deliver_at_ms.map(|t| t.min(i64::MAX as u64) as i64));
-        self.sizes_bytes.push(m.size_bytes() as i64);
-        self.group_ids.push(m.envelope.group_id.clone());
-        self.attributes.push(codec::attributes_to_json(&m.attributes));
-        self.system_attributes.push(codec::attributes_to_json(&m.system_attributes));
-        self.envelopes.push(codec::envelope_to_json(&m.envelope));
-        self.binary.push(m.body_binary);
-        self.bodies.push(m.body);
-    }
 }
 
 pub async fn send(inner: &Inner, queue: &str, messages: Vec<NewMessage>) -> Result<EntryResults<Sent>, StoreError> {
