@@ -5,14 +5,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_clock::{Clock, ManualClock};
+use sluice_clock::ManualClock;
 use sluice_core::{DeadLetter, NewMessage, QueueAttributes};
 use sluice_embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 use sluice_services::redrive::Status;
 use sluice_services::topics::Arns;
 use sluice_services::topics::worker::PushConfig;
 use sluice_services::{Services, ServicesConfig};
-use sluice_store::{QueueStore, ReceiveRequest, Store};
+use sluice_store::{ReceiveRequest, Store};
 
 const T0_MS: u64 = 1_700_000_000_000;
 
