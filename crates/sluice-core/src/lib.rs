@@ -19,7 +19,7 @@ pub mod receipt;
 pub mod validation;
 
 pub use attributes::{DeadLetter, QueueAttributes, QueueAttributesPatch};
-pub use broker::{Broker, BrokerError, Effect, EntryError, QueueId, QueueStats, Sent};
+pub use broker::{Admission, Broker, BrokerError, Effect, EntryError, QueueId, QueueStats, Sent};
 pub use message::{AttributeValue, MessageEnvelope, MessageId, MessageMeta, MessageState, NewMessage};
 pub use receipt::Receipt;
 pub use validation::ValidationError;

@@ -17,6 +17,7 @@
 //! memory), and one module per store trait: `queue_store`, `record_store`.
 
 mod codec;
+mod commit_store;
 mod engine;
 mod journal;
 mod queue_store;

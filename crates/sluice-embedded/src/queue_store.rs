@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 use crate::EmbeddedStore;
 use crate::engine::Command;
 
-fn message_id() -> MessageId {
+pub(crate) fn message_id() -> MessageId {
     MessageId(uuid::Uuid::now_v7().as_u128())
 }
 

@@ -12,9 +12,9 @@ use sluice_core::limits::FIFO_SUFFIX;
 use sluice_core::name::validate_queue_name;
 use sluice_core::{EntryError, MessageId, NewMessage, QueueAttributes, QueueAttributesPatch, Receipt, Sent};
 use sluice_store::{
-    EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage, Record, RecordStore,
-    StoreCounters, StoreError, StoreStatus, VisibilityRule, validate_record_key, validate_record_list,
-    validate_record_value,
+    CommitStore, Committed, Conflict, EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest,
+    ReceivedMessage, Record, RecordStore, Refused, StoreCounters, StoreError, StoreStatus, VisibilityRule, Write,
+    WriteOutcome, validate_commit, validate_record_key, validate_record_list, validate_record_value,
 };
 
 pub struct ParseOnlyStore;
@@ -143,6 +143,40 @@ impl RecordStore for ParseOnlyStore {
     async fn delete_record(&self, kind: &str, key: &str) -> Result<bool, StoreError> {
         validate_record_key(kind, key)?;
         Ok(false)
+    }
+}
+
+#[async_trait]
+impl CommitStore for ParseOnlyStore {
+    /// Checks every write as the other calls do; records are forgotten, so a condition on one
+    /// never holds.
+    async fn commit(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
+        validate_commit(&writes)?;
+        let mut outcomes = Vec::with_capacity(writes.len());
+        for (index, write) in writes.into_iter().enumerate() {
+            outcomes.push(match write {
+                Write::Send { queue, messages } => match self
+                    .send(&queue, messages)
+                    .await?
+                    .into_iter()
+                    .enumerate()
+                    .find_map(|(message, r)| r.err().map(|error| (message, error)))
+                {
+                    Some((message, error)) => {
+                        return Ok(Err(Refused {
+                            write: index,
+                            conflict: Conflict::MessageRefused { message, error },
+                        }));
+                    }
+                    None => WriteOutcome::Sent(Vec::new()),
+                },
+                Write::ReplaceRecord { .. } => {
+                    return Ok(Err(Refused { write: index, conflict: Conflict::RecordChanged }));
+                }
+                _ => WriteOutcome::Recorded,
+            });
+        }
+        Ok(Ok(outcomes))
     }
 }
 

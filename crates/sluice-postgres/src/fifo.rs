@@ -223,6 +223,45 @@ pub async fn send(
     (name, q): (&str, &QueueRow),
     messages: Vec<NewMessage>,
 ) -> Result<EntryResults<Sent>, StoreError> {
+    let mut plans = plan(&client, q, &messages).await?;
+    if plans.iter().any(|p| matches!(p, Plan::New { .. })) {
+        let tx = client.transaction().await.map_err(db_error)?;
+        let inserted = claim_and_insert(&tx, (name, q.id as i64), &q.attributes, &mut plans, messages).await?;
+        tx.commit().await.map_err(db_error)?;
+        drop(client);
+        Counters::add(&inner.counters.messages_sent, inserted);
+        inner.counters.committed(inserted * 2);
+        if inserted > 0 {
+            inner.notify(&[q.id]).await;
+        }
+    }
+    Ok(answers(&plans))
+}
+
+/// A FIFO send inside the caller's transaction (an atomic commit): every entry's answer, or
+/// the first entry the queue refuses (then nothing was written). The caller commits, counts and
+/// wakes the queue's long polls.
+pub async fn send_in(
+    tx: &deadpool_postgres::Transaction<'_>,
+    (name, q): (&str, &QueueRow),
+    messages: Vec<NewMessage>,
+) -> Result<Result<(Vec<Sent>, u64), (usize, EntryError)>, StoreError> {
+    let mut plans = plan(tx, q, &messages).await?;
+    if let Some((i, Plan::Refused(e))) = plans.iter().enumerate().find(|(_, p)| matches!(p, Plan::Refused(_))) {
+        return Ok(Err((i, e.clone())));
+    }
+    let inserted = if plans.iter().any(|p| matches!(p, Plan::New { .. })) {
+        claim_and_insert(tx, (name, q.id as i64), &q.attributes, &mut plans, messages).await?
+    } else {
+        0
+    };
+    let sent = answers(&plans).into_iter().map(|r| r.expect("no entry was refused")).collect();
+    Ok(Ok((sent, inserted)))
+}
+
+/// Each entry in order, as `Broker::send` decides it: rules, then a known key, then size and
+/// delay (a duplicate is answered even if it would not fit).
+async fn plan(client: &impl GenericClient, q: &QueueRow, messages: &[NewMessage]) -> Result<Vec<Plan>, StoreError> {
     let keys: Vec<Result<String, EntryError>> = messages
         .iter()
         .map(|m| {
@@ -232,10 +271,7 @@ pub async fn send(
         .collect();
     let wanted: Vec<&str> = keys.iter().flatten().map(String::as_str).collect::<BTreeSet<_>>().into_iter().collect();
     let queue_id = q.id as i64;
-    let known = if wanted.is_empty() { HashMap::new() } else { read_keys(&client, queue_id, &wanted).await? };
-
-    // Each entry in order, as `Broker::send` decides it: rules, then a known key, then size
-    // and delay (a duplicate is answered even if it would not fit).
+    let known = if wanted.is_empty() { HashMap::new() } else { read_keys(client, queue_id, &wanted).await? };
     let now = now_ms();
     let mut claimed: HashMap<&str, usize> = HashMap::new();
     let mut plans = Vec::with_capacity(messages.len());
@@ -256,15 +292,12 @@ pub async fn send(
         };
         plans.push(plan);
     }
+    Ok(plans)
+}
 
-    if !claimed.is_empty() {
-        let inserted = insert_new(inner, &mut client, (name, queue_id), &q.attributes, &mut plans, messages).await?;
-        drop(client);
-        if inserted > 0 {
-            inner.notify(&[q.id]).await;
-        }
-    }
-    let resolve = |plans: &[Plan], i: usize| -> Result<Sent, EntryError> {
+/// Every entry's answer once no plan is `New` any more.
+fn answers(plans: &[Plan]) -> EntryResults<Sent> {
+    let resolve = |i: usize| -> Result<Sent, EntryError> {
         match &plans[i] {
             Plan::Refused(e) => Err(e.clone()),
             Plan::Known(sent) => Ok(*sent),
@@ -272,12 +305,12 @@ pub async fn send(
             Plan::New { .. } => unreachable!("every new entry is resolved after its claim"),
         }
     };
-    Ok((0..plans.len())
+    (0..plans.len())
         .map(|i| match plans[i] {
-            Plan::SameAs(first) => resolve(&plans, first).map(|s| Sent { duplicate: true, ..s }),
-            _ => resolve(&plans, i),
+            Plan::SameAs(first) => resolve(first).map(|s| Sent { duplicate: true, ..s }),
+            _ => resolve(i),
         })
-        .collect())
+        .collect()
 }
 
 async fn read_keys(
@@ -297,12 +330,11 @@ async fn read_keys(
         .collect())
 }
 
-/// Claims the keys of the `New` plans and inserts the messages whose claims it won, in one
-/// transaction; turns every `New` into `Known` (sent here, `duplicate: false`, or lost to a
-/// concurrent send). Returns how many messages it inserted.
-async fn insert_new(
-    inner: &Inner,
-    client: &mut deadpool_postgres::Object,
+/// Claims the keys of the `New` plans and inserts the messages whose claims it won, in the
+/// caller's transaction; turns every `New` into `Known` (sent here, `duplicate: false`, or lost
+/// to a concurrent send). Returns how many messages it inserted.
+async fn claim_and_insert(
+    tx: &deadpool_postgres::Transaction<'_>,
     (name, queue_id): (&str, i64),
     attributes: &sluice_core::QueueAttributes,
     plans: &mut [Plan],
@@ -315,7 +347,6 @@ async fn insert_new(
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let tx = client.transaction().await.map_err(db_error)?;
     let lock = tx.prepare_cached(LOCK_GROUPS).await.map_err(db_error)?;
     let next = tx.prepare_cached(NEXT_SEQS).await.map_err(db_error)?;
     let count = new.len() as i32;
@@ -348,7 +379,7 @@ async fn insert_new(
         .collect();
     let lost: Vec<&str> = claim_keys.iter().copied().filter(|k| !won.contains(*k)).collect();
     // Committed by the sends that won them, and locked by our claim: this read sees them.
-    let taken = if lost.is_empty() { HashMap::new() } else { read_keys(&tx, queue_id, &lost).await? };
+    let taken = if lost.is_empty() { HashMap::new() } else { read_keys(tx, queue_id, &lost).await? };
 
     let mut batch = Batch::default();
     let mut batch_seqs = Vec::new();
@@ -392,11 +423,8 @@ async fn insert_new(
         }
         rows.len() as u64
     };
-    tx.commit().await.map_err(db_error)?;
     for (i, s) in sent {
         plans[i] = Plan::Known(s);
     }
-    Counters::add(&inner.counters.messages_sent, inserted);
-    inner.counters.committed(inserted * 2);
     Ok(inserted)
 }

@@ -39,6 +39,7 @@
 
 mod batch;
 mod codec;
+mod commit;
 mod fair;
 mod fifo;
 mod fragments;
@@ -60,8 +61,8 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use sluice_core::broker::{MoveOutcome, QueueView, Sent};
 use sluice_core::{NewMessage, QueueAttributes, QueueAttributesPatch};
 use sluice_store::{
-    Counters, EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage, Record, RecordStore,
-    StoreCounters, StoreError, StoreStatus, VisibilityRule,
+    CommitStore, Committed, Counters, EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest,
+    ReceivedMessage, Record, RecordStore, StoreCounters, StoreError, StoreStatus, VisibilityRule, Write,
 };
 use tokio::task::JoinHandle;
 
@@ -425,6 +426,13 @@ impl RecordStore for PostgresStore {
 
     async fn delete_record(&self, kind: &str, key: &str) -> Result<bool, StoreError> {
         records::delete(&self.inner, kind, key).await
+    }
+}
+
+#[async_trait]
+impl CommitStore for PostgresStore {
+    async fn commit(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
+        commit::commit(&self.inner, writes).await
     }
 }
 

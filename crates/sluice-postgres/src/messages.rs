@@ -22,7 +22,7 @@ use tokio_postgres::types::ToSql;
 use crate::batch::{Batch, check_size_and_delay, new_message_id, now_ms};
 use crate::codec::{self, message_columns, ms};
 use crate::fragments;
-use crate::queues::lookup;
+use crate::queues::{QueueRow, lookup};
 use crate::{Inner, db_error};
 
 /// Wakes long polls on the listed queues, on every node (see `wake`).
@@ -270,6 +270,58 @@ pub async fn send(inner: &Inner, queue: &str, messages: Vec<NewMessage>) -> Resu
         .collect())
 }
 
+/// A standard queue's send inside the caller's transaction (an atomic commit): every message's
+/// answer, or the first message the queue refuses (then nothing was written). The caller
+/// commits, counts and wakes the queue's long polls.
+pub async fn send_in(
+    tx: &deadpool_postgres::Transaction<'_>,
+    (name, q): (&str, &QueueRow),
+    messages: Vec<NewMessage>,
+) -> Result<Result<(Vec<Sent>, u64), (usize, EntryError)>, StoreError> {
+    if q.attributes.fifo {
+        return crate::fifo::send_in(tx, (name, q), messages).await;
+    }
+    let now = now_ms();
+    let mut batch = Batch::default();
+    for (i, m) in messages.into_iter().enumerate() {
+        if let Err(e) = admit(&m, &q.attributes, now) {
+            return Ok(Err((i, e)));
+        }
+        batch.push(new_message_id(), m, &q.attributes);
+    }
+    if batch.ids.is_empty() {
+        return Ok(Ok((Vec::new(), 0)));
+    }
+    let statement = tx.prepare_cached(INSERT).await.map_err(db_error)?;
+    let queue_id = q.id as i64;
+    let rows = tx.query(&statement, &insert_params(&queue_id, &batch)).await.map_err(db_error)?;
+    if rows.is_empty() {
+        // The queue was deleted between the look-up and the insert.
+        return Err(sluice_core::BrokerError::QueueNotFound(name.to_string()).into());
+    }
+    let seqs: HashMap<uuid::Uuid, i64> = rows.iter().map(|r| (r.get("id"), r.get("seq"))).collect();
+    let sent = batch.ids.iter().map(|id| Sent { seq: ms(seqs[id]), id: MessageId(id.as_u128()), duplicate: false });
+    Ok(Ok((sent.collect(), rows.len() as u64)))
+}
+
+/// The parameters of `INSERT` for a batch into queue `queue_id`.
+fn insert_params<'a>(queue_id: &'a i64, batch: &'a Batch) -> [&'a (dyn ToSql + Sync); 12] {
+    [
+        queue_id,
+        &batch.ids,
+        &batch.priorities,
+        &batch.delays_ms,
+        &batch.deliver_at_ms,
+        &batch.sizes_bytes,
+        &batch.group_ids,
+        &batch.bodies,
+        &batch.binary,
+        &batch.attributes,
+        &batch.system_attributes,
+        &batch.envelopes,
+    ]
+}
+
 /// Inserts the batch and wakes the queue's long polls; answers each new message's sequence
 /// number by id.
 async fn insert(
@@ -282,20 +334,7 @@ async fn insert(
     let insert = client.prepare_cached(INSERT).await.map_err(db_error)?;
     let notify = client.prepare_cached(NOTIFY).await.map_err(db_error)?;
     let woken = vec![queue_id];
-    let insert_params: [&(dyn ToSql + Sync); 12] = [
-        &queue_id,
-        &batch.ids,
-        &batch.priorities,
-        &batch.delays_ms,
-        &batch.deliver_at_ms,
-        &batch.sizes_bytes,
-        &batch.group_ids,
-        &batch.bodies,
-        &batch.binary,
-        &batch.attributes,
-        &batch.system_attributes,
-        &batch.envelopes,
-    ];
+    let insert_params = insert_params(&queue_id, batch);
     let notify_params: [&(dyn ToSql + Sync); 2] = [&inner.channel, &woken];
     // Pipelined on one connection: the NOTIFY runs (and commits) only after the INSERT has
     // committed, so a woken waiter always finds the new rows. Sent as its own transaction,

@@ -11,6 +11,8 @@
 //!   same durable path, so that features above the store need no storage layer of their own.
 //! - [`StoreStatus`] (`status.rs`): whether the store refuses calls, and its running totals,
 //!   kept in one [`Counters`] type by every backend.
+//! - [`CommitStore`] (`commit.rs`): several sends and record writes, with compare-and-swap
+//!   conditions, applied atomically in one durable batch or transaction, or not at all.
 //! - A log store (append-only partitioned logs with offsets, for streams and the event store)
 //!   joins them as a trait of its own, with its own conformance module.
 //!
@@ -19,6 +21,7 @@
 //! tests can stand in for that concern alone; a wrapper that changes one concern implements
 //! that trait and is combined with the wrapped store's other concerns by [`StoreParts`].
 
+mod commit;
 pub mod conformance;
 mod parts;
 mod queue;
@@ -27,6 +30,10 @@ mod status;
 
 use sluice_core::{BrokerError, ValidationError};
 
+pub use commit::{
+    COMMIT_MESSAGES_MAX, COMMIT_WRITES_MAX, CommitStore, Committed, Conflict, Refused, Write, WriteOutcome,
+    validate_commit,
+};
 pub use parts::StoreParts;
 pub use queue::{
     EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage, StoredMessage, VisibilityRule,
@@ -73,12 +80,12 @@ impl From<ValidationError> for StoreError {
 
 /// A whole backend: every concern's trait. Implemented for every type that implements them
 /// all, so a backend implements the concerns and is a `Store` by that.
-pub trait Store: QueueStore + RecordStore + StoreStatus {}
+pub trait Store: QueueStore + RecordStore + CommitStore + StoreStatus {}
 
-impl<T: QueueStore + RecordStore + StoreStatus + ?Sized> Store for T {}
+impl<T: QueueStore + RecordStore + CommitStore + StoreStatus + ?Sized> Store for T {}
 
 /// The store traits, for `use sluice_store::prelude::*`: calling a concern's method on a
 /// `dyn Store` needs that concern's trait in scope.
 pub mod prelude {
-    pub use crate::{QueueStore, RecordStore, Store, StoreStatus};
+    pub use crate::{CommitStore, QueueStore, RecordStore, Store, StoreStatus};
 }

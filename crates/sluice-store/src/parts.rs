@@ -10,14 +10,16 @@ use sluice_core::broker::{MoveOutcome, QueueView};
 use sluice_core::{NewMessage, QueueAttributes, QueueAttributesPatch, Sent};
 
 use crate::{
-    EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage, Record, RecordStore,
-    StoreCounters, StoreError, StoreStatus, VisibilityRule,
+    CommitStore, Committed, EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage,
+    Record, RecordStore, StoreCounters, StoreError, StoreStatus, VisibilityRule, Write,
 };
 
 /// A store made of parts; every call goes to the part of its concern.
 pub struct StoreParts {
     pub queues: Arc<dyn QueueStore>,
     pub records: Arc<dyn RecordStore>,
+    /// Atomic commits span queues and records, so they have a part of their own.
+    pub commits: Arc<dyn CommitStore>,
     pub status: Arc<dyn StoreStatus>,
 }
 
@@ -117,6 +119,13 @@ impl RecordStore for StoreParts {
 
     async fn delete_record(&self, kind: &str, key: &str) -> Result<bool, StoreError> {
         self.records.delete_record(kind, key).await
+    }
+}
+
+#[async_trait]
+impl CommitStore for StoreParts {
+    async fn commit(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
+        self.commits.commit(writes).await
     }
 }
 

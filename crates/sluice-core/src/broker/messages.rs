@@ -4,15 +4,10 @@
 use super::*;
 
 impl Broker {
-    /// Accepts one message into queue `id`. The caller writes the body under the returned
-    /// sequence number in the same batch as the effects.
-    pub fn send(
-        &mut self,
-        id: QueueId,
-        message: &NewMessage,
-        message_id: MessageId,
-        now_ms: TimeMs,
-    ) -> Result<Sent, EntryError> {
+    /// Whether queue `id` would accept `message` now, without changing anything: what
+    /// [`Broker::send`] decides before it enqueues. An atomic commit checks every send with it
+    /// before applying any, so that its sends cannot fail halfway.
+    pub fn admit(&self, id: QueueId, message: &NewMessage, now_ms: TimeMs) -> Result<Admission, EntryError> {
         message.validate()?;
         let queue = self.queues.get(&id).expect("caller resolved the queue");
         let dedup_key = if queue.is_fifo() {
@@ -20,7 +15,7 @@ impl Broker {
             if let Some(entry) = queue.dedup.get(&key)
                 && entry.expires_at > now_ms
             {
-                return Ok(Sent { seq: entry.seq, id: entry.id, duplicate: true });
+                return Ok(Admission::Duplicate(Sent { seq: entry.seq, id: entry.id, duplicate: true }));
             }
             Some(key)
         } else {
@@ -49,6 +44,22 @@ impl Broker {
             )
             .into());
         }
+        Ok(Admission::New { dedup_key, visible_at, size_bytes })
+    }
+
+    /// Accepts one message into queue `id`. The caller writes the body under the returned
+    /// sequence number in the same batch as the effects.
+    pub fn send(
+        &mut self,
+        id: QueueId,
+        message: &NewMessage,
+        message_id: MessageId,
+        now_ms: TimeMs,
+    ) -> Result<Sent, EntryError> {
+        let (dedup_key, visible_at, size_bytes) = match self.admit(id, message, now_ms)? {
+            Admission::Duplicate(sent) => return Ok(sent),
+            Admission::New { dedup_key, visible_at, size_bytes } => (dedup_key, visible_at, size_bytes),
+        };
         let seq = self.next_seq;
         self.next_seq += 1;
         if self.next_seq > self.seq_reserved {

@@ -156,6 +156,15 @@ pub struct MoveOutcome {
     pub remaining_visible: u64,
 }
 
+/// What a send would do (see [`Broker::admit`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// A FIFO duplicate inside its dedup window: answered with the original, nothing enqueued.
+    Duplicate(Sent),
+    /// A new message, visible at `visible_at`, deduplicated by `dedup_key` on a FIFO queue.
+    New { dedup_key: Option<String>, visible_at: TimeMs, size_bytes: u64 },
+}
+
 #[derive(Debug, Clone)]
 pub struct Broker {
     queues: HashMap<QueueId, Queue>,

@@ -11,8 +11,8 @@ use sluice_core::broker::{MoveOutcome, QueueView};
 use sluice_core::{QueueAttributes, QueueAttributesPatch};
 use sluice_embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 use sluice_store::{
-    EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage, Record, RecordStore, Store,
-    StoreCounters, StoreError, StoreStatus, VisibilityRule,
+    CommitStore, Committed, EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage,
+    Record, RecordStore, Store, StoreCounters, StoreError, StoreStatus, VisibilityRule, Write,
 };
 use tower::ServiceExt;
 
@@ -99,6 +99,13 @@ impl RecordStore for Poisoned {
     }
     async fn delete_record(&self, kind: &str, key: &str) -> Result<bool, StoreError> {
         self.0.delete_record(kind, key).await
+    }
+}
+
+#[async_trait]
+impl CommitStore for Poisoned {
+    async fn commit(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
+        self.0.commit(writes).await
     }
 }
 

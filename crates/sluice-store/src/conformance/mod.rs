@@ -1,5 +1,5 @@
 //! The conformance suite: the behaviour every backend must show, written once, one module per
-//! store trait (`queues.rs`, `records.rs`).
+//! store trait (`queues.rs`, `records.rs`, `commit.rs`).
 //!
 //! A backend's test file calls [`conformance_tests!`] with an expression that builds a fresh
 //! [`Backend`] (its own empty storage) for each test. Tests use real time with short timeouts;
@@ -7,6 +7,7 @@
 //! prove that a backend wires the rules to durable storage correctly, including across a
 //! restart.
 
+mod commit;
 mod queues;
 mod records;
 
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use sluice_core::{NewMessage, QueueAttributes};
 
+pub use commit::*;
 pub use queues::*;
 pub use records::*;
 
@@ -36,7 +38,7 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!($make, without_fifo);
         $crate::conformance_tests!(@each $make;
             fifo_orders_each_group_and_blocks_it_while_in_flight, fifo_dedup_survives_ack_and_restart_until_purge,
-            fifo_ack_that_unblocks_a_group_wakes_a_long_poll);
+            fifo_ack_that_unblocks_a_group_wakes_a_long_poll, fifo_duplicates_inside_a_commit_enqueue_once);
     };
     // For a backend that documents that it has no FIFO queues yet (see the README).
     ($make:expr, without_fifo) => {
@@ -49,7 +51,9 @@ macro_rules! conformance_tests {
             long_poll_times_out_empty, purge_and_peek, restart_keeps_everything, batch_entries_fail_alone,
             unknown_queue_is_an_error, retention_removes_expired, ids_are_never_reused_across_restart,
             lenient_visibility_rehides_an_expired_message, records_insert_put_replace_get_delete,
-            records_list_by_kind_prefix_and_key_order, records_survive_restart);
+            records_list_by_kind_prefix_and_key_order, records_survive_restart,
+            commit_applies_sends_and_records_together, a_refused_commit_changes_nothing,
+            of_commits_racing_on_one_condition_exactly_one_wins);
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
         $(

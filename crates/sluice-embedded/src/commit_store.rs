@@ -1,0 +1,117 @@
+//! [`CommitStore`] over the writer thread: one job checks every write, then applies them all,
+//! so they land in the same fjall batch and are answered after the same sync. Nothing is applied
+//! unless every check passed: the broker cannot take back a send, so sends are checked with
+//! `Broker::admit` first, and record conditions against the records as earlier writes of the
+//! commit leave them.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use sluice_core::message::MessageContent;
+use sluice_core::{Admission, NewMessage};
+use sluice_store::{
+    CommitStore, Committed, Conflict, Counters, Refused, StoreError, Write, WriteOutcome, validate_commit,
+};
+
+use crate::EmbeddedStore;
+use crate::engine::Engine;
+use crate::queue_store::message_id;
+
+#[async_trait]
+impl CommitStore for EmbeddedStore {
+    async fn commit(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
+        validate_commit(&writes)?;
+        let shared = self.shared.clone();
+        self.call(move |e, now| {
+            if let Err(refused) = check(e, &writes, now)? {
+                return Ok(Err(refused));
+            }
+            let mut outcomes = Vec::with_capacity(writes.len());
+            let mut sent_count = 0;
+            for write in writes {
+                outcomes.push(match write {
+                    Write::Send { queue, messages } => {
+                        let id = e.broker.queue_id(&queue)?;
+                        let mut sent = Vec::with_capacity(messages.len());
+                        for message in messages {
+                            let s = e.broker.send(id, &message, message_id(), now).expect("admitted by `check`");
+                            if !s.duplicate {
+                                let NewMessage { body, body_binary, attributes, system_attributes, envelope, .. } =
+                                    message;
+                                let content =
+                                    MessageContent { body, body_binary, attributes, system_attributes, envelope };
+                                e.stage_body(s.seq, content);
+                                sent_count += 1;
+                            }
+                            sent.push(s);
+                        }
+                        WriteOutcome::Sent(sent)
+                    }
+                    Write::PutRecord { kind, key, value }
+                    | Write::InsertRecord { kind, key, value }
+                    | Write::ReplaceRecord { kind, key, value, .. } => {
+                        e.records.put(&kind, &key, value);
+                        WriteOutcome::Recorded
+                    }
+                    Write::DeleteRecord { kind, key } => {
+                        e.records.delete(&kind, &key);
+                        WriteOutcome::Recorded
+                    }
+                });
+            }
+            Counters::add(&shared.counters.messages_sent, sent_count);
+            Ok(Ok(outcomes))
+        })
+        .await
+    }
+}
+
+/// Every write's checks, in order, as the earlier writes would leave the records. An unknown
+/// queue fails the call; a refused message or a failed condition refuses the commit.
+fn check(e: &Engine, writes: &[Write], now: u64) -> Result<Result<(), Refused>, StoreError> {
+    // Records as the commit's earlier writes leave them (`None`: deleted).
+    let mut written: HashMap<(&str, &str), Option<&[u8]>> = HashMap::new();
+    for (index, write) in writes.iter().enumerate() {
+        let refuse = |conflict| Ok(Err(Refused { write: index, conflict }));
+        match write {
+            Write::Send { queue, messages } => {
+                let id = e.broker.queue_id(queue)?;
+                // Messages of one commit into one FIFO queue may share a dedup key: the later
+                // ones are duplicates of the first, which `send` answers when it applies them.
+                for (message, m) in messages.iter().enumerate() {
+                    match e.broker.admit(id, m, now) {
+                        Ok(Admission::New { .. } | Admission::Duplicate(_)) => {}
+                        Err(error) => return refuse(Conflict::MessageRefused { message, error }),
+                    }
+                }
+            }
+            Write::PutRecord { kind, key, value } => {
+                written.insert((kind, key), Some(value));
+            }
+            Write::InsertRecord { kind, key, value } => {
+                let now_there = written
+                    .get(&(kind.as_str(), key.as_str()))
+                    .copied()
+                    .unwrap_or_else(|| e.records.get(kind, key).map(Vec::as_slice));
+                if now_there.is_some() {
+                    return refuse(Conflict::RecordExists);
+                }
+                written.insert((kind, key), Some(value));
+            }
+            Write::ReplaceRecord { kind, key, expected, value } => {
+                let now_there = written
+                    .get(&(kind.as_str(), key.as_str()))
+                    .copied()
+                    .unwrap_or_else(|| e.records.get(kind, key).map(Vec::as_slice));
+                if now_there != Some(expected.as_slice()) {
+                    return refuse(Conflict::RecordChanged);
+                }
+                written.insert((kind, key), Some(value));
+            }
+            Write::DeleteRecord { kind, key } => {
+                written.insert((kind, key), None);
+            }
+        }
+    }
+    Ok(Ok(()))
+}

@@ -1,0 +1,139 @@
+//! Conformance of [`CommitStore`](crate::CommitStore): all writes or none, conditions checked
+//! against what earlier writes left, concurrent commits on one condition, restarts.
+
+use std::sync::Arc;
+
+use sluice_core::{BrokerError, NewMessage, QueueAttributes};
+
+use super::{Backend, bodies, queue, recv, text};
+use crate::{Conflict, Refused, StoreError, Write, WriteOutcome};
+
+fn send(queue: &str, bodies: &[&str]) -> Write {
+    Write::Send { queue: queue.into(), messages: bodies.iter().map(|b| text(b)).collect() }
+}
+
+fn insert(key: &str, value: &str) -> Write {
+    Write::InsertRecord { kind: "k".into(), key: key.into(), value: value.as_bytes().to_vec() }
+}
+
+fn replace(key: &str, expected: &str, value: &str) -> Write {
+    Write::ReplaceRecord {
+        kind: "k".into(),
+        key: key.into(),
+        expected: expected.as_bytes().to_vec(),
+        value: value.as_bytes().to_vec(),
+    }
+}
+
+async fn record(s: &dyn crate::Store, key: &str) -> Option<String> {
+    s.get_record("k", key).await.expect("get").map(|v| String::from_utf8(v).expect("utf-8"))
+}
+
+pub async fn commit_applies_sends_and_records_together(b: &dyn Backend) {
+    let s = b.open().await;
+    queue(s.as_ref(), "q", QueueAttributes::default()).await;
+    let writes = vec![
+        send("q", &["one", "two"]),
+        insert("a", "v1"),
+        // Sees the insert before it in the same commit.
+        replace("a", "v1", "v2"),
+        Write::PutRecord { kind: "k".into(), key: "b".into(), value: b"put".to_vec() },
+        Write::DeleteRecord { kind: "k".into(), key: "b".into() },
+    ];
+    let outcomes = s.commit(writes).await.expect("commit").expect("not refused");
+    assert_eq!(outcomes.len(), 5);
+    let WriteOutcome::Sent(sent) = &outcomes[0] else { panic!("a send's outcome: {outcomes:?}") };
+    assert_eq!(sent.len(), 2);
+    assert!(sent[0].seq < sent[1].seq && !sent[0].duplicate);
+    assert!(outcomes[1..].iter().all(|o| *o == WriteOutcome::Recorded));
+    assert_eq!(record(s.as_ref(), "a").await.as_deref(), Some("v2"));
+    assert_eq!(record(s.as_ref(), "b").await, None);
+    b.close(s).await;
+
+    let s = b.open().await;
+    assert_eq!(record(s.as_ref(), "a").await.as_deref(), Some("v2"), "the commit survives a restart");
+    let got = s.receive("q", recv(10, 0, None)).await.expect("receive");
+    assert_eq!(bodies(&got), ["one", "two"]);
+    assert_eq!(got[0].message.meta.id, sent[0].id);
+    b.close(s).await;
+}
+
+pub async fn a_refused_commit_changes_nothing(b: &dyn Backend) {
+    let s = b.open().await;
+    queue(s.as_ref(), "q", QueueAttributes::default()).await;
+    queue(s.as_ref(), "small", QueueAttributes { message_bytes_max: 4, ..QueueAttributes::default() }).await;
+    s.put_record("k", "taken", b"x".to_vec()).await.expect("put");
+
+    let refused = s.commit(vec![send("q", &["lost"]), insert("new", "v"), insert("taken", "y")]).await.expect("commit");
+    assert_eq!(refused, Err(Refused { write: 2, conflict: Conflict::RecordExists }));
+    let refused = s.commit(vec![insert("new", "v"), replace("taken", "not x", "y")]).await.expect("commit");
+    assert_eq!(refused, Err(Refused { write: 1, conflict: Conflict::RecordChanged }));
+    let refused = s.commit(vec![replace("absent", "", "y")]).await.expect("commit");
+    assert_eq!(refused, Err(Refused { write: 0, conflict: Conflict::RecordChanged }), "nothing to replace");
+    // The second message is too large for its queue: the first, valid one is not sent either.
+    let refused = s.commit(vec![insert("new", "v"), send("small", &["ok", "too large"])]).await.expect("commit");
+    assert!(
+        matches!(&refused, Err(Refused { write: 1, conflict: Conflict::MessageRefused { message: 1, .. } })),
+        "{refused:?}"
+    );
+    // An unknown queue fails the call, after records were checked: still nothing applied.
+    let unknown = s.commit(vec![insert("new", "v"), send("nope", &["x"])]).await;
+    assert!(matches!(unknown, Err(StoreError::Broker(BrokerError::QueueNotFound(_)))), "{unknown:?}");
+    // Bad input and limits are refused before anything is looked at.
+    assert!(matches!(s.commit(Vec::new()).await, Err(StoreError::Broker(BrokerError::Invalid(_)))));
+    let huge = (0..=crate::COMMIT_MESSAGES_MAX).map(|i| text(&i.to_string())).collect();
+    let too_many = s.commit(vec![Write::Send { queue: "q".into(), messages: huge }]).await;
+    assert!(matches!(too_many, Err(StoreError::Broker(BrokerError::Invalid(_)))), "{too_many:?}");
+
+    assert_eq!(record(s.as_ref(), "new").await, None);
+    assert_eq!(record(s.as_ref(), "taken").await.as_deref(), Some("x"));
+    for q in ["q", "small"] {
+        assert!(s.receive(q, recv(10, 0, None)).await.expect("receive").is_empty(), "nothing sent into {q}");
+    }
+    b.close(s).await;
+}
+
+pub async fn fifo_duplicates_inside_a_commit_enqueue_once(b: &dyn Backend) {
+    let s = b.open().await;
+    queue(s.as_ref(), "f.fifo", QueueAttributes { fifo: true, ..QueueAttributes::default() }).await;
+    let grouped = |body: &str, dedup: &str| {
+        let mut m = NewMessage { dedup_id: Some(dedup.into()), ..text(body) };
+        m.envelope.group_id = Some("g".into());
+        m
+    };
+    let writes = vec![Write::Send { queue: "f.fifo".into(), messages: vec![grouped("a", "1"), grouped("again", "1")] }];
+    let outcomes = s.commit(writes).await.expect("commit").expect("not refused");
+    let WriteOutcome::Sent(sent) = &outcomes[0] else { panic!("{outcomes:?}") };
+    assert!(!sent[0].duplicate && sent[1].duplicate && sent[0].id == sent[1].id, "{sent:?}");
+    let writes = vec![Write::Send { queue: "f.fifo".into(), messages: vec![grouped("later", "1")] }];
+    let outcomes = s.commit(writes).await.expect("commit").expect("not refused");
+    assert_eq!(outcomes, vec![WriteOutcome::Sent(vec![sent[1]])], "a duplicate of an earlier commit's message");
+    assert_eq!(bodies(&s.receive("f.fifo", recv(10, 0, None)).await.expect("receive")), ["a"]);
+    b.close(s).await;
+}
+
+pub async fn of_commits_racing_on_one_condition_exactly_one_wins(b: &dyn Backend) {
+    let s = b.open().await;
+    queue(s.as_ref(), "q", QueueAttributes::default()).await;
+    s.put_record("k", "tick", b"0".to_vec()).await.expect("put");
+    let racers: Vec<_> = (0..8)
+        .map(|i| {
+            let s: Arc<dyn crate::Store> = s.clone();
+            tokio::spawn(async move {
+                let body = format!("fired by {i}");
+                s.commit(vec![replace("tick", "0", "1"), send("q", &[&body])]).await.expect("commit")
+            })
+        })
+        .collect();
+    let mut won = 0;
+    for racer in racers {
+        match racer.await.expect("racer") {
+            Ok(_) => won += 1,
+            Err(refused) => assert_eq!(refused, Refused { write: 0, conflict: Conflict::RecordChanged }),
+        }
+    }
+    assert_eq!(won, 1, "exactly one commit took the condition");
+    assert_eq!(s.receive("q", recv(10, 0, None)).await.expect("receive").len(), 1, "and only its send happened");
+    assert_eq!(record(s.as_ref(), "tick").await.as_deref(), Some("1"));
+    b.close(s).await;
+}
