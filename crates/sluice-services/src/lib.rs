@@ -5,6 +5,8 @@
 //! - `topics`: topics and subscriptions (store records), fan-out publish, and the HTTP/S push
 //!   worker (`topics/worker.rs`) with its breakers per endpoint.
 //! - `redrive`: redrive tasks that move a dead-letter queue's messages back at a bounded rate.
+//! - `schedules`: cron or fixed-interval recurring sends, each tick fired exactly once by an
+//!   atomic commit of the schedule's record and the tick's message.
 //! - `sqs`: the state only the SQS API has (its 60-second rules, FIFO receive attempts).
 //!
 //! Every later long-running feature (jobs, sagas, outbox relays, schedules, alerts) is a module
@@ -15,6 +17,7 @@
 //! deliveries; they serve nothing.
 
 pub mod redrive;
+pub mod schedules;
 pub mod sqs;
 pub mod topics;
 
@@ -25,6 +28,7 @@ use sluice_store::Store;
 use tokio::task::JoinHandle;
 
 use redrive::Redrives;
+use schedules::Schedules;
 use sqs::SqsState;
 use topics::worker::{Endpoints, PushConfig};
 use topics::{Arns, Topics};
@@ -41,8 +45,9 @@ pub struct ServicesConfig {
 pub struct Services {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
-    topics: Topics,
+    topics: Arc<Topics>,
     redrives: Arc<Redrives>,
+    schedules: Arc<Schedules>,
     /// The push worker's breakers and permits per endpoint (shown in subscription views).
     push: Arc<Endpoints>,
     sqs: SqsState,
@@ -50,8 +55,10 @@ pub struct Services {
 
 impl Services {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, config: ServicesConfig) -> Arc<Services> {
+        let topics = Arc::new(Topics::new(store.clone(), config.arns, clock.clone()));
         Arc::new(Services {
-            topics: Topics::new(store.clone(), config.arns, clock.clone()),
+            schedules: Schedules::new(store.clone(), clock.clone(), topics.clone()),
+            topics,
             redrives: Redrives::new(store.clone(), clock.clone()),
             push: Arc::new(Endpoints::new(config.push)),
             sqs: SqsState::default(),
@@ -76,6 +83,10 @@ impl Services {
         &self.redrives
     }
 
+    pub fn schedules(&self) -> &Arc<Schedules> {
+        &self.schedules
+    }
+
     pub fn push_endpoints(&self) -> &Endpoints {
         &self.push
     }
@@ -84,12 +95,15 @@ impl Services {
         &self.sqs
     }
 
-    /// Starts the background work: the push worker. Redrives start on request.
+    /// Starts the background work: the push worker and the schedules' loop. Redrives start
+    /// on request.
     pub fn start(self: &Arc<Self>) -> Running {
         // Stopped with the server: a POST cut short leaves its delivery to reappear after its
         // visibility timeout and be pushed again (at least once).
         let push_worker = topics::worker::spawn(self.store.clone(), self.push.clone(), self.clock.clone());
-        Running { services: self.clone(), push_worker }
+        // Aborted at any await: a tick is fired by one commit, so it is either fired or not.
+        let schedules = tokio::spawn(self.schedules.clone().run());
+        Running { services: self.clone(), tasks: vec![push_worker, schedules] }
     }
 
     /// Ends long-running work at once and refuses new work (each redrive after its current
@@ -103,13 +117,16 @@ impl Services {
 /// begins to shut down, then [`Running::join`] once requests are finished.
 pub struct Running {
     services: Arc<Services>,
-    push_worker: JoinHandle<()>,
+    /// The push worker and the schedules' loop, aborted at the end.
+    tasks: Vec<JoinHandle<()>>,
 }
 
 impl Running {
-    /// Waits for the work that [`Services::stop`] ended, then drops the push worker's tasks.
+    /// Waits for the work that [`Services::stop`] ended, then aborts the background tasks.
     pub async fn join(self) {
         self.services.redrives.join_all().await;
-        self.push_worker.abort();
+        for task in self.tasks {
+            task.abort();
+        }
     }
 }

@@ -114,39 +114,13 @@ impl Topics {
         let mut results: Vec<Option<Result<Published, PublishError>>> = vec![None; publications.len()];
         let mut accepted = Vec::new();
         for (index, publication) in publications.into_iter().enumerate() {
-            match check(&snapshot.topic, &publication) {
-                Ok(Checked { default_text, per_protocol, dedup_id }) => accepted.push(Accepted {
-                    index,
-                    publication,
-                    default_text,
-                    per_protocol,
-                    message_id: uuid::Uuid::now_v7().to_string(),
-                    sequence_number: snapshot.topic.fifo.then(|| format!("{:020}", self.next_sequence())),
-                    dedup_id,
-                }),
+            match self.accept(&snapshot, index, publication) {
+                Ok(message) => accepted.push(message),
                 Err(invalid) => results[index] = Some(Err(PublishError::Invalid(invalid))),
             }
         }
-        let call = Call {
-            topics: self,
-            snapshot: &snapshot,
-            origin,
-            topic_arn: self.arns.topic(topic),
-            timestamp: envelope::timestamp(self.clock.now_ms()),
-        };
-
-        // Match, and group the copies by queue.
-        let mut matched = vec![0usize; accepted.len()];
-        let mut by_queue: BTreeMap<&str, Vec<Delivery>> = BTreeMap::new();
-        for (a, message) in accepted.iter().enumerate() {
-            for (s, live) in snapshot.subscriptions.iter().enumerate() {
-                if live.record.pending || !matches(live, message) {
-                    continue;
-                }
-                matched[a] += 1;
-                by_queue.entry(live.record.queue.as_str()).or_default().push(Delivery { accepted: a, subscription: s });
-            }
-        }
+        let call = self.call(topic, &snapshot, origin);
+        let (matched, by_queue) = route(&snapshot, &accepted);
 
         // Send every queue's copies at once.
         let mut sends = JoinSet::new();
@@ -221,6 +195,72 @@ impl Topics {
         }
         Ok(results.into_iter().map(|r| r.expect("every message was answered")).collect())
     }
+}
+
+impl Topics {
+    /// The copies a publish of `publication` would send now, by queue, without sending them,
+    /// for a caller that sends them in an atomic commit of its own (a schedule's tick): the
+    /// same checks, matching and envelopes as `publish`. A copy a queue refuses fails that
+    /// commit as a whole rather than going to the subscription's dead-letter queue.
+    pub async fn plan_publish(
+        &self,
+        topic: &str,
+        publication: Publication,
+        origin: &Origin,
+    ) -> Result<Vec<(String, Vec<NewMessage>)>, TopicError> {
+        let snapshot = self.snapshot(topic).await?;
+        let accepted = vec![self.accept(&snapshot, 0, publication).map_err(TopicError::Invalid)?];
+        let call = self.call(topic, &snapshot, origin);
+        let (_, by_queue) = route(&snapshot, &accepted);
+        Ok(by_queue
+            .into_iter()
+            .map(|(queue, copies)| {
+                let messages = copies.iter().map(|c| call.build(&accepted[c.accepted], c.subscription)).collect();
+                (queue.to_string(), messages)
+            })
+            .collect())
+    }
+
+    /// Checks one message and gives it its id (and sequence number on a FIFO topic).
+    fn accept(&self, snapshot: &Snapshot, index: usize, publication: Publication) -> Result<Accepted, Invalid> {
+        let Checked { default_text, per_protocol, dedup_id } = check(&snapshot.topic, &publication)?;
+        Ok(Accepted {
+            index,
+            publication,
+            default_text,
+            per_protocol,
+            message_id: uuid::Uuid::now_v7().to_string(),
+            sequence_number: snapshot.topic.fifo.then(|| format!("{:020}", self.next_sequence())),
+            dedup_id,
+        })
+    }
+
+    fn call<'a>(&'a self, topic: &str, snapshot: &'a Snapshot, origin: &'a Origin) -> Call<'a> {
+        Call {
+            topics: self,
+            snapshot,
+            origin,
+            topic_arn: self.arns.topic(topic),
+            timestamp: envelope::timestamp(self.clock.now_ms()),
+        }
+    }
+}
+
+/// Matches every message against every confirmed subscription: how many copies each gets, and
+/// the copies grouped by queue.
+fn route<'s>(snapshot: &'s Snapshot, accepted: &[Accepted]) -> (Vec<usize>, BTreeMap<&'s str, Vec<Delivery>>) {
+    let mut matched = vec![0usize; accepted.len()];
+    let mut by_queue: BTreeMap<&str, Vec<Delivery>> = BTreeMap::new();
+    for (a, message) in accepted.iter().enumerate() {
+        for (s, live) in snapshot.subscriptions.iter().enumerate() {
+            if live.record.pending || !matches(live, message) {
+                continue;
+            }
+            matched[a] += 1;
+            by_queue.entry(live.record.queue.as_str()).or_default().push(Delivery { accepted: a, subscription: s });
+        }
+    }
+    (matched, by_queue)
 }
 
 /// Why the store did not take a copy.
