@@ -89,3 +89,77 @@ def test_change_visibility_of_a_deleted_message_stays_invalid(sqs_each_protocol,
             with pytest.raises(ClientError) as excinfo:
                 sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=receipt, VisibilityTimeout=30)
             assert error_of(excinfo)[:3] == ("InvalidParameterValue", expected, 400)
+
+
+@pytest.mark.parametrize(
+    ("accounts", "actions", "code", "status", "message"),
+    [
+        (
+            ["111122223333"],
+            [
+                "ChangeMessageVisibility",
+                "DeleteMessage",
+                "GetQueueAttributes",
+                "GetQueueUrl",
+                "ListDeadLetterSourceQueues",
+                "PurgeQueue",
+                "ReceiveMessage",
+                "SendMessage",
+            ],
+            "OverLimit",
+            403,
+            "8 Actions were found, maximum allowed is 7.",
+        ),
+        (
+            [],
+            ["ReceiveMessage"],
+            "InvalidParameterValue",
+            400,
+            "Value [] for parameter PrincipalId is invalid. Reason: Unable to verify.",
+        ),
+        (
+            ["111122223333"],
+            ["SendMessage", "RemovePermission"],
+            "InvalidParameterValue",
+            400,
+            "Value SQS:RemovePermission for parameter ActionName is invalid. Reason: Only the queue owner is allowed "
+            "to invoke this action.",
+        ),
+        (
+            ["111122223333"],
+            ["TagQueue"],
+            "InvalidParameterValue",
+            400,
+            "Value SQS:TagQueue for parameter ActionName is invalid. Reason: Only the queue owner is allowed to "
+            "invoke this action.",
+        ),
+    ],
+    ids=["eight-actions", "no-accounts", "owner-only-action", "owner-only-tagging"],
+)
+def test_add_permission_refusals(sqs_each_protocol, queue_url, accounts, actions, code, status, message):
+    sqs = sqs_each_protocol
+    with pytest.raises(ClientError) as excinfo:
+        sqs.add_permission(QueueUrl=queue_url, Label="shared", AWSAccountIds=accounts, Actions=actions)
+    assert error_of(excinfo)[:3] == (code, message, status)
+    if code == "OverLimit":
+        assert excinfo.value.__class__ is sqs.exceptions.OverLimit
+    attributes = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["Policy"])
+    assert "Policy" not in attributes.get("Attributes", {}), "a refused permission changes no policy"
+
+
+@pytest.mark.parametrize(
+    ("call", "kwargs", "parameter"),
+    [("tag_queue", {"Tags": {}}, "Tags"), ("untag_queue", {"TagKeys": []}, "TagKeys")],
+    ids=["tag-nothing", "untag-nothing"],
+)
+def test_tagging_nothing_is_missing_parameter(sqs_each_protocol, new_queue, call, kwargs, parameter):
+    sqs = sqs_each_protocol
+    _, url = new_queue(tags={"team": "core"})
+    with pytest.raises(ClientError) as excinfo:
+        getattr(sqs, call)(QueueUrl=url, **kwargs)
+    assert error_of(excinfo)[:3] == (
+        "MissingParameter",
+        f"The request must contain the parameter {parameter}.",
+        400,
+    )
+    assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "core"}
