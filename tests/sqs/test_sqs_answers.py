@@ -163,3 +163,22 @@ def test_tagging_nothing_is_missing_parameter(sqs_each_protocol, new_queue, call
         400,
     )
     assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "core"}
+
+
+def test_deduplication_id_on_a_standard_queue_in_aws_words(sqs_each_protocol, queue_url):
+    sqs = sqs_each_protocol
+    with pytest.raises(ClientError) as excinfo:
+        sqs.send_message(QueueUrl=queue_url, MessageBody="x", MessageDeduplicationId="d-1")
+    assert error_of(excinfo)[:3] == (
+        "InvalidParameterValue",
+        "Value d-1 for parameter MessageDeduplicationId is invalid. Reason: The request include parameter that is "
+        "not valid for this queue type.",
+        400,
+    )
+    response = sqs.send_message_batch(
+        QueueUrl=queue_url, Entries=[{"Id": "e", "MessageBody": "x", "MessageDeduplicationId": "d-1"}]
+    )
+    (failed,) = response["Failed"]
+    assert (failed["Code"], failed["SenderFault"]) == ("InvalidParameterValue", True)
+    assert failed["Message"].endswith("Reason: The request include parameter that is not valid for this queue type.")
+    assert "Messages" not in sqs.receive_message(QueueUrl=queue_url), "nothing was enqueued"

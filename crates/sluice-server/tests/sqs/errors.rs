@@ -65,7 +65,7 @@ async fn aws_codes_statuses_and_messages() {
             400, "InvalidParameterValueException", "InvalidParameterValue",
             "Message (user) attribute 'ErrorDetails' must contain a non-empty value of type 'String'.".into()),
         ("SendMessage", json!({"QueueUrl": q, "MessageBody": "x", "MessageDeduplicationId": "d"}), 400, "InvalidParameterValueException", "InvalidParameterValue",
-            "Value d for parameter MessageDeduplicationId is invalid. Reason: The request includes a parameter that is not valid for this queue type.".into()),
+            "Value d for parameter MessageDeduplicationId is invalid. Reason: The request include parameter that is not valid for this queue type.".into()),
         ("SendMessage", json!({"QueueUrl": q, "MessageBody": "x".repeat(1_048_577)}), 400, "InvalidParameterValueException", "InvalidParameterValue",
             "One or more parameters are invalid. Reason: Message must be shorter than 1048576 bytes.".into()),
         ("ReceiveMessage", json!({"QueueUrl": q, "MaxNumberOfMessages": 11}), 400, "InvalidParameterValueException", "InvalidParameterValue",
