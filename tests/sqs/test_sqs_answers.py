@@ -165,6 +165,38 @@ def test_tagging_nothing_is_missing_parameter(sqs_each_protocol, new_queue, call
     assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "core"}
 
 
+def test_message_attribute_names_follow_aws_rule_not_ascii(sqs_each_protocol, queue_url):
+    sqs = sqs_each_protocol
+    # AWS takes letters of any script (AWS's recorded test_send_message_with_invalid_string_attributes).
+    names = ["attr.1øßä", "ключ-1", "名前_2", "L" * 256]
+    attributes = {name: {"DataType": "String", "StringValue": "v"} for name in names}
+    sent = sqs.send_message(QueueUrl=queue_url, MessageBody="named", MessageAttributes=attributes)
+    got = receive(sqs, queue_url, MessageAttributeNames=["All"])
+    assert set(got["MessageAttributes"]) == set(names)
+    assert got["MD5OfMessageAttributes"] == sent["MD5OfMessageAttributes"]
+
+    refusals = [
+        (
+            "a§b",
+            "Message (user) attributes name can only contain upper and lower score characters, digits, periods, "
+            "hyphens and underscores. ",
+        ),
+        ("L" * 257, "Message (user) attribute names must be shorter than 256 Bytes"),
+        (
+            "AWS.reserved",
+            "You can't use message attribute names beginning with 'AWS.' or 'Amazon.'. These strings are reserved "
+            "for internal use. Additionally, they cannot start or end with '.'.",
+        ),
+        ("a..b", "Message (user) attribute name 'a..b' can not have successive '.' characters."),
+    ]
+    for name, message in refusals:
+        with pytest.raises(ClientError) as excinfo:
+            sqs.send_message(
+                QueueUrl=queue_url, MessageBody="x", MessageAttributes={name: {"DataType": "String", "StringValue": "v"}}
+            )
+        assert error_of(excinfo)[:3] == ("InvalidParameterValue", message, 400), name
+
+
 def test_deduplication_id_on_a_standard_queue_in_aws_words(sqs_each_protocol, queue_url):
     sqs = sqs_each_protocol
     with pytest.raises(ClientError) as excinfo:
