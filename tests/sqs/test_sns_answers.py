@@ -2,11 +2,78 @@
 the Query protocol only) and copies read back through SQS: AWS's code, HTTP status and message
 text, or AWS's result where SNS accepts what Sluice refused."""
 
+import json
+
 import pytest
 from botocore.exceptions import ClientError
 
 from sns_support import receive_all, subscribe_queue
-from sqs_support import error_of
+from sqs_support import ACCOUNT, REGION, error_of
+
+TOPIC_MISSING = f"arn:aws:sns:{REGION}:{ACCOUNT}:no-such-topic"
+
+
+@pytest.mark.parametrize(
+    ("protocol", "subscriber"),
+    [("sqs", "not-an-arn"), ("https", "ftp://example.com"), ("http", "")],
+    ids=["sqs-not-an-arn", "https-wrong-scheme", "http-empty"],
+)
+def test_subscribe_to_a_missing_topic_is_not_found_before_the_endpoint_is_checked(sns, protocol, subscriber):
+    with pytest.raises(sns.exceptions.NotFoundException) as excinfo:
+        sns.subscribe(TopicArn=TOPIC_MISSING, Protocol=protocol, Endpoint=subscriber)
+    assert error_of(excinfo)[:3] == ("NotFound", "Topic does not exist", 404)
+
+
+def test_a_string_array_that_is_no_json_array_is_published_and_filtered_on_its_value(
+    sns, sqs, new_topic, new_queue
+):
+    topic = new_topic()
+    _, url = new_queue()
+    subscribe_queue(sns, sqs, topic, url, RawMessageDelivery="true", FilterPolicy={"price": [100, 500]})
+    for body, value in [("match", "100"), ("no-match", "200"), ("array-match", "[500, 7]")]:
+        response = sns.publish(
+            TopicArn=topic, Message=body, MessageAttributes={"price": {"DataType": "String.Array", "StringValue": value}}
+        )
+        assert response["ResponseMetadata"]["HTTPStatusCode"] == 200
+    got = receive_all(sqs, url, expected=2)
+    assert sorted(m["Body"] for m in got) == ["array-match", "match"]
+    by_body = {m["Body"]: m for m in got}
+    assert by_body["match"]["MessageAttributes"]["price"] == {"DataType": "String.Array", "StringValue": "100"}
+
+
+@pytest.mark.parametrize("number", [1000000001, -1000000001, 1e10])
+def test_filter_policy_numbers_outside_sns_range_are_refused(sns, sqs, new_topic, new_queue, number):
+    topic = new_topic()
+    _, url = new_queue()
+    policy = json.dumps({"store": [number]})
+    reason = "FilterPolicy: Value must be between -1.0E9 and 1.0E9, inclusive"
+    with pytest.raises(sns.exceptions.InvalidParameterException) as excinfo:
+        subscribe_queue(sns, sqs, topic, url, FilterPolicy=policy)
+    assert error_of(excinfo)[:3] == ("InvalidParameter", f"Invalid parameter: Attributes Reason: {reason}", 400)
+    subscription = subscribe_queue(sns, sqs, topic, url)
+    with pytest.raises(sns.exceptions.InvalidParameterException) as excinfo:
+        sns.set_subscription_attributes(
+            SubscriptionArn=subscription, AttributeName="FilterPolicy", AttributeValue=policy
+        )
+    assert error_of(excinfo)[:3] == ("InvalidParameter", f"Invalid parameter: {reason}", 400)
+    # The edge of the range is SNS's too.
+    edge = json.dumps({"store": [1000000000, -1000000000]})
+    sns.set_subscription_attributes(SubscriptionArn=subscription, AttributeName="FilterPolicy", AttributeValue=edge)
+
+
+def test_more_than_fifty_tags_is_tag_limit_exceeded(sns, new_topic):
+    message = "Could not complete request: tag quota of per resource exceeded"
+    tags = [{"Key": f"k{i}", "Value": "v"} for i in range(51)]
+    topic = new_topic(Tags=tags[:1])
+    with pytest.raises(sns.exceptions.TagLimitExceededException) as excinfo:
+        sns.tag_resource(ResourceArn=topic, Tags=tags[1:])
+    assert error_of(excinfo)[:3] == ("TagLimitExceeded", message, 400)
+    assert sns.list_tags_for_resource(ResourceArn=topic)["Tags"] == tags[:1], "a refused call changes no tag"
+    sns.tag_resource(ResourceArn=topic, Tags=tags[1:50])
+    assert len(sns.list_tags_for_resource(ResourceArn=topic)["Tags"]) == 50
+    with pytest.raises(sns.exceptions.TagLimitExceededException) as excinfo:
+        new_topic(Tags=tags)
+    assert error_of(excinfo)[:3] == ("TagLimitExceeded", message, 400)
 
 
 def test_message_attribute_names_follow_sns_rule_not_ascii(sns, sqs, new_topic, new_queue):

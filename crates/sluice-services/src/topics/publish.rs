@@ -451,8 +451,9 @@ fn attribute_len(value: &AttributeData) -> usize {
 }
 
 /// SNS's attribute rules: at most ten; names of letters (any script's), digits, `_`, `-` and
-/// `.`; types `String`, `String.Array` (a JSON array), `Number` and `Binary`, each with an
-/// optional custom label; non-empty values.
+/// `.`; types `String`, `String.Array`, `Number` and `Binary`, each with an optional custom
+/// label; non-empty values. A `String.Array` need not hold a JSON array: SNS takes `100` too, and
+/// filters on that one value (`sluice_core::filter`).
 fn check_attributes(attributes: &BTreeMap<String, AttributeValue>) -> Result<(), Invalid> {
     if attributes.len() > PUBLISH_ATTRIBUTES_MAX {
         return Err(Invalid::attribute(
@@ -479,23 +480,6 @@ fn check_attributes(attributes: &BTreeMap<String, AttributeValue>) -> Result<(),
                     attribute.base_type()
                 ),
             ));
-        }
-        if attribute.data_type.starts_with("String.Array") {
-            let is_array = match &attribute.value {
-                AttributeData::Text(t) => {
-                    matches!(serde_json::from_str::<serde_json::Value>(t), Ok(serde_json::Value::Array(_)))
-                }
-                AttributeData::Bytes(_) => false,
-            };
-            if !is_array {
-                return Err(Invalid::attribute(
-                    format!("attributes.{name}"),
-                    format!("attribute {name:?} is a String.Array, so its value is a JSON array"),
-                    format!(
-                        "The message attribute '{name}' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String."
-                    ),
-                ));
-            }
         }
     }
     // The rest (types, numbers) as the queues that take the copies check them.
@@ -689,7 +673,9 @@ mod tests {
         );
         assert!(check(&std, &with("n", "Number", AttributeData::Text("x".into()))).is_err());
         assert!(check(&std, &with("arr", "String.Array", AttributeData::Text("[\"a\", 1]".into()))).is_ok());
-        assert!(check(&std, &with("arr", "String.Array", AttributeData::Text("a".into()))).is_err());
+        // SNS takes a String.Array that is no JSON array, and filters on its one value.
+        assert!(check(&std, &with("arr", "String.Array", AttributeData::Text("100".into()))).is_ok());
+        assert!(check(&std, &with("arr", "String.Array", AttributeData::Text("a".into()))).is_ok());
         assert!(check(&std, &with("b", "Binary", AttributeData::Bytes(vec![1]))).is_ok());
         let text = || AttributeData::Text("v".into());
         assert!(check(&std, &with("attr.1øßä", "String", text())).is_ok(), "letters of any script");

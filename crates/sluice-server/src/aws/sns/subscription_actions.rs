@@ -33,6 +33,9 @@ struct SubscribeInput {
 pub async fn subscribe(ctx: &Ctx<'_>, input: Value) -> Outcome {
     let input: SubscribeInput = parse(input)?;
     let topic = ctx.topic("TopicArn", &input.topic_arn)?;
+    // SNS answers for a missing topic before it looks at the endpoint (NotFound, not
+    // InvalidParameter); the topics service reads the topic again, and Subscribe is rare.
+    ctx.topics.topic_record(&topic).await.map_err(topic_error)?;
     let protocol_text = input.protocol.unwrap_or_default();
     let endpoint_text = input.endpoint.unwrap_or_default();
     let endpoint = match Protocol::parse(&protocol_text) {
