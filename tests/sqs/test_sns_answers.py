@@ -76,6 +76,77 @@ def test_more_than_fifty_tags_is_tag_limit_exceeded(sns, new_topic):
     assert error_of(excinfo)[:3] == ("TagLimitExceeded", message, 400)
 
 
+def test_delivery_policies_are_shown_normalised(sns, new_topic):
+    # The recorded answers of AWS's test_topic_delivery_policy_crud and
+    # test_subscribe_external_http_endpoint_content_type.
+    set_policy = {"http": {"defaultRequestPolicy": {"headerContentType": "application/json"}}}
+    topic = new_topic(Attributes={"DeliveryPolicy": json.dumps(set_policy)})
+    attributes = sns.get_topic_attributes(TopicArn=topic)["Attributes"]
+    assert json.loads(attributes["DeliveryPolicy"]) == {
+        "http": {"disableSubscriptionOverrides": False, "defaultRequestPolicy": {"headerContentType": "application/json"}}
+    }
+    retry = {"minDelayTarget": 5, "maxDelayTarget": 6, "numRetries": 1}
+    sns.set_topic_attributes(
+        TopicArn=topic, AttributeName="DeliveryPolicy", AttributeValue=json.dumps({"http": {"defaultHealthyRetryPolicy": retry}})
+    )
+    attributes = sns.get_topic_attributes(TopicArn=topic)["Attributes"]
+    assert json.loads(attributes["DeliveryPolicy"]) == {
+        "http": {"defaultHealthyRetryPolicy": retry, "disableSubscriptionOverrides": False}
+    }
+    assert json.loads(attributes["EffectiveDeliveryPolicy"]) == {
+        "http": {
+            "defaultHealthyRetryPolicy": {
+                **retry,
+                "numMaxDelayRetries": 0,
+                "numNoDelayRetries": 0,
+                "numMinDelayRetries": 0,
+                "backoffFunction": "linear",
+            },
+            "disableSubscriptionOverrides": False,
+            "defaultRequestPolicy": {"headerContentType": "text/plain; charset=UTF-8"},
+        }
+    }
+    sns.set_topic_attributes(
+        TopicArn=topic, AttributeName="DeliveryPolicy", AttributeValue=json.dumps({"http": {"defaultHealthyRetryPolicy": None}})
+    )
+    attributes = sns.get_topic_attributes(TopicArn=topic)["Attributes"]
+    assert json.loads(attributes["DeliveryPolicy"]) == {"http": {"disableSubscriptionOverrides": False}}
+    sns.set_topic_attributes(TopicArn=topic, AttributeName="DeliveryPolicy", AttributeValue="")
+    assert "DeliveryPolicy" not in sns.get_topic_attributes(TopicArn=topic)["Attributes"]
+
+    subscription = sns.subscribe(
+        TopicArn=topic,
+        Protocol="http",
+        Endpoint="http://127.0.0.1:9/sns-endpoint",
+        Attributes={"DeliveryPolicy": json.dumps({"requestPolicy": {"headerContentType": "text/csv"}})},
+        ReturnSubscriptionArn=True,
+    )["SubscriptionArn"]
+    attributes = sns.get_subscription_attributes(SubscriptionArn=subscription)["Attributes"]
+    request_policy = {"headerContentType": "text/csv"}
+    assert json.loads(attributes["DeliveryPolicy"]) == {
+        "healthyRetryPolicy": None,
+        "sicklyRetryPolicy": None,
+        "throttlePolicy": None,
+        "requestPolicy": request_policy,
+        "guaranteed": False,
+    }
+    assert json.loads(attributes["EffectiveDeliveryPolicy"]) == {
+        "healthyRetryPolicy": {
+            "minDelayTarget": 20,
+            "maxDelayTarget": 20,
+            "numRetries": 3,
+            "numMaxDelayRetries": 0,
+            "numNoDelayRetries": 0,
+            "numMinDelayRetries": 0,
+            "backoffFunction": "linear",
+        },
+        "sicklyRetryPolicy": None,
+        "throttlePolicy": None,
+        "requestPolicy": request_policy,
+        "guaranteed": False,
+    }
+
+
 def test_message_attribute_names_follow_sns_rule_not_ascii(sns, sqs, new_topic, new_queue):
     topic = new_topic()
     _, url = new_queue()
