@@ -77,6 +77,19 @@ def sqs(endpoint):
     return make_client(endpoint)
 
 
+@pytest.fixture(scope="session")
+def sqs_query(endpoint):
+    """An unmodified boto3 SQS client that speaks the Query protocol (see `make_client`)."""
+    return make_client(endpoint, protocol="query")
+
+
+@pytest.fixture(params=["json", "query"])
+def sqs_each_protocol(request, sqs, sqs_query):
+    """The SQS client of each protocol in turn: a test using it runs once with JSON and once with
+    the Query protocol, where AWS answers alike."""
+    return sqs if request.param == "json" else sqs_query
+
+
 @pytest.fixture
 def new_queue(sqs):
     """Creates a standard queue with a unique name: `new_queue(Attributes=..., tags=...)` returns

@@ -217,19 +217,6 @@ impl DeliveryPolicy {
         policy.validate()?;
         Ok(policy)
     }
-
-    /// The `healthyRetryPolicy` object SNS shows (`EffectiveDeliveryPolicy`), delays in seconds.
-    pub fn healthy_retry_policy_json(&self) -> Value {
-        serde_json::json!({
-            "minDelayTarget": self.min_delay_ms / 1_000,
-            "maxDelayTarget": self.max_delay_ms / 1_000,
-            "numRetries": self.retries,
-            "numMaxDelayRetries": self.max_delay_retries,
-            "numNoDelayRetries": self.no_delay_retries,
-            "numMinDelayRetries": self.min_delay_retries,
-            "backoffFunction": self.backoff_function.as_str(),
-        })
-    }
 }
 
 /// A topic's `DeliveryPolicy` attribute: the HTTP/S default for its subscriptions.
@@ -402,12 +389,10 @@ mod tests {
         assert_eq!(p.attempts_max(), 4);
         let at: Vec<Option<TimeMs>> = (0..=4).map(|a| p.next_attempt_at(1_000, a, u64::MAX)).collect();
         assert_eq!(at, [Some(1_000), Some(21_000), Some(21_000), Some(21_000), None]);
-        // Recorded from AWS (EffectiveDeliveryPolicy of a topic without a policy).
-        assert_eq!(
-            p.healthy_retry_policy_json(),
-            serde_json::json!({"minDelayTarget": 20, "maxDelayTarget": 20, "numRetries": 3, "numMaxDelayRetries": 0,
-                               "numNoDelayRetries": 0, "numMinDelayRetries": 0, "backoffFunction": "linear"})
-        );
+        // Recorded from AWS (the EffectiveDeliveryPolicy of a topic without a policy).
+        assert_eq!((p.min_delay_ms, p.max_delay_ms, p.retries), (20_000, 20_000, 3));
+        assert_eq!((p.no_delay_retries, p.min_delay_retries, p.max_delay_retries), (0, 0, 0));
+        assert_eq!(p.backoff_function.as_str(), "linear");
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub const PRIORITY_MAX: u8 = 9;
 /// Bounds on max receive count for a dead-letter policy (SQS uses the same).
 pub const MAX_RECEIVE_COUNT_MAX: u32 = 1_000;
 
-/// Message attributes: how many per message, and the longest name.
+/// Message attributes: how many per message, and the longest name (in characters).
 pub const MESSAGE_ATTRIBUTES_MAX: usize = 10;
 pub const ATTRIBUTE_NAME_LEN_MAX: usize = 256;
 

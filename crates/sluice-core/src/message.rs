@@ -220,10 +220,12 @@ impl NewMessage {
     }
 }
 
+/// SQS's and SNS's rule for attribute names. Letters and digits are those of any script
+/// (`attr.1øßä`), as AWS takes them; the length is in characters, as AWS counts it.
 fn validate_attribute_name(name: &str) -> Result<(), ValidationError> {
-    let ok_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    let ok_chars = name.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'));
     if name.is_empty()
-        || name.len() > ATTRIBUTE_NAME_LEN_MAX
+        || name.chars().count() > ATTRIBUTE_NAME_LEN_MAX
         || !ok_chars
         || name.starts_with('.')
         || name.ends_with('.')
@@ -325,6 +327,17 @@ mod tests {
         m.attributes
             .insert("k".into(), AttributeValue { data_type: "Blob".into(), value: AttributeData::Text("x".into()) });
         assert_eq!(m.validate().unwrap_err().field, "attributes.k.type");
+        m.attributes.clear();
+        // Letters of any script count, and the length is in characters (as AWS has them).
+        let text = || AttributeValue { data_type: "String".into(), value: AttributeData::Text("x".into()) };
+        for good in ["attr.1øßä", "ключ", &"ø".repeat(ATTRIBUTE_NAME_LEN_MAX)] {
+            m.attributes = BTreeMap::from([(good.to_string(), text())]);
+            assert_eq!(m.validate(), Ok(()), "{good}");
+        }
+        for bad in ["a§b", "a..b", ".a", "a.", &"ø".repeat(ATTRIBUTE_NAME_LEN_MAX + 1)] {
+            m.attributes = BTreeMap::from([(bad.to_string(), text())]);
+            assert_eq!(m.validate().unwrap_err().field, format!("attributes.{bad}"));
+        }
         m.attributes.clear();
         m.priority = 10;
         assert_eq!(m.validate().unwrap_err().field, "priority");

@@ -850,7 +850,9 @@ fn extend_visibility_counts_from_now() {
 #[test]
 fn lenient_visibility_change_for_sqs() {
     // SQS answers success when the hold of the newest delivery has ended but nobody received
-    // the message since: the lenient form hides it again; a newer delivery still wins.
+    // the message since: the lenient form hides it again; a newer delivery still wins. Once
+    // the message is gone, the lenient form says so (SQS answers that with an error, and an
+    // older receipt of a message still there with success); the strict form calls both stale.
     check(
         r#"
         create q vis=1000
@@ -873,6 +875,11 @@ fn lenient_visibility_change_for_sqs() {
         advance 3000
         vis q r2 0 lenient
         stats q
+        recv q
+        ack q r3
+        vis q r3 5000 lenient
+        vis q r2 5000 lenient
+        vis q r3 5000
         "#,
         expect![[r#"
             create q vis=1000
@@ -915,6 +922,16 @@ fn lenient_visibility_change_for_sqs() {
               ok
             stats q
               visible=1 in_flight=0 delayed=0 oldest_age_ms=9000 dlq_depth=-
+            recv q
+              m1 r3 body=a until=10000 count=3 prio=0 first=0
+            ack q r3
+              ok
+            vis q r3 5000 lenient
+              error MessageGone
+            vis q r2 5000 lenient
+              error MessageGone
+            vis q r3 5000
+              error StaleReceipt
         "#]],
     );
 }

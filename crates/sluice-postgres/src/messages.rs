@@ -57,6 +57,7 @@ RETURNING m.seq, r.epoch";
 macro_rules! hold_outcome {
     () => {
         "SELECT EXISTS (SELECT 1 FROM cur) AS matched,
+       EXISTS (SELECT 1 FROM messages x WHERE x.seq = $2 AND x.queue_id = $1) AS present,
        coalesce((SELECT held FROM cur), false) AS held,
        (SELECT queue_id FROM done) AS queue_id,
        coalesce((SELECT dead FROM done), false) AS dead"
@@ -401,6 +402,8 @@ pub async fn ack(inner: &Inner, queue: &str, receipts: Vec<String>) -> Result<En
 struct HoldOutcome {
     /// The receipt names the message's current delivery in this queue.
     matched: bool,
+    /// The message is in this queue, whatever delivery the receipt names.
+    present: bool,
     /// The message was held (in flight, timeout not passed) when the statement looked.
     held: bool,
     /// The queue the message is in after the change, if it changed.
@@ -434,7 +437,9 @@ impl HoldKind {
     /// The entry's result, as `Broker::change_visibility[_lenient]` and `Broker::nack` answer.
     fn result(self, o: &HoldOutcome) -> Result<(), EntryError> {
         if !o.matched {
-            return Err(EntryError::StaleReceipt);
+            // SQS's rule tells a message received again since from one that left the queue.
+            let lenient = matches!(self, HoldKind::Rehide | HoldKind::EndLenient);
+            return Err(if lenient && !o.present { EntryError::MessageGone } else { EntryError::StaleReceipt });
         }
         match self {
             HoldKind::Extend | HoldKind::End if !o.held => Err(EntryError::NotInFlight),
@@ -482,6 +487,7 @@ async fn change_holds(
         };
         Ok::<_, tokio_postgres::Error>(HoldOutcome {
             matched: row.get("matched"),
+            present: row.get("present"),
             held: row.get("held"),
             queue: row.get("queue_id"),
             dead: row.get("dead"),

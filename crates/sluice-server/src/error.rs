@@ -168,7 +168,9 @@ pub fn entry_error(e: &EntryError) -> ErrorBody {
         }
         EntryError::InvalidReceipt(_) => (ErrorCode::InvalidReceipt, None),
         EntryError::ForeignReceipt => (ErrorCode::ForeignReceipt, None),
-        EntryError::StaleReceipt => (ErrorCode::StaleReceipt, None),
+        // The native API does not tell a message that left the queue from one received again
+        // (only the SQS rule of visibility changes reports it), and both are stale receipts.
+        EntryError::StaleReceipt | EntryError::MessageGone => (ErrorCode::StaleReceipt, None),
         EntryError::NotInFlight => (ErrorCode::NotInFlight, None),
     };
     ErrorBody { code: code.as_str().to_string(), message: e.to_string(), details }
@@ -228,6 +230,7 @@ mod tests {
     fn entry_errors_have_their_codes() {
         let table = [
             (EntryError::StaleReceipt, "stale_receipt"),
+            (EntryError::MessageGone, "stale_receipt"),
             (EntryError::ForeignReceipt, "foreign_receipt"),
             (EntryError::NotInFlight, "not_in_flight"),
             (EntryError::InvalidReceipt("x".into()), "invalid_receipt"),

@@ -292,6 +292,10 @@ impl Broker {
     /// As [`Broker::change_visibility`], but a message whose visibility timeout passed and that
     /// nobody received since is hidden again instead of refused: SQS answers success there.
     /// The receipt's delivery is still the newest, so no other consumer can hold the message.
+    ///
+    /// A stale receipt changes nothing here either, but its error says whether the message is
+    /// still in the queue (`StaleReceipt`: received again since) or not (`MessageGone`), since
+    /// SQS answers the first with success and the second with an error.
     pub fn change_visibility_lenient(
         &mut self,
         id: QueueId,
@@ -299,7 +303,13 @@ impl Broker {
         timeout_ms: u64,
         now_ms: TimeMs,
     ) -> Result<(), EntryError> {
-        let meta = self.check_receipt(id, receipt)?;
+        let meta = match self.check_receipt(id, receipt) {
+            Ok(meta) => meta,
+            Err(EntryError::StaleReceipt) if self.messages.get(&receipt.seq).is_none_or(|m| m.queue != id) => {
+                return Err(EntryError::MessageGone);
+            }
+            Err(e) => return Err(e),
+        };
         // FIFO queues have no lenient form: once a hold ended, the message's group may have
         // gone to another consumer, and an expired receipt must not take a place in it again
         // (SQS answers "receipt handle has expired" there).

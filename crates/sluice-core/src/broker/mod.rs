@@ -103,6 +103,12 @@ pub enum EntryError {
     ForeignReceipt,
     #[error("receipt is stale: the message was acked, moved or received again since")]
     StaleReceipt,
+    /// A stale receipt whose message is no longer in the queue (deleted, moved to another
+    /// queue, or past its retention), where the message was not just received again. Only
+    /// [`Broker::change_visibility_lenient`] (the store's SQS rule) tells the two apart, because
+    /// only SQS answers them differently; every other call reports both as `StaleReceipt`.
+    #[error("receipt is stale: its message is no longer in the queue")]
+    MessageGone,
     #[error("message is not in flight: its visibility timeout has passed or it was released")]
     NotInFlight,
 }

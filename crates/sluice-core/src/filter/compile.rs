@@ -231,7 +231,7 @@ fn or_relationship(value: &Json) -> Option<Vec<&[(String, Json)]>> {
 fn condition(item: &Json) -> Result<Condition, FilterPolicyError> {
     match item {
         Json::String(s) => Ok(Condition::Equals(Scalar::String(s.clone()))),
-        Json::Number(n) => Ok(Condition::Equals(Scalar::Number(n.value))),
+        Json::Number(n) => Ok(Condition::Equals(Scalar::Number(checked_number(n)?))),
         Json::Bool(b) => Ok(Condition::Equals(Scalar::Bool(*b))),
         Json::Null => Ok(Condition::Equals(Scalar::Null)),
         Json::Array(_) => Err(invalid("Match value must be String, number, true, false, or null")),
@@ -336,8 +336,9 @@ fn anything_but(value: &Json) -> Result<Exclusion, FilterPolicyError> {
     }
 }
 
-/// A number a numeric comparison may use: within SNS's magnitude. Further decimal places than
-/// SNS's five are not refused but rounded away, as AWS's engine rounds them.
+/// A number a policy may hold, to match exactly or to compare with: within SNS's magnitude
+/// (SNS refuses `{"store": [1000000001]}` too). Further decimal places than SNS's five are not
+/// refused but rounded away, as AWS's engine rounds them.
 fn checked_number(n: &Number) -> Result<f64, FilterPolicyError> {
     if n.value.abs() > FILTER_POLICY_NUMBER_MAGNITUDE_MAX {
         return Err(invalid("Value must be between -1.0E9 and 1.0E9, inclusive"));

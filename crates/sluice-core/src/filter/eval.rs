@@ -158,22 +158,22 @@ pub(crate) fn attribute_fields<'a>(
         .collect()
 }
 
-/// The scalar elements of a String.Array value. Text that is not a JSON array gives none, so
-/// only `exists` can match it (Sluice's choice; SNS refuses such a publish).
+/// The values of a String.Array attribute: the scalar elements of its JSON array, or the one
+/// JSON scalar it holds instead (SNS accepts `100` and filters on it). Text that is no JSON at
+/// all gives none, so only `exists` can match it (Sluice's choice; SNS's is not recorded).
 fn string_array(text: &str) -> Vec<Value<'static>> {
-    let Ok(serde_json::Value::Array(items)) = serde_json::from_str::<serde_json::Value>(text) else {
-        return Vec::new();
+    let scalar = |item: serde_json::Value| match item {
+        serde_json::Value::String(s) => Some(Value::Str(Cow::Owned(s))),
+        serde_json::Value::Number(n) => n.as_f64().map(Value::Num),
+        serde_json::Value::Bool(b) => Some(Value::Bool(b)),
+        serde_json::Value::Null => Some(Value::Null),
+        _ => None,
     };
-    items
-        .into_iter()
-        .filter_map(|item| match item {
-            serde_json::Value::String(s) => Some(Value::Str(Cow::Owned(s))),
-            serde_json::Value::Number(n) => n.as_f64().map(Value::Num),
-            serde_json::Value::Bool(b) => Some(Value::Bool(b)),
-            serde_json::Value::Null => Some(Value::Null),
-            _ => None,
-        })
-        .collect()
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Array(items)) => items.into_iter().filter_map(scalar).collect(),
+        Ok(item) => scalar(item).into_iter().collect(),
+        Err(_) => Vec::new(),
+    }
 }
 
 /// The fields of `paths` in a JSON body. A path `a.b` is reached by nested keys (`{"a":{"b":

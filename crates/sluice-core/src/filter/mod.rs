@@ -44,9 +44,11 @@
 //!   ["x"], "b": ["y"]}}` matches `{"r": [{"a": "x"}, {"b": "y"}]}`.
 //! - `cidr` accepts `/32` and `/128`, and ignores host bits (`10.0.0.7/24` is `10.0.0.0/24`).
 //! - Numbers compare to five decimal places (SNS's documented accuracy): further places are
-//!   rounded, not refused. Numbers in `numeric` and `anything-but` must lie within ±1e9 (SNS's
-//!   documented range); exact numbers (`[123456789012]`, an account id) may be anything, and
-//!   beyond ±1e9 compare exactly.
+//!   rounded, not refused. Every number in a policy (exact, `numeric`, `anything-but`) must lie
+//!   within ±1e9, SNS's documented range, which SNS enforces; a message's numbers beyond it
+//!   compare exactly.
+//! - A `String.Array` attribute whose value is not a JSON array (SNS takes `100`) has that one
+//!   JSON value as its value; text that is no JSON at all has none, so only `exists` matches it.
 
 mod compile;
 mod error;

@@ -94,10 +94,7 @@ fn values_compare_by_type() {
     );
     check_attributes(r#"{"n": ["99"]}"#, &[(&[("n", S, "99")], true), (&[("n", N, "99")], false)]);
     check_attributes(r#"{"n": [301.5]}"#, &[(&[("n", N, "3.015e2")], true), (&[("n", N, "301.50001")], false)]);
-    check_attributes(
-        r#"{"n": [123456789012]}"#,
-        &[(&[("n", N, "123456789012")], true), (&[("n", N, "123456789013")], false)],
-    );
+    check_attributes(r#"{"n": [123456789]}"#, &[(&[("n", N, "123456789")], true), (&[("n", N, "123456790")], false)]);
     check_attributes(r#"{"b": [true]}"#, &[(&[("b", A, "[true]")], true), (&[("b", S, "true")], false)]);
     check_attributes(r#"{"x": [null]}"#, &[(&[("x", A, "[null]")], true), (&[("x", S, "null")], false), (&[], false)]);
     // Custom type labels keep their base type.
@@ -119,6 +116,19 @@ fn string_arrays_match_any_element() {
         r#"{"n": [{"numeric": [">=", 10]}]}"#,
         &[(&[("n", A, r#"["a", 3, 12]"#)], true), (&[("n", A, r#"[3]"#)], false)],
     );
+    // A String.Array that holds one JSON value instead of an array (SNS takes the publish) is
+    // matched on that value.
+    check_attributes(
+        r#"{"price": [100, 500]}"#,
+        &[
+            (&[("price", A, "100")], true),
+            (&[("price", A, "200")], false),
+            (&[("price", A, r#""100""#)], false),
+            (&[("price", A, "not json")], false),
+        ],
+    );
+    check_attributes(r#"{"tier": ["gold"]}"#, &[(&[("tier", A, r#""gold""#)], true), (&[("tier", A, "gold")], false)]);
+    check_attributes(r#"{"tier": [{"exists": true}]}"#, &[(&[("tier", A, "gold")], true)]);
     check_attributes(
         r#"{"customer_interests": [{"anything-but": ["rugby", "tennis"]}]}"#,
         &[
@@ -604,6 +614,9 @@ fn grammar_errors_are_aws_words() {
         (r#"{"key": [{"cidr": "10.0.0/8"}]}"#, "Nonstandard IP address: 10.0.0"),
         (r#"{"key": [{"numeric": [">", 1000000000.5]}]}"#, "Value must be between -1.0E9 and 1.0E9, inclusive"),
         (r#"{"key": [{"anything-but": [-1e10]}]}"#, "Value must be between -1.0E9 and 1.0E9, inclusive"),
+        // SNS refuses exact numbers outside its range too (issue 25).
+        (r#"{"store": [1000000001]}"#, "Value must be between -1.0E9 and 1.0E9, inclusive"),
+        (r#"{"store": [-1000000000.5]}"#, "Value must be between -1.0E9 and 1.0E9, inclusive"),
         // Sluice's wording.
         (r#"{"key": [{"cidr": "10.0.0.0/33"}]}"#, "IPv4 mask bits must be at most 32"),
         (r#"{"key": [{"cidr": "::/129"}]}"#, "IPv6 mask bits must be at most 128"),

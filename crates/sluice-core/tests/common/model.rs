@@ -320,7 +320,18 @@ impl Model {
     /// FIFO queues have no lenient form: once a hold ended, the group may have gone to another
     /// consumer, so an expired receipt must not hide the message again. SQS answers "receipt
     /// handle has expired" there too.
+    ///
+    /// The lenient form also tells a stale receipt whose message left the queue (deleted,
+    /// dead-lettered, expired: `MessageGone`) from one whose message was received again since
+    /// (`StaleReceipt`), because SQS answers the two differently.
     pub fn change_visibility(&mut self, name: &str, r: &MReceipt, timeout_ms: u64, lenient: bool) -> Outcome {
+        if lenient
+            && let Err(Outcome::Err(e)) = self.holder(name, r)
+            && e == "StaleReceipt"
+            && !self.messages.iter().any(|m| m.id == r.id && m.queue == r.queue)
+        {
+            return Outcome::Err("MessageGone".into());
+        }
         if lenient && !self.is_fifo(name) {
             match (self.holder(name, r), self.in_flight_holder(name, r)) {
                 (Err(o), _) => return o,

@@ -96,18 +96,15 @@ async fn visibility_changes() {
     sqs.ok("ChangeMessageVisibility", json!({"QueueUrl": q, "ReceiptHandle": handle, "VisibilityTimeout": 0})).await;
     let second = receive(&sqs, json!({"QueueUrl": q, "AttributeNames": ["ApproximateReceiveCount"]})).await;
     assert_eq!(second[0]["Attributes"]["ApproximateReceiveCount"], "2");
-    // The first handle's delivery is over: a visibility change is refused, a delete is not.
-    let (_, _, code, message) = sqs
-        .err("ChangeMessageVisibility", json!({"QueueUrl": q, "ReceiptHandle": handle, "VisibilityTimeout": 10}))
+    // The first handle's delivery is over, and the message was received again: AWS answers
+    // success, and the newer delivery is untouched (a release by the old handle releases nothing).
+    sqs.ok("ChangeMessageVisibility", json!({"QueueUrl": q, "ReceiptHandle": handle, "VisibilityTimeout": 0})).await;
+    sqs.ok("ChangeMessageVisibility", json!({"QueueUrl": q, "ReceiptHandle": handle, "VisibilityTimeout": 10})).await;
+    assert!(receive(&sqs, json!({"QueueUrl": q})).await.is_empty(), "still held by the newer delivery");
+    let out = sqs
+        .ok("GetQueueAttributes", json!({"QueueUrl": q, "AttributeNames": ["ApproximateNumberOfMessagesNotVisible"]}))
         .await;
-    assert_eq!(code, "InvalidParameterValue");
-    assert_eq!(
-        message,
-        format!(
-            "Value {} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change.",
-            handle.as_str().unwrap()
-        )
-    );
+    assert_eq!(out["Attributes"]["ApproximateNumberOfMessagesNotVisible"], "1");
     let current = second[0]["ReceiptHandle"].clone();
     sqs.ok("ChangeMessageVisibility", json!({"QueueUrl": q, "ReceiptHandle": current, "VisibilityTimeout": 60})).await;
     let (_, shape, _, _) = sqs
@@ -123,10 +120,20 @@ async fn visibility_changes() {
     let (_, shape, _, _) = sqs.err("DeleteMessage", json!({"QueueUrl": other, "ReceiptHandle": current})).await;
     assert_eq!(shape, "ReceiptHandleIsInvalid");
     sqs.ok("DeleteMessage", json!({"QueueUrl": q, "ReceiptHandle": current})).await;
-    let (_, _, code, _) = sqs
-        .err("ChangeMessageVisibility", json!({"QueueUrl": q, "ReceiptHandle": current, "VisibilityTimeout": 1}))
-        .await;
-    assert_eq!(code, "InvalidParameterValue", "deleted message");
+    // A deleted message's handles, the current one and the older one alike, are refused.
+    for deleted in [&current, &handle] {
+        let (_, _, code, message) = sqs
+            .err("ChangeMessageVisibility", json!({"QueueUrl": q, "ReceiptHandle": deleted, "VisibilityTimeout": 1}))
+            .await;
+        assert_eq!(code, "InvalidParameterValue", "deleted message");
+        assert_eq!(
+            message,
+            format!(
+                "Value {} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change.",
+                deleted.as_str().unwrap()
+            )
+        );
+    }
 }
 
 #[tokio::test]

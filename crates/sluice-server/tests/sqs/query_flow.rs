@@ -142,3 +142,35 @@ fn hex(bytes: &[u8]) -> String {
     use md5::{Digest, Md5};
     Md5::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// One form parameter: name and value.
+type Param<'a> = (&'a str, &'a str);
+
+/// boto3 sends an empty list as the list's own name with no value (`TagKeys=`): it reads as
+/// the empty list, and the answer is the one the JSON protocol gets for `[]`.
+#[tokio::test]
+async fn empty_lists_answer_as_in_json() {
+    let sqs = Sqs::start();
+    let q = sqs.create("xml-empty", serde_json::json!({})).await;
+    let cases: [(&[Param], &str, &str); 3] = [
+        (
+            &[("Action", "UntagQueue"), ("TagKeys", "")],
+            "MissingParameter",
+            "The request must contain the parameter TagKeys.",
+        ),
+        (&[("Action", "TagQueue")], "MissingParameter", "The request must contain the parameter Tags."),
+        (
+            &[("Action", "AddPermission"), ("Label", "l"), ("AWSAccountIds", ""), ("ActionName.1", "SendMessage")],
+            "InvalidParameterValue",
+            "Value [] for parameter PrincipalId is invalid. Reason: Unable to verify.",
+        ),
+    ];
+    for (params, code, message) in cases {
+        let params: Vec<(&str, &str)> = params.iter().copied().chain([("QueueUrl", q.as_str())]).collect();
+        let reply = sqs.query("/", &params).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{params:?}");
+        let root = reply.xml();
+        let error = root.child("Error");
+        assert_eq!((error.text_at("Code").as_str(), error.text_at("Message").as_str()), (code, message), "{params:?}");
+    }
+}

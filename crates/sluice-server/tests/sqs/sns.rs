@@ -540,3 +540,98 @@ async fn publish_errors_and_batches() {
     assert_eq!(got[0]["Attributes"]["MessageGroupId"], "g");
     assert_eq!(got[0]["Attributes"]["MessageDeduplicationId"], "1");
 }
+
+/// SNS's answers where Sluice once answered otherwise (issue 25): the topic checked before the
+/// endpoint, exact policy numbers within SNS's range, attribute names of any script with AWS's
+/// texts for bad ones, a `String.Array` that is no array, the tag limit's own error, and
+/// delivery policies shown in SNS's normalised form.
+#[tokio::test]
+async fn sns_answers_as_aws_words_them() {
+    let sqs = Sqs::start();
+    let arn = create_topic("t").ok(&sqs).await.text_at("TopicArn");
+    let missing = format!("arn:aws:sns:us-east-1:{ACCOUNT}:nope");
+    let tags: Vec<(String, String)> = (0..51).map(|i| (format!("k{i}"), "v".to_string())).collect();
+    let tags: Vec<(&str, &str)> = tags.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let cases: Vec<ErrorCase<'_>> = vec![
+        (subscribe(&missing, "sqs", "not-an-arn"), (404, "NotFound", "Topic does not exist")),
+        (subscribe(&missing, "https", "ftp://x"), (404, "NotFound", "Topic does not exist")),
+        (
+            subscribe(&arn, "sqs", &queue_arn("q")).attributes(&[("FilterPolicy", r#"{"store": [1000000001]}"#)]),
+            (
+                400,
+                "InvalidParameter",
+                "Invalid parameter: Attributes Reason: FilterPolicy: Value must be between -1.0E9 and 1.0E9, inclusive",
+            ),
+        ),
+        (
+            publish(&arn, "m").message_attributes(&[("attr.1^x", "String", "v")]),
+            (
+                400,
+                "ParameterValueInvalid",
+                "Invalid non-alphanumeric character '#x5E' was found in the message attribute name. Can only include alphanumeric characters, hyphens, underscores, or dots.",
+            ),
+        ),
+        (
+            publish(&arn, "m").message_attributes(&[("attr..1", "String", "v")]),
+            (400, "ParameterValueInvalid", "Message attribute name can not have successive '.' character."),
+        ),
+        (
+            Call::new("TagResource", &[("ResourceArn", &arn)]).tags(&tags),
+            (400, "TagLimitExceeded", "Could not complete request: tag quota of per resource exceeded"),
+        ),
+        (
+            create_topic("many-tags").tags(&tags),
+            (400, "TagLimitExceeded", "Could not complete request: tag quota of per resource exceeded"),
+        ),
+    ];
+    check_errors(&sqs, cases).await;
+    Call::new("TagResource", &[("ResourceArn", &arn)]).tags(&tags[..50]).ok(&sqs).await;
+
+    // A String.Array that holds one JSON value is filtered on that value; names of any script
+    // arrive as sent.
+    sqs.create("arrays", json!({})).await;
+    subscribe(&arn, "sqs", &queue_arn("arrays"))
+        .attributes(&[("RawMessageDelivery", "true"), ("FilterPolicy", r#"{"price": [100]}"#)])
+        .ok(&sqs)
+        .await;
+    publish(&arn, "match")
+        .message_attributes(&[("price", "String.Array", "100"), ("attr.1øßä", "String", "v")])
+        .ok(&sqs)
+        .await;
+    publish(&arn, "other").message_attributes(&[("price", "String.Array", "200")]).ok(&sqs).await;
+    let got = receive(&sqs, "arrays").await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["Body"], "match");
+    assert_eq!(got[0]["MessageAttributes"]["attr.1øßä"]["StringValue"], "v");
+    assert_eq!(got[0]["MessageAttributes"]["price"]["DataType"], "String.Array");
+
+    // Delivery policies as SNS shows them (recorded from AWS).
+    let set = r#"{"http": {"defaultRequestPolicy": {"headerContentType": "application/json"}}}"#;
+    set_attribute("SetTopicAttributes", &arn, "DeliveryPolicy", set).ok(&sqs).await;
+    let attrs = ok(&sqs, "GetTopicAttributes", &[("TopicArn", &arn)]).await;
+    assert_eq!(
+        attribute(&attrs, "DeliveryPolicy").as_deref(),
+        Some(
+            r#"{"http":{"disableSubscriptionOverrides":false,"defaultRequestPolicy":{"headerContentType":"application/json"}}}"#
+        )
+    );
+    set_attribute("SetTopicAttributes", &arn, "DeliveryPolicy", "").ok(&sqs).await;
+    let attrs = ok(&sqs, "GetTopicAttributes", &[("TopicArn", &arn)]).await;
+    assert_eq!(attribute(&attrs, "DeliveryPolicy"), None);
+    let sub = subscribe(&arn, "http", "http://127.0.0.1:9/hook")
+        .params(&[("ReturnSubscriptionArn", "true")])
+        .attributes(&[("DeliveryPolicy", r#"{"requestPolicy": {"headerContentType": "text/csv"}}"#)])
+        .ok(&sqs)
+        .await
+        .text_at("SubscriptionArn");
+    let attrs = ok(&sqs, "GetSubscriptionAttributes", &[("SubscriptionArn", &sub)]).await;
+    assert_eq!(
+        attribute(&attrs, "DeliveryPolicy").as_deref(),
+        Some(
+            r#"{"healthyRetryPolicy":null,"sicklyRetryPolicy":null,"throttlePolicy":null,"requestPolicy":{"headerContentType":"text/csv"},"guaranteed":false}"#
+        )
+    );
+    let effective: Value = serde_json::from_str(&attribute(&attrs, "EffectiveDeliveryPolicy").unwrap()).unwrap();
+    assert_eq!(effective["healthyRetryPolicy"]["numRetries"], 3);
+    assert_eq!(effective["requestPolicy"]["headerContentType"], "text/csv");
+}

@@ -7,7 +7,7 @@ use sluice_core::delivery::{DeliveryPolicy, TopicDeliveryPolicy};
 use sluice_core::filter::{FilterPolicy, FilterScope, SnsCall};
 use sluice_core::limits::{FIFO_SUFFIX, TAG_KEY_LEN_MAX, TAG_VALUE_LEN_MAX, TAGS_MAX};
 
-use super::error::Invalid;
+use super::error::{Invalid, TAG_LIMIT_EXCEEDED};
 use super::limits::{TOPIC_ATTRIBUTE_BYTES_MAX, TOPIC_NAME_LEN_MAX};
 use super::model::{Arns, CONTENT_BASED_DEDUPLICATION, FIFO_TOPIC};
 
@@ -126,14 +126,19 @@ pub fn fifo_topic_value(value: &str) -> Result<bool, Invalid> {
     boolean(FIFO_TOPIC, value).map(|v| v == "true")
 }
 
-/// Tags: at most 50, keys 1 to 128 characters, values up to 256.
+/// Tags: at most 50, keys 1 to 128 characters, values up to 256. More than 50 is SNS's
+/// `TagLimitExceeded`, not an invalid parameter, so that boto3's `TagLimitExceededException`
+/// catches it; its text is AWS's as moto and other emulators give it (not recorded here).
 pub fn check_tags<'a>(tags: impl IntoIterator<Item = (&'a String, &'a String)>, count: usize) -> Result<(), Invalid> {
     if count > TAGS_MAX {
-        return Err(Invalid::new(
-            "tags",
-            format!("a topic has at most {TAGS_MAX} tags"),
-            format!("Invalid parameter: Tags Reason: a topic can have at most {TAGS_MAX} tags"),
-        ));
+        return Err(Invalid {
+            sns_code: TAG_LIMIT_EXCEEDED,
+            ..Invalid::new(
+                "tags",
+                format!("a topic has at most {TAGS_MAX} tags"),
+                "Could not complete request: tag quota of per resource exceeded",
+            )
+        });
     }
     for (key, value) in tags {
         if key.is_empty() || key.chars().count() > TAG_KEY_LEN_MAX || value.chars().count() > TAG_VALUE_LEN_MAX {

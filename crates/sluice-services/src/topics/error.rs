@@ -3,6 +3,9 @@
 
 use sluice_store::StoreError;
 
+/// SNS's code for more tags than a topic may have (HTTP 400, `TagLimitExceededException`).
+pub const TAG_LIMIT_EXCEEDED: &str = "TagLimitExceeded";
+
 /// A parameter that breaks a rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Invalid {
@@ -10,7 +13,8 @@ pub struct Invalid {
     pub field: String,
     /// For people, in Sluice's words.
     pub message: String,
-    /// SNS's error code: `InvalidParameter`, or `ParameterValueInvalid` for message attributes.
+    /// SNS's error code: `InvalidParameter`, `ParameterValueInvalid` for message attributes,
+    /// or [`TAG_LIMIT_EXCEEDED`] for too many tags.
     pub sns_code: &'static str,
     /// SNS's message, as AWS words it (`Invalid parameter: Topic Name`).
     pub sns_message: String,

@@ -39,7 +39,7 @@ use sluice_store::Store;
 
 pub use attributes::fifo_topic_value;
 pub use envelope::SIGNING_CERT_FILE;
-pub use error::{Invalid, PublishError, TopicError};
+pub use error::{Invalid, PublishError, TAG_LIMIT_EXCEEDED, TopicError};
 pub use model::{ArnError, Arns, Protocol, SubscriptionRecord, TopicRecord};
 pub use publish::Publication;
 

@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 
 use sluice_core::filter::MessageView;
-use sluice_core::limits::FIFO_SUFFIX;
+use sluice_core::limits::{ATTRIBUTE_NAME_LEN_MAX, FIFO_SUFFIX};
 use sluice_core::message::AttributeData;
 use sluice_core::{AttributeValue, MessageEnvelope, NewMessage};
 use sluice_store::StoreError;
@@ -490,9 +490,10 @@ fn attribute_len(value: &AttributeData) -> usize {
     }
 }
 
-/// SNS's attribute rules: at most ten; names of letters, digits, `_`, `-` and `.`; types
-/// `String`, `String.Array` (a JSON array), `Number` and `Binary`, each with an optional
-/// custom label; non-empty values.
+/// SNS's attribute rules: at most ten; names of letters (any script's), digits, `_`, `-` and
+/// `.`; types `String`, `String.Array`, `Number` and `Binary`, each with an optional custom
+/// label; non-empty values. A `String.Array` need not hold a JSON array: SNS takes `100` too, and
+/// filters on that one value (`sluice_core::filter`).
 fn check_attributes(attributes: &BTreeMap<String, AttributeValue>) -> Result<(), Invalid> {
     if attributes.len() > PUBLISH_ATTRIBUTES_MAX {
         return Err(Invalid::attribute(
@@ -505,6 +506,7 @@ fn check_attributes(attributes: &BTreeMap<String, AttributeValue>) -> Result<(),
         ));
     }
     for (name, attribute) in attributes {
+        check_attribute_name(name)?;
         let empty = match &attribute.value {
             AttributeData::Text(t) => t.is_empty(),
             AttributeData::Bytes(b) => b.is_empty(),
@@ -519,37 +521,63 @@ fn check_attributes(attributes: &BTreeMap<String, AttributeValue>) -> Result<(),
                 ),
             ));
         }
-        if attribute.data_type.starts_with("String.Array") {
-            let is_array = match &attribute.value {
-                AttributeData::Text(t) => {
-                    matches!(serde_json::from_str::<serde_json::Value>(t), Ok(serde_json::Value::Array(_)))
-                }
-                AttributeData::Bytes(_) => false,
-            };
-            if !is_array {
-                return Err(Invalid::attribute(
-                    format!("attributes.{name}"),
-                    format!("attribute {name:?} is a String.Array, so its value is a JSON array"),
-                    format!(
-                        "The message attribute '{name}' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String."
-                    ),
-                ));
-            }
-        }
     }
-    // The rest (names, types, numbers) as the queues that take the copies check them.
+    // The rest (types, numbers) as the queues that take the copies check them.
     let probe = NewMessage { attributes: attributes.clone(), ..Default::default() };
     probe.validate().map_err(|e| {
-        let name = e.field.strip_prefix("attributes.").and_then(|f| f.split('.').next()).unwrap_or("").to_string();
-        let sns_message = if e.field.ends_with(".value") {
+        // The field is `attributes.<name>` or `attributes.<name>.<part>`, and a name may hold dots.
+        let field = e.field.strip_prefix("attributes.").unwrap_or(&e.field);
+        let sns_message = if let Some(name) = field.strip_suffix(".value") {
             format!("Could not cast message attribute '{name}' value to number.")
-        } else if e.field.ends_with(".type") {
-            format!("The message attribute '{name}' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String.")
+        } else if let Some(name) = field.strip_suffix(".type") {
+            format!(
+                "The message attribute '{name}' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String."
+            )
         } else {
-            format!("Invalid attribute name: {name}")
+            format!("Invalid attribute name: {field}")
         };
         Invalid::attribute(e.field.clone(), e.to_string(), sns_message)
     })
+}
+
+/// SNS's rule for a message attribute name, with AWS's texts (recorded): at most 256
+/// characters; letters (of any script, as `attr.1øßä`), digits, `-`, `_` and `.`, but no `.`
+/// first, last or twice in a row. The first fault in the name is the one reported, as AWS does.
+fn check_attribute_name(name: &str) -> Result<(), Invalid> {
+    let invalid = |sns_message: String| {
+        Invalid::attribute(
+            format!("attributes.{name}"),
+            format!(
+                "attribute names are 1 to {ATTRIBUTE_NAME_LEN_MAX} characters of letters, digits, '_', '-' and '.' (not leading, trailing or doubled)"
+            ),
+            sns_message,
+        )
+    };
+    if name.chars().count() > ATTRIBUTE_NAME_LEN_MAX {
+        return Err(invalid(format!(
+            "Length of message attribute name must be less than {ATTRIBUTE_NAME_LEN_MAX} bytes."
+        )));
+    }
+    if name.starts_with('.') {
+        return Err(invalid("Invalid message attribute name starting with character '.' was found.".into()));
+    }
+    if name.ends_with('.') {
+        return Err(invalid("Invalid message attribute name ending with character '.' was found.".into()));
+    }
+    let mut previous = None;
+    for c in name.chars() {
+        if !(c.is_alphanumeric() || matches!(c, '-' | '_' | '.')) {
+            return Err(invalid(format!(
+                "Invalid non-alphanumeric character '#x{:X}' was found in the message attribute name. Can only include alphanumeric characters, hyphens, underscores, or dots.",
+                u32::from(c)
+            )));
+        }
+        if c == '.' && previous == Some('.') {
+            return Err(invalid("Message attribute name can not have successive '.' character.".into()));
+        }
+        previous = Some(c);
+    }
+    Ok(())
 }
 
 /// `MessageStructure=json`: the `default` text and the per-protocol ones.
@@ -685,7 +713,31 @@ mod tests {
         );
         assert!(check(&std, &with("n", "Number", AttributeData::Text("x".into()))).is_err());
         assert!(check(&std, &with("arr", "String.Array", AttributeData::Text("[\"a\", 1]".into()))).is_ok());
-        assert!(check(&std, &with("arr", "String.Array", AttributeData::Text("a".into()))).is_err());
+        // SNS takes a String.Array that is no JSON array, and filters on its one value.
+        assert!(check(&std, &with("arr", "String.Array", AttributeData::Text("100".into()))).is_ok());
+        assert!(check(&std, &with("arr", "String.Array", AttributeData::Text("a".into()))).is_ok());
         assert!(check(&std, &with("b", "Binary", AttributeData::Bytes(vec![1]))).is_ok());
+        let text = || AttributeData::Text("v".into());
+        assert!(check(&std, &with("attr.1øßä", "String", text())).is_ok(), "letters of any script");
+        // AWS's texts, recorded.
+        for (name, sns_message) in [
+            (
+                "a^b",
+                "Invalid non-alphanumeric character '#x5E' was found in the message attribute name. Can only include alphanumeric characters, hyphens, underscores, or dots.",
+            ),
+            (".a", "Invalid message attribute name starting with character '.' was found."),
+            ("a.", "Invalid message attribute name ending with character '.' was found."),
+            ("a..b", "Message attribute name can not have successive '.' character."),
+            (&"a".repeat(257), "Length of message attribute name must be less than 256 bytes."),
+        ] {
+            let e = check(&std, &with(name, "String", text())).unwrap_err();
+            assert_eq!((e.sns_code, e.sns_message.as_str()), ("ParameterValueInvalid", sns_message), "{name}");
+        }
+        assert!(check(&std, &with(&"a".repeat(256), "String", text())).is_ok());
+        // A name with dots is quoted whole in errors about its value or type.
+        let e = check(&std, &with("a.b.c", "Number", AttributeData::Text("x".into()))).unwrap_err();
+        assert_eq!(e.sns_message, "Could not cast message attribute 'a.b.c' value to number.");
+        let e = check(&std, &with("a.b.c", "Blob", text())).unwrap_err();
+        assert!(e.sns_message.starts_with("The message attribute 'a.b.c' has an invalid"), "{}", e.sns_message);
     }
 }

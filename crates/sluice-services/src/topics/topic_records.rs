@@ -54,7 +54,9 @@ impl Topics {
         Ok((existing, false))
     }
 
-    pub(super) async fn topic_record(&self, name: &str) -> Result<TopicRecord, TopicError> {
+    /// The topic's record alone (no subscription counts, unlike `get_topic`): the cheap way to
+    /// learn whether a topic exists.
+    pub async fn topic_record(&self, name: &str) -> Result<TopicRecord, TopicError> {
         match self.store.get_record(TOPIC_KIND, name).await {
             Ok(Some(bytes)) => model::decode_topic(&bytes),
             Ok(None) => Err(TopicError::TopicNotFound(name.to_string())),

@@ -50,7 +50,8 @@ macro_rules! conformance_tests {
             dead_letter_and_redrive, long_poll_wakes_on_send, long_poll_wakes_on_delay_and_expiry,
             long_poll_times_out_empty, purge_and_peek, restart_keeps_everything, batch_entries_fail_alone,
             unknown_queue_is_an_error, retention_removes_expired, ids_are_never_reused_across_restart,
-            lenient_visibility_rehides_an_expired_message, records_insert_put_replace_get_delete,
+            lenient_visibility_rehides_an_expired_message, sqs_visibility_tells_a_message_received_again_from_one_gone,
+            records_insert_put_replace_get_delete,
             records_list_by_kind_prefix_and_key_order, records_survive_restart,
             commit_applies_sends_and_records_together, a_refused_commit_changes_nothing,
             of_commits_racing_on_one_condition_exactly_one_wins);

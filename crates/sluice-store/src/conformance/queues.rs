@@ -496,6 +496,33 @@ pub async fn lenient_visibility_rehides_an_expired_message(b: &dyn Backend) {
     b.close(s).await;
 }
 
+/// Under SQS's rule a stale receipt still changes nothing, and says whether its message was
+/// received again since (`StaleReceipt`, which SQS answers with success) or left the queue
+/// (`MessageGone`, an error in SQS too); Sluice's own rule says `StaleReceipt` for both.
+pub async fn sqs_visibility_tells_a_message_received_again_from_one_gone(b: &dyn Backend) {
+    let s = b.open().await;
+    queue(&*s, "q", QueueAttributes::default()).await;
+    send_all(&*s, "q", vec![text("x")]).await;
+    let first = s.receive("q", recv(1, 0, Some(100))).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let second = s.receive("q", recv(1, 1_000, Some(60_000))).await.unwrap();
+    assert_eq!(second.len(), 1, "received again after its timeout");
+    let (old, new) = (first[0].receipt.clone(), second[0].receipt.clone());
+    for timeout in [0, 30_000] {
+        let sqs = s.change_visibility("q", vec![(old.clone(), timeout)], VisibilityRule::Sqs).await.unwrap();
+        assert_eq!(sqs, vec![Err(EntryError::StaleReceipt)], "timeout {timeout}");
+    }
+    assert!(s.receive("q", recv(1, 0, None)).await.unwrap().is_empty(), "the newer delivery still holds it");
+    assert_eq!(s.ack("q", vec![new.clone()]).await.unwrap(), vec![Ok(())]);
+    for receipt in [old, new] {
+        let sqs = s.change_visibility("q", vec![(receipt.clone(), 30_000)], VisibilityRule::Sqs).await.unwrap();
+        assert_eq!(sqs, vec![Err(EntryError::MessageGone)]);
+        let native = s.change_visibility("q", vec![(receipt, 30_000)], VisibilityRule::Native).await.unwrap();
+        assert_eq!(native, vec![Err(EntryError::StaleReceipt)]);
+    }
+    b.close(s).await;
+}
+
 /// An ack that lets a FIFO group deliver again wakes a waiting long poll at once.
 pub async fn fifo_ack_that_unblocks_a_group_wakes_a_long_poll(b: &dyn Backend) {
     let s = b.open().await;

@@ -16,7 +16,8 @@ pub const QUERY_PARAMS_MAX: usize = 4_096;
 /// parameter made of 100,000 dots would overflow the stack and abort the server.
 pub const QUERY_PARAM_NAME_PARTS_MAX: usize = 8;
 
-/// Message attributes (SQS's, which SNS shares): how many per message, the longest name and the longest data type.
+/// Message attributes (SQS's, which SNS shares): how many per message, the longest name (in
+/// characters) and the longest data type (in bytes).
 pub const MESSAGE_ATTRIBUTES_MAX: usize = 10;
 pub const ATTRIBUTE_NAME_LEN_MAX: usize = 256;
 pub const ATTRIBUTE_TYPE_LEN_MAX: usize = 256;

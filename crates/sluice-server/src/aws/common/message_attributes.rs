@@ -80,13 +80,16 @@ pub fn system_attributes(
     Ok(out)
 }
 
+/// AWS's rule for a message attribute name: at most 256 characters of letters (of any script:
+/// AWS takes `attr.1øßä`), digits, `_`, `-` and `.`; no `AWS.` or `Amazon.` prefix in any case;
+/// no `.` first, last or twice in a row. The texts are AWS's.
 fn check_name(name: &str) -> Result<(), AwsError> {
-    if name.is_empty() || name.len() >= ATTRIBUTE_NAME_LEN_MAX {
+    if name.is_empty() || name.chars().count() > ATTRIBUTE_NAME_LEN_MAX {
         return Err(AwsError::invalid_parameter_value(format!(
             "Message (user) attribute names must be shorter than {ATTRIBUTE_NAME_LEN_MAX} Bytes"
         )));
     }
-    if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')) {
+    if !name.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.')) {
         return Err(AwsError::invalid_parameter_value(
             "Message (user) attributes name can only contain upper and lower score characters, digits, periods, hyphens and underscores. ",
         ));
@@ -222,8 +225,11 @@ mod tests {
             check("ErrorDetails", attr("String", Some(""), None)).unwrap_err(),
             "Message (user) attribute 'ErrorDetails' must contain a non-empty value of type 'String'."
         );
-        for bad in ["AWS.x", "amazon.x", ".x", "x.", "a b", ""] {
+        for bad in ["AWS.x", "amazon.x", ".x", "x.", "a b", "a§b", "", &"L".repeat(257)] {
             assert!(check(bad, attr("String", Some("v"), None)).is_err(), "{bad}");
+        }
+        for good in ["attr.1øßä", "ключ", &"L".repeat(256)] {
+            assert!(check(good, attr("String", Some("v"), None)).is_ok(), "{good}");
         }
         assert!(check("a..b", attr("String", Some("v"), None)).is_err());
         assert!(check("x", attr("Blob", Some("v"), None)).unwrap_err().contains("supported type prefixes"));

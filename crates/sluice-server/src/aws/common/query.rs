@@ -67,25 +67,38 @@ enum Hint {
     Map { json: &'static str, key: &'static str, value: &'static str, values_are_structures: bool },
 }
 
+/// Each flattened name and how it becomes a JSON member.
+const HINTS: &[(&str, Hint)] = &[
+    ("Attribute", Hint::Map { json: "Attributes", key: "Name", value: "Value", values_are_structures: false }),
+    ("Tag", Hint::Map { json: "Tags", key: "Key", value: "Value", values_are_structures: false }),
+    (
+        "MessageAttribute",
+        Hint::Map { json: "MessageAttributes", key: "Name", value: "Value", values_are_structures: true },
+    ),
+    (
+        "MessageSystemAttribute",
+        Hint::Map { json: "MessageSystemAttributes", key: "Name", value: "Value", values_are_structures: true },
+    ),
+    ("AttributeName", Hint::List { json: "AttributeNames", items_are_structures: false }),
+    ("MessageAttributeName", Hint::List { json: "MessageAttributeNames", items_are_structures: false }),
+    ("MessageSystemAttributeName", Hint::List { json: "MessageSystemAttributeNames", items_are_structures: false }),
+    ("AWSAccountId", Hint::List { json: "AWSAccountIds", items_are_structures: false }),
+    ("ActionName", Hint::List { json: "Actions", items_are_structures: false }),
+    ("TagKey", Hint::List { json: "TagKeys", items_are_structures: false }),
+    ("SendMessageBatchRequestEntry", Hint::List { json: "Entries", items_are_structures: true }),
+    ("DeleteMessageBatchRequestEntry", Hint::List { json: "Entries", items_are_structures: true }),
+    ("ChangeMessageVisibilityBatchRequestEntry", Hint::List { json: "Entries", items_are_structures: true }),
+];
+
 fn hint(name: &str) -> Option<Hint> {
-    let list = |json, items_are_structures| Some(Hint::List { json, items_are_structures });
-    let map = |json, key, value, values_are_structures| Some(Hint::Map { json, key, value, values_are_structures });
-    match name {
-        "Attribute" => map("Attributes", "Name", "Value", false),
-        "Tag" => map("Tags", "Key", "Value", false),
-        "MessageAttribute" => map("MessageAttributes", "Name", "Value", true),
-        "MessageSystemAttribute" => map("MessageSystemAttributes", "Name", "Value", true),
-        "AttributeName" => list("AttributeNames", false),
-        "MessageAttributeName" => list("MessageAttributeNames", false),
-        "MessageSystemAttributeName" => list("MessageSystemAttributeNames", false),
-        "AWSAccountId" => list("AWSAccountIds", false),
-        "ActionName" => list("Actions", false),
-        "TagKey" => list("TagKeys", false),
-        "SendMessageBatchRequestEntry"
-        | "DeleteMessageBatchRequestEntry"
-        | "ChangeMessageVisibilityBatchRequestEntry" => list("Entries", true),
-        _ => None,
-    }
+    HINTS.iter().find(|(flattened, _)| *flattened == name).map(|(_, hint)| *hint)
+}
+
+/// Whether `name` is the JSON name of a flattened list. botocore sends an empty list as that
+/// name with no value (`TagKeys=`, `AWSAccountIds=`), since `Name.N` cannot say "none": it is
+/// read as the empty list, the JSON protocol's `[]`.
+fn is_list_member(name: &str) -> bool {
+    HINTS.iter().any(|(_, hint)| matches!(hint, Hint::List { json, .. } if *json == name))
 }
 
 /// The parameters split on `.` into a tree: `A.1.B=x` is `A → 1 → B = x`.
@@ -195,6 +208,9 @@ fn structure(node: &Node, path: &str) -> Result<Value, AwsError> {
                 }
                 out.insert(json.to_string(), Value::Object(entries));
             }
+            None if child.children.is_empty() && is_list_member(name) && child.value.as_deref() == Some("") => {
+                out.entry(name.clone()).or_insert_with(|| Value::Array(Vec::new()));
+            }
             None if child.children.is_empty() => {
                 out.insert(name.clone(), leaf(child));
             }
@@ -262,6 +278,18 @@ mod tests {
                 {"Id": "b", "MessageBody": "z"},
             ]})
         );
+    }
+
+    #[test]
+    fn empty_lists_as_botocore_sends_them() {
+        assert_eq!(input("Action=UntagQueue&TagKeys=&QueueUrl=u"), json!({"TagKeys": [], "QueueUrl": "u"}));
+        assert_eq!(
+            input("AWSAccountIds=&ActionName.1=ReceiveMessage"),
+            json!({"AWSAccountIds": [], "Actions": ["ReceiveMessage"]})
+        );
+        // Items given after all win over the empty form, and other names stay text.
+        assert_eq!(input("TagKeys=&TagKey.1=a"), json!({"TagKeys": ["a"]}));
+        assert_eq!(input("Label="), json!({"Label": ""}));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use axum::http::StatusCode;
 
 use crate::aws::common::AwsError;
-use sluice_services::topics::{ArnError, TopicError};
+use sluice_services::topics::{ArnError, TAG_LIMIT_EXCEEDED, TopicError};
 
 const BAD_REQUEST: StatusCode = StatusCode::BAD_REQUEST;
 
@@ -78,8 +78,13 @@ pub fn topic_error(e: TopicError) -> AwsError {
         TopicError::SubscriptionExists(_) => invalid_parameter(
             "Invalid parameter: Attributes Reason: Subscription already exists with different attributes",
         ),
-        TopicError::Invalid(i) if i.sns_code == "ParameterValueInvalid" => parameter_value_invalid(i.sns_message),
-        TopicError::Invalid(i) => invalid_parameter(i.sns_message),
+        TopicError::Invalid(i) => match i.sns_code {
+            "ParameterValueInvalid" => parameter_value_invalid(i.sns_message),
+            TAG_LIMIT_EXCEEDED => {
+                AwsError::new("TagLimitExceededException", TAG_LIMIT_EXCEEDED, BAD_REQUEST, i.sns_message)
+            }
+            _ => invalid_parameter(i.sns_message),
+        },
         TopicError::LimitExceeded { sns_code, sns_message, .. } => {
             let shape = match sns_code {
                 "SubscriptionLimitExceeded" => "SubscriptionLimitExceededException",

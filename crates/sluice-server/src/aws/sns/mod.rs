@@ -8,6 +8,7 @@
 //! wrapped style. This module only maps SNS's actions, names and error texts onto the topics
 //! service: one file per resource (topics, subscriptions, publishing).
 
+mod delivery_policy;
 mod errors;
 mod publish;
 mod subscription_actions;

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sluice_core::delivery::DeliveryPolicy;
 use sluice_core::filter::FilterScope;
 
+use super::delivery_policy;
 use super::errors::{self, invalid_parameter, topic_error};
 use super::{Ctx, LIST_PAGE_MAX, decode_token, flag, lenient, output, parse};
 use crate::aws::common::AwsError;
@@ -33,6 +33,9 @@ struct SubscribeInput {
 pub async fn subscribe(ctx: &Ctx<'_>, input: Value) -> Outcome {
     let input: SubscribeInput = parse(input)?;
     let topic = ctx.topic("TopicArn", &input.topic_arn)?;
+    // SNS answers for a missing topic before it looks at the endpoint (NotFound, not
+    // InvalidParameter); the topics service reads the topic again, and Subscribe is rare.
+    ctx.topics.topic_record(&topic).await.map_err(topic_error)?;
     let protocol_text = input.protocol.unwrap_or_default();
     let endpoint_text = input.endpoint.unwrap_or_default();
     let endpoint = match Protocol::parse(&protocol_text) {
@@ -197,18 +200,15 @@ fn attributes(ctx: &Ctx<'_>, s: &SubscriptionRecord) -> BTreeMap<String, String>
         put("RedrivePolicy", policy.clone());
     }
     if let Some(policy) = &s.delivery_policy {
-        put("DeliveryPolicy", policy.clone());
+        // SNS shows its normalised form of the policy set, not the text.
+        put("DeliveryPolicy", delivery_policy::subscription_policy(policy));
     }
     if let Some(secret) = &s.signing_secret {
         // Not an SNS attribute: the key of `x-sluice-signature` on every POST (README, Topics).
         put("SluiceSigningSecret", secret.clone());
     }
     if s.protocol.is_push() {
-        let effective = s.delivery_policy.as_deref().and_then(|p| DeliveryPolicy::parse(p).ok()).unwrap_or_default();
-        put(
-            "EffectiveDeliveryPolicy",
-            json!({ "healthyRetryPolicy": effective.healthy_retry_policy_json() }).to_string(),
-        );
+        put("EffectiveDeliveryPolicy", delivery_policy::effective_subscription_policy(s.delivery_policy.as_deref()));
     }
     out
 }

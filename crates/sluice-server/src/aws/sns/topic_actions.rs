@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sluice_core::delivery::TopicDeliveryPolicy;
 
+use super::delivery_policy;
 use super::errors::{self, invalid_parameter, topic_error};
 use super::{Ctx, LIST_PAGE_MAX, decode_token, lenient, output, parse};
 use crate::aws::common::AwsError;
@@ -14,9 +14,6 @@ use crate::paging::cut_page;
 use sluice_services::topics::{TopicError, TopicView, fifo_topic_value};
 
 type Outcome = Result<Option<Value>, AwsError>;
-
-/// `Content-Type` of HTTP/S deliveries when the delivery policy names none (SNS's default).
-const DEFAULT_CONTENT_TYPE: &str = "text/plain; charset=UTF-8";
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "PascalCase")]
@@ -125,20 +122,6 @@ fn default_policy(arn: &str, account: &str) -> String {
     .to_string()
 }
 
-/// `EffectiveDeliveryPolicy`: the topic's `DeliveryPolicy` with SNS's defaults filled in.
-fn effective_delivery_policy(set: Option<&String>) -> String {
-    let policy = set.and_then(|text| TopicDeliveryPolicy::parse(text).ok()).unwrap_or_default();
-    let content_type = policy.http.header_content_type.clone().unwrap_or_else(|| DEFAULT_CONTENT_TYPE.to_string());
-    json!({
-        "http": {
-            "defaultHealthyRetryPolicy": policy.http.healthy_retry_policy_json(),
-            "disableSubscriptionOverrides": policy.disable_subscription_overrides,
-            "defaultRequestPolicy": { "headerContentType": content_type }
-        }
-    })
-    .to_string()
-}
-
 /// Every attribute `GetTopicAttributes` shows: the ones set, and SNS's computed ones.
 pub fn topic_attributes(ctx: &Ctx<'_>, view: &TopicView) -> BTreeMap<String, String> {
     let record = &view.record;
@@ -150,8 +133,14 @@ pub fn topic_attributes(ctx: &Ctx<'_>, view: &TopicView) -> BTreeMap<String, Str
     attributes.insert("SubscriptionsConfirmed".into(), view.subscriptions_confirmed.to_string());
     attributes.insert("SubscriptionsPending".into(), view.subscriptions_pending.to_string());
     attributes.insert("SubscriptionsDeleted".into(), "0".into());
-    attributes
-        .insert("EffectiveDeliveryPolicy".into(), effective_delivery_policy(record.attributes.get("DeliveryPolicy")));
+    // SNS shows its normalised form of the policy set, not the text.
+    match record.attributes.get("DeliveryPolicy").and_then(|text| delivery_policy::topic_policy(text)) {
+        Some(shown) => attributes.insert("DeliveryPolicy".into(), shown),
+        None => attributes.remove("DeliveryPolicy"),
+    };
+    let effective =
+        delivery_policy::effective_topic_policy(record.attributes.get("DeliveryPolicy").map(String::as_str));
+    attributes.insert("EffectiveDeliveryPolicy".into(), effective);
     if record.fifo {
         attributes.insert("FifoTopic".into(), "true".into());
         attributes.entry("ContentBasedDeduplication".into()).or_insert_with(|| "false".into());

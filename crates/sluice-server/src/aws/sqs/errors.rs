@@ -127,12 +127,13 @@ impl From<BrokerError> for AwsError {
 }
 
 /// What a per-message store error means to an SQS client, for actions that take a receipt
-/// handle. Stale receipts are decided by each action (delete succeeds, a visibility change
-/// does not), so they are not mapped here.
+/// handle. Stale receipts whose message is still in the queue are decided by each action (a
+/// delete and a standard queue's visibility change succeed without effect), so the mapping
+/// here is only their fallback.
 pub fn receipt_error(e: &EntryError, handle: &str) -> AwsError {
     match e {
         EntryError::InvalidReceipt(_) | EntryError::ForeignReceipt => AwsError::receipt_handle_invalid(handle),
-        EntryError::StaleReceipt | EntryError::NotInFlight => AwsError::invalid_value(
+        EntryError::StaleReceipt | EntryError::MessageGone | EntryError::NotInFlight => AwsError::invalid_value(
             "ReceiptHandle",
             handle,
             "Message does not exist or is not available for visibility timeout change.",

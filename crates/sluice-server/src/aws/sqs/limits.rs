@@ -46,6 +46,10 @@ pub const LIST_RESULTS_MAX: u64 = 1_000;
 /// Permission labels (`AddPermission`), in characters.
 pub const LABEL_LEN_MAX: usize = 80;
 
+/// Actions one `AddPermission` grants: "An Amazon SQS policy can have a maximum of seven
+/// actions per statement" (AddPermission's reference page).
+pub const PERMISSION_ACTIONS_MAX: usize = 7;
+
 /// Move tasks: the fastest rate a task may ask for, and how many tasks one list returns.
 pub const MOVE_TASK_RATE_MAX: u64 = 500;
 pub const MOVE_TASK_LIST_MAX: u64 = 10;

@@ -293,8 +293,18 @@ pub fn visibility_timeout_ms(value: &Option<Int>) -> Result<u64, AwsError> {
 /// Changes visibility by receipt handle, counted from now.
 ///
 /// SQS answers success for a message whose visibility timeout already ran out and that
-/// nobody received since, and hides it again: the store's SQS rule. A handle whose message was
-/// deleted or received again is `InvalidParameterValue`, as in SQS.
+/// nobody received since, and hides it again: the store's SQS rule. It answers success too for
+/// an older receipt of a message received again since, which must not touch the newer delivery
+/// (DESIGN §3): the store refuses it as `StaleReceipt`, changing nothing, and this layer answers
+/// success. A handle whose message left the queue (deleted, moved) is `InvalidParameterValue`,
+/// as in SQS; the store's SQS rule reports that case apart (`MessageGone`).
+///
+/// The mapping of `StaleReceipt` to success is made here rather than in the store's rule
+/// because it is a choice of SQS's answer, not of what happens: the store's answer stays true
+/// (nothing was changed, the receipt is stale) for every caller, the native API's included,
+/// exactly as `delete` below maps a stale ack. A store that does not tell the two stale cases
+/// apart (the PostgreSQL one reports both as `StaleReceipt`) errs towards success without
+/// effect, which DESIGN §3 allows, never towards touching the newer delivery.
 ///
 /// On a FIFO queue a message whose visibility timeout ran out is no longer the handle's to
 /// hide: AWS refuses the handle as expired, so Sluice's own rule is used there.
@@ -316,7 +326,10 @@ pub async fn change_visibility(
         });
     }
     let results = ctx.store().change_visibility(queue, entries, VisibilityRule::Sqs).await?;
-    answers(results, &handles, |e, handle| Err(receipt_error(e, handle)))
+    answers(results, &handles, |e, handle| match e {
+        EntryError::StaleReceipt => Ok(()),
+        other => Err(receipt_error(other, handle)),
+    })
 }
 
 /// Maps the store's per-entry answers, which come one per handle, in order.

@@ -11,12 +11,13 @@ use sluice_core::QueueAttributesPatch;
 use super::Ctx;
 use crate::aws::common::AwsError;
 use crate::aws::common::input::{parse, required};
-use crate::aws::sqs::limits::LABEL_LEN_MAX;
+use crate::aws::sqs::limits::{LABEL_LEN_MAX, PERMISSION_ACTIONS_MAX};
 use crate::aws::sqs::queue_attributes::{self, POLICY};
 
 type Outcome = Result<Option<Value>, AwsError>;
 
-/// Actions a permission may grant: the queue-level actions of the API, or `*`.
+/// Actions a permission may grant: the queue-level actions of the API other than the owner's
+/// (below), or `*`.
 const GRANTABLE: &[&str] = &[
     "*",
     "ChangeMessageVisibility",
@@ -27,14 +28,25 @@ const GRANTABLE: &[&str] = &[
     "GetQueueUrl",
     "ListDeadLetterSourceQueues",
     "ListMessageMoveTasks",
-    "ListQueueTags",
     "PurgeQueue",
     "ReceiveMessage",
     "SendMessage",
     "SendMessageBatch",
-    "SetQueueAttributes",
     "StartMessageMoveTask",
     "CancelMessageMoveTask",
+];
+
+/// Actions only the queue's owner may call, which no permission can grant: those whose
+/// reference page (and the API model's documentation) says "Cross-account permissions don't
+/// apply to this action".
+const OWNER_ONLY: &[&str] = &[
+    "AddPermission",
+    "CreateQueue",
+    "DeleteQueue",
+    "ListQueues",
+    "ListQueueTags",
+    "RemovePermission",
+    "SetQueueAttributes",
     "TagQueue",
     "UntagQueue",
 ];
@@ -53,11 +65,11 @@ pub async fn add_permission(ctx: &Ctx<'_>, input: Value) -> Outcome {
     let input: AddPermissionInput = parse(input)?;
     let name = ctx.queue_name(&input.queue_url)?;
     let label = required(&input.label, "Label")?;
-    let accounts = input.account_ids.unwrap_or_default();
     let actions = input.actions.unwrap_or_default();
-    if let Err(e) = check(label, &accounts, &actions) {
+    if let Err(e) = check(label, input.account_ids.as_deref(), &actions) {
         return Err(ctx.after_queue_check(&name, e).await);
     }
+    let accounts = input.account_ids.unwrap_or_default();
     let view = ctx.queue(&name).await?;
     let arn = ctx.queue_arn(&name);
     let mut policy = current_policy(view.attributes.sqs_attributes.get(POLICY), &arn);
@@ -78,7 +90,10 @@ pub async fn add_permission(ctx: &Ctx<'_>, input: Value) -> Outcome {
     write(ctx, &name, Some(Value::Object(policy))).await
 }
 
-fn check(label: &str, accounts: &[String], actions: &[String]) -> Result<(), AwsError> {
+/// AWS's checks of an `AddPermission`, in AWS's words. `accounts` is `None` when the
+/// parameter is absent; an empty list (what both protocols send for `AWSAccountIds=[]`) is a
+/// principal AWS cannot verify.
+fn check(label: &str, accounts: Option<&[String]>, actions: &[String]) -> Result<(), AwsError> {
     let label_ok =
         label.len() <= LABEL_LEN_MAX && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     if !label_ok {
@@ -88,11 +103,26 @@ fn check(label: &str, accounts: &[String], actions: &[String]) -> Result<(), Aws
             "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length.",
         ));
     }
-    if accounts.is_empty() {
-        return Err(AwsError::missing_parameter("AWSAccountIds"));
-    }
     if actions.is_empty() {
         return Err(AwsError::missing_parameter("Actions"));
+    }
+    match accounts {
+        None => return Err(AwsError::missing_parameter("AWSAccountIds")),
+        Some([]) => return Err(AwsError::invalid_value("PrincipalId", "[]", "Unable to verify.")),
+        Some(_) => {}
+    }
+    if actions.len() > PERMISSION_ACTIONS_MAX {
+        return Err(AwsError::over_limit(format!(
+            "{} Actions were found, maximum allowed is {PERMISSION_ACTIONS_MAX}.",
+            actions.len()
+        )));
+    }
+    if let Some(owners) = actions.iter().find(|a| OWNER_ONLY.contains(&a.as_str())) {
+        return Err(AwsError::invalid_value(
+            "ActionName",
+            format!("SQS:{owners}"),
+            "Only the queue owner is allowed to invoke this action.",
+        ));
     }
     if let Some(bad) = actions.iter().find(|a| !GRANTABLE.contains(&a.as_str())) {
         return Err(AwsError::invalid_value(
@@ -183,11 +213,37 @@ mod tests {
     #[test]
     fn labels_accounts_and_actions() {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        assert!(check("perm-1_a", &s(&["111"]), &s(&["ReceiveMessage", "*"])).is_ok());
-        assert_eq!(check("bad label", &s(&["1"]), &s(&["*"])).unwrap_err().code, "InvalidParameterValue");
-        assert_eq!(check("l", &[], &s(&["*"])).unwrap_err().code, "MissingParameter");
-        assert_eq!(check("l", &s(&["1"]), &[]).unwrap_err().code, "MissingParameter");
-        assert!(check("l", &s(&["1"]), &s(&["FooBar"])).unwrap_err().message.contains("SQS:FooBar"));
+        let one = s(&["111"]);
+        let none: &[String] = &[];
+        let verdict = |label, accounts: Option<&[String]>, actions: &[&str]| check(label, accounts, &s(actions));
+        assert!(verdict("perm-1_a", Some(one.as_slice()), &["ReceiveMessage", "*"]).is_ok());
+        assert_eq!(verdict("bad label", Some(one.as_slice()), &["*"]).unwrap_err().code, "InvalidParameterValue");
+        assert_eq!(verdict("l", None, &["*"]).unwrap_err().code, "MissingParameter");
+        assert_eq!(verdict("l", Some(one.as_slice()), &[]).unwrap_err().code, "MissingParameter");
+        assert!(verdict("l", Some(one.as_slice()), &["FooBar"]).unwrap_err().message.contains("SQS:FooBar"));
+        // AWS's answers (issue 25; moto's AWS-derived tests assert the same texts).
+        let e = verdict("l", Some(none), &["ReceiveMessage"]).unwrap_err();
+        assert_eq!(
+            (e.code, e.status.as_u16(), e.message.as_str()),
+            ("InvalidParameterValue", 400, "Value [] for parameter PrincipalId is invalid. Reason: Unable to verify.")
+        );
+        let eight = ["SendMessage"; 8];
+        let e = verdict("l", Some(one.as_slice()), &eight).unwrap_err();
+        assert_eq!(
+            (e.shape, e.code, e.status.as_u16(), e.message.as_str()),
+            ("OverLimit", "OverLimit", 403, "8 Actions were found, maximum allowed is 7.")
+        );
+        assert!(verdict("l", Some(one.as_slice()), &eight[..7]).is_ok());
+        for owners in OWNER_ONLY {
+            let e = verdict("l", Some(one.as_slice()), &["ReceiveMessage", owners]).unwrap_err();
+            assert_eq!(
+                e.message,
+                format!(
+                    "Value SQS:{owners} for parameter ActionName is invalid. Reason: Only the queue owner is allowed to invoke this action."
+                )
+            );
+        }
+        assert!(GRANTABLE.iter().all(|a| !OWNER_ONLY.contains(a)));
     }
 
     #[test]

@@ -27,6 +27,11 @@ pub const SENDER_ID: &str = "SenderId";
 /// SHA-256 of the body that content-based deduplication uses.
 pub const DEDUP_ID: &str = "MessageDeduplicationId";
 
+/// AWS's reason for a parameter the queue's type does not take (a FIFO queue's per-message
+/// delay, a standard queue's deduplication id), word for word as recorded: "include", not
+/// "includes".
+const NOT_FOR_THIS_QUEUE_TYPE: &str = "The request include parameter that is not valid for this queue type.";
+
 /// One message to send: SendMessage's parameters, or one SendMessageBatch entry.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
@@ -91,11 +96,7 @@ impl SendEntry {
         check_fifo_id("MessageDeduplicationId", self.message_deduplication_id.as_deref())?;
         let delay_ms = if fifo {
             if let Some(delay) = delay_seconds.filter(|d| *d != 0) {
-                return Err(AwsError::invalid_value(
-                    "DelaySeconds",
-                    delay,
-                    "The request include parameter that is not valid for this queue type.",
-                ));
+                return Err(AwsError::invalid_value("DelaySeconds", delay, NOT_FOR_THIS_QUEUE_TYPE));
             }
             if self.message_group_id.is_none() {
                 return Err(AwsError::missing_parameter("MessageGroupId"));
@@ -103,11 +104,7 @@ impl SendEntry {
             None
         } else {
             if let Some(dedup) = &self.message_deduplication_id {
-                return Err(AwsError::invalid_value(
-                    "MessageDeduplicationId",
-                    dedup,
-                    "The request includes a parameter that is not valid for this queue type.",
-                ));
+                return Err(AwsError::invalid_value("MessageDeduplicationId", dedup, NOT_FOR_THIS_QUEUE_TYPE));
             }
             delay_seconds.map(|s| s * 1000)
         };
@@ -288,7 +285,10 @@ mod tests {
             Some("Value group 123 for parameter MessageGroupId is invalid. Reason: MessageGroupId can only include alphanumeric and punctuation characters. 1 to 128 in length.".to_string())
         );
         let dedup = SendEntry { message_deduplication_id: Some("d".into()), ..entry("x") };
-        assert!(code(dedup).unwrap().1.ends_with("not valid for this queue type."));
+        assert_eq!(
+            code(dedup).unwrap().1,
+            "Value d for parameter MessageDeduplicationId is invalid. Reason: The request include parameter that is not valid for this queue type."
+        );
         let ok = SendEntry { message_group_id: Some("g-1".into()), delay_seconds: Some(Int::new(900)), ..entry("x") };
         let p = ok.prepare("s", None, false).unwrap();
         assert_eq!((p.message.envelope.group_id.as_deref(), p.message.delay_ms), (Some("g-1"), Some(900_000)));

@@ -24,10 +24,13 @@ struct TagQueueInput {
     tags: Option<BTreeMap<String, String>>,
 }
 
+/// `TagQueue` without tags and `UntagQueue` without keys are `MissingParameter`, whichever
+/// protocol carried them: the Query protocol cannot express an empty map at all (boto3 sends
+/// nothing for `Tags={}`), and AWS's JSON front end answers as its Query one does.
 pub async fn tag_queue(ctx: &Ctx<'_>, input: Value) -> Outcome {
     let input: TagQueueInput = parse(input)?;
     let name = ctx.queue_name(&input.queue_url)?;
-    let Some(new) = input.tags else {
+    let Some(new) = input.tags.filter(|tags| !tags.is_empty()) else {
         return Err(ctx.after_queue_check(&name, AwsError::missing_parameter("Tags")).await);
     };
     let mut tags = ctx.queue(&name).await?.attributes.tags;
@@ -45,7 +48,7 @@ struct UntagQueueInput {
 pub async fn untag_queue(ctx: &Ctx<'_>, input: Value) -> Outcome {
     let input: UntagQueueInput = parse(input)?;
     let name = ctx.queue_name(&input.queue_url)?;
-    let Some(keys) = input.tag_keys else {
+    let Some(keys) = input.tag_keys.filter(|keys| !keys.is_empty()) else {
         return Err(ctx.after_queue_check(&name, AwsError::missing_parameter("TagKeys")).await);
     };
     let mut tags = ctx.queue(&name).await?.attributes.tags;
