@@ -84,4 +84,7 @@ codes! {
     InsufficientStorage = "insufficient_storage", 507, "The disk holding the server's data is full; calls are refused until space is freed, then served again without a restart. Retry later.";
     ShuttingDown = "shutting_down", 503, "The server is shutting down.";
     Internal = "internal", 500, "An unexpected server error; the log has the details.";
+    // Schedules
+    ScheduleNotFound = "schedule_not_found", 404, "No schedule has this name.";
+    ScheduleExists = "schedule_exists", 409, "A schedule of this name exists with a different definition.";
 }

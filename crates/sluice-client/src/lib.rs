@@ -20,6 +20,7 @@
 
 mod error;
 mod retry;
+mod schedules;
 
 use std::time::Duration;
 
@@ -38,6 +39,7 @@ use sluice_core::limits::RECEIVE_WAIT_MS_MAX;
 
 pub use error::ClientError;
 pub use retry::RetryPolicy;
+pub use schedules::CreatedSchedule;
 pub use sluice_api;
 
 use retry::Failure;

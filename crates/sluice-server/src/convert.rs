@@ -161,6 +161,31 @@ pub fn new_message(m: api::SendMessage) -> Result<NewMessage, ValidationError> {
     })
 }
 
+/// The message a stored template sends, as a send request would give it (the inverse of
+/// [`new_message`] for a message without times or dedup id).
+pub fn send_message(content: &sluice_core::message::MessageContent, priority: u8) -> api::SendMessage {
+    let (body, body_base64) = if content.body_binary {
+        (None, Some(STANDARD.encode(&content.body)))
+    } else {
+        (Some(String::from_utf8_lossy(&content.body).into_owned()), None)
+    };
+    let e = &content.envelope;
+    api::SendMessage {
+        body,
+        body_base64,
+        attributes: content.attributes.iter().map(|(k, v)| (k.clone(), attribute_to_api(v))).collect(),
+        delay_ms: None,
+        deliver_at: None,
+        priority: (priority > 0).then_some(priority),
+        message_type: e.r#type.clone(),
+        version: e.version.clone(),
+        source: e.source.clone(),
+        correlation_id: e.correlation_id.clone(),
+        group_id: e.group_id.clone(),
+        dedup_id: None,
+    }
+}
+
 pub fn attribute_from_api(a: api::Attribute) -> Result<AttributeValue, ValidationError> {
     let binary = a.data_type.split('.').next() == Some("Binary");
     let value = if binary {

@@ -63,5 +63,10 @@ pub struct ApiDoc;
 )]
 pub async fn openapi_json() -> axum::Json<&'static utoipa::openapi::OpenApi> {
     static DOC: OnceLock<utoipa::openapi::OpenApi> = OnceLock::new();
-    axum::Json(DOC.get_or_init(ApiDoc::openapi))
+    axum::Json(DOC.get_or_init(|| {
+        let mut doc = ApiDoc::openapi();
+        // Each capability documents its own routes; they are merged here.
+        doc.merge(crate::schedule_routes::ScheduleDoc::openapi());
+        doc
+    }))
 }

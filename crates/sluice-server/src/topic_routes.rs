@@ -101,7 +101,7 @@ fn native(e: TopicError) -> ApiError {
     TopicError::Invalid(invalid).into()
 }
 
-fn origin(state: &AppState, headers: &HeaderMap) -> Origin {
+pub(crate) fn origin(state: &AppState, headers: &HeaderMap) -> Origin {
     let host = headers.get(axum::http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("localhost");
     Origin { base_url: format!("http://{host}"), sender: state.config.account.clone() }
 }

@@ -96,6 +96,8 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         ShuttingDown => "the server is stopping; try again once it is back",
         RequestTimeout => "the request was sent too slowly; check the network between here and the server",
         Internal => "the server's log has the details",
+        ScheduleNotFound => "list schedules with `sluice schedule list`",
+        ScheduleExists => "see its definition with `sluice schedule get NAME`; delete it first to define it again",
         InvalidJson | InvalidArgument | EmptyBatch | NotFound | MethodNotAllowed | UnsupportedMediaType => {
             return None;
         }

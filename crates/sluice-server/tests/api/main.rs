@@ -8,5 +8,6 @@ mod operations;
 mod poisoned;
 mod queues;
 mod redrive;
+mod schedules;
 mod serve;
 mod topics;
