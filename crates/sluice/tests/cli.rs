@@ -319,3 +319,48 @@ fn topic_commands_fan_out_into_queues() {
     assert!(server.cli(&["topic", "delete", "orders"]).ok().starts_with("deleted topic orders"));
     assert!(server.cli(&["topic", "delete", "orders"]).failed().contains("topic_not_found"));
 }
+
+#[test]
+fn schedule_commands_fire_ticks_into_a_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    server.cli(&["queue", "create", "ticks"]).ok();
+    let created = server
+        .cli(&["schedule", "create", "pulse", "--every", "300ms", "--queue", "ticks", "--body", "tick"])
+        .ok()
+        .to_owned();
+    assert!(created.starts_with("created schedule pulse; next tick 20"), "{created}");
+    let conflict = server.cli(&["schedule", "create", "pulse", "--every", "1s", "--queue", "ticks", "--body", "tick"]);
+    let conflict = conflict.failed().to_owned();
+    assert!(conflict.contains("(schedule_exists)") && conflict.contains("sluice schedule get"), "{conflict}");
+    let bad = server.cli(&["schedule", "create", "bad", "--cron", "61 * * * *", "--queue", "ticks", "--body", "x"]);
+    assert!(bad.failed().contains("cron"), "a bad cron expression is refused");
+
+    // Real time: wait for a few ticks to fire.
+    let mut fired = 0;
+    for _ in 0..100 {
+        fired = server.cli(&["schedule", "get", "pulse", "--json"]).json()["fired"].as_u64().unwrap();
+        if fired >= 3 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(fired >= 3, "ticks fired: {fired}");
+    let received = server.cli(&["receive", "ticks", "--max", "10", "--json"]).json();
+    let messages = received["messages"].as_array().unwrap();
+    assert!(messages.len() >= 3, "{received}");
+    assert!(messages.iter().all(|m| m["body"] == "tick" && m["attributes"]["scheduled_at"]["value"].is_string()));
+    assert_eq!(messages[0]["attributes"]["sluice.schedule"]["value"], "pulse");
+
+    let listed = server.cli(&["schedule", "list"]).ok().to_owned();
+    assert!(listed.contains("pulse") && listed.contains("every 300ms") && listed.contains("queue ticks"), "{listed}");
+    assert!(listed.contains("NEXT FIRE") && listed.contains("active"), "{listed}");
+    let paused = server.cli(&["schedule", "pause", "pulse"]).ok().to_owned();
+    assert!(paused.contains("paused"), "{paused}");
+    let shown = server.cli(&["schedule", "get", "pulse"]).ok().to_owned();
+    assert!(shown.contains("recurrence") && shown.contains("every 300ms"), "{shown}");
+    assert!(server.cli(&["schedule", "resume", "pulse", "--json"]).json()["status"] == "active");
+    assert_eq!(server.cli(&["schedule", "delete", "pulse"]).ok(), "deleted schedule pulse\n");
+    assert!(server.cli(&["schedule", "get", "pulse"]).failed().contains("(schedule_not_found)"));
+    assert_eq!(server.cli(&["schedule", "list"]).ok(), "", "nothing on stdout; the hint goes to stderr");
+}
