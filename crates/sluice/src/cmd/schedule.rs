@@ -20,7 +20,8 @@ pub struct Args {
 
 #[derive(Debug, Subcommand)]
 enum ScheduleCommand {
-    Create(CreateArgs),
+    // Boxed: its many flags would make every variant as large as it.
+    Create(Box<CreateArgs>),
     List(ListArgs),
     Get(NameArgs),
     Pause(NameArgs),
@@ -109,7 +110,7 @@ struct NameArgs {
 
 pub async fn run(args: Args) -> Result<()> {
     match args.command {
-        ScheduleCommand::Create(args) => create(args).await,
+        ScheduleCommand::Create(args) => create(*args).await,
         ScheduleCommand::List(args) => list(args).await,
         ScheduleCommand::Get(args) => {
             let schedule = args.client.client()?.get_schedule(&args.name).await?;
