@@ -101,8 +101,13 @@ fn check_invariants(g: &OffsetsGroup, model: &Model, last_generation: u64) {
 
 fn run_offsets(ops: Vec<Op>) {
     let mut g = OffsetsGroup::new(vec![0; PARTITIONS]);
-    let mut model =
-        Model { now: 0, ends: vec![0; PARTITIONS], committed: vec![0; PARTITIONS], seen: BTreeMap::new(), generations: HashMap::new() };
+    let mut model = Model {
+        now: 0,
+        ends: vec![0; PARTITIONS],
+        committed: vec![0; PARTITIONS],
+        seen: BTreeMap::new(),
+        generations: HashMap::new(),
+    };
     let mut last_generation = 0;
     for op in ops {
         match op {
@@ -137,9 +142,20 @@ fn run_offsets(ops: Vec<Op>) {
                 let owns = state.owner.as_deref() == Some(member);
                 let fresh = generation >= state.assigned_generation && generation <= before.generation;
                 let in_range = offset >= model.committed[p] && offset <= model.ends[p];
-                let outcome = g.commit(member, generation, &BTreeMap::from([(p as u32, offset)]), &model.ends, model.now, SESSION_MS);
+                let outcome = g.commit(
+                    member,
+                    generation,
+                    &BTreeMap::from([(p as u32, offset)]),
+                    &model.ends,
+                    model.now,
+                    SESSION_MS,
+                );
                 let expected = live && owns && fresh && in_range;
-                assert_eq!(outcome.is_ok(), expected, "commit {member} gen {generation} p{p} offset {offset}: {outcome:?}");
+                assert_eq!(
+                    outcome.is_ok(),
+                    expected,
+                    "commit {member} gen {generation} p{p} offset {offset}: {outcome:?}"
+                );
                 match outcome {
                     Ok(()) => {
                         model.committed[p] = offset;
@@ -278,7 +294,10 @@ fn run_shared(keys: Vec<Option<u64>>, ops: Vec<SharedOp>, key_ordered: bool) {
                     fate[gone.offset as usize] = Fate::Done;
                 }
                 out.retain(|d| {
-                    let held = g.partitions[0].pending.get(&d.offset).is_some_and(|p| p.hold.is_some() && p.deliveries == d.deliveries);
+                    let held = g.partitions[0]
+                        .pending
+                        .get(&d.offset)
+                        .is_some_and(|p| p.hold.is_some() && p.deliveries == d.deliveries);
                     if !held && fate[d.offset as usize] == Fate::Out {
                         fate[d.offset as usize] = Fate::Back;
                     }
@@ -296,12 +315,8 @@ fn run_shared(keys: Vec<Option<u64>>, ops: Vec<SharedOp>, key_ordered: bool) {
             }
         }
         // No two deliveries of one record at once, and with key order none of one key.
-        let held: Vec<(u64, Option<u64>)> = g.partitions[0]
-            .pending
-            .iter()
-            .filter(|(_, p)| p.hold.is_some())
-            .map(|(o, p)| (*o, p.key))
-            .collect();
+        let held: Vec<(u64, Option<u64>)> =
+            g.partitions[0].pending.iter().filter(|(_, p)| p.hold.is_some()).map(|(o, p)| (*o, p.key)).collect();
         if key_ordered {
             let mut seen = BTreeSet::new();
             for (o, key) in &held {

@@ -11,8 +11,8 @@
 //!   same durable path, so that features above the store need no storage layer of their own.
 //! - [`StoreStatus`] (`status.rs`): whether the store refuses calls, and its running totals,
 //!   kept in one [`Counters`] type by every backend.
-//! - A log store (append-only partitioned logs with offsets, for streams and the event store)
-//!   joins them as a trait of its own, with its own conformance module.
+//! - [`LogStore`] (`log.rs`): streams, append-only partitioned logs with gapless offsets, and
+//!   their consumer groups; the event store reuses it (appends with an expectation).
 //!
 //! [`Store`] is all of them together, what a backend is and what `serve` hands the services.
 //! A part that needs one concern only takes that trait (`Arc<dyn RecordStore>`), so that its
@@ -20,6 +20,7 @@
 //! that trait and is combined with the wrapped store's other concerns by [`StoreParts`].
 
 pub mod conformance;
+mod log;
 mod parts;
 mod queue;
 mod records;
@@ -27,6 +28,11 @@ mod status;
 
 use sluice_core::{BrokerError, ValidationError};
 
+pub use log::{
+    AppendResults, Appended, Expectation, FetchRequest, Fetched, FetchedRecord, GroupConfig, GroupMode,
+    GroupPartitionView, GroupView, LogError, LogStore, PartitionView, ReadBatch, ReadFrom, ReadRequest, ReceiptResults,
+    SeekTo, StreamView, SweepReport, validate_append,
+};
 pub use parts::StoreParts;
 pub use queue::{
     EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage, StoredMessage, VisibilityRule,
@@ -73,12 +79,12 @@ impl From<ValidationError> for StoreError {
 
 /// A whole backend: every concern's trait. Implemented for every type that implements them
 /// all, so a backend implements the concerns and is a `Store` by that.
-pub trait Store: QueueStore + RecordStore + StoreStatus {}
+pub trait Store: QueueStore + RecordStore + LogStore + StoreStatus {}
 
-impl<T: QueueStore + RecordStore + StoreStatus + ?Sized> Store for T {}
+impl<T: QueueStore + RecordStore + LogStore + StoreStatus + ?Sized> Store for T {}
 
 /// The store traits, for `use sluice_store::prelude::*`: calling a concern's method on a
 /// `dyn Store` needs that concern's trait in scope.
 pub mod prelude {
-    pub use crate::{QueueStore, RecordStore, Store, StoreStatus};
+    pub use crate::{LogStore, QueueStore, RecordStore, Store, StoreStatus};
 }

@@ -1,5 +1,5 @@
 //! The conformance suite: the behaviour every backend must show, written once, one module per
-//! store trait (`queues.rs`, `records.rs`).
+//! store trait (`queues.rs`, `records.rs`, `log.rs`).
 //!
 //! A backend's test file calls [`conformance_tests!`] with an expression that builds a fresh
 //! [`Backend`] (its own empty storage) for each test. Tests use real time with short timeouts;
@@ -7,6 +7,7 @@
 //! prove that a backend wires the rules to durable storage correctly, including across a
 //! restart.
 
+mod log;
 mod queues;
 mod records;
 
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use sluice_core::{NewMessage, QueueAttributes};
 
+pub use log::*;
 pub use queues::*;
 pub use records::*;
 
@@ -49,7 +51,13 @@ macro_rules! conformance_tests {
             long_poll_times_out_empty, purge_and_peek, restart_keeps_everything, batch_entries_fail_alone,
             unknown_queue_is_an_error, retention_removes_expired, ids_are_never_reused_across_restart,
             lenient_visibility_rehides_an_expired_message, records_insert_put_replace_get_delete,
-            records_list_by_kind_prefix_and_key_order, records_survive_restart);
+            records_list_by_kind_prefix_and_key_order, records_survive_restart,
+            streams_create_get_list_update_delete, appends_get_gapless_offsets_by_partition_key_and_round_robin,
+            reads_from_offsets_and_times_keep_every_field, read_long_polls_wake_on_append_and_time_out,
+            dedup_ids_return_the_original_place_across_restart, streams_records_and_groups_survive_restart,
+            offsets_groups_share_partitions_commit_forward_and_seek,
+            shared_groups_keep_key_order_and_dead_letter_exhausted_records,
+            retention_removes_old_records_by_size_and_age, bad_records_fail_alone_and_expectations_change_nothing);
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
         $(
