@@ -318,8 +318,12 @@ pub async fn shared_groups_keep_key_order_and_dead_letter_exhausted_records(b: &
         let dead = s.receive("dlq", recv(10, 0, None)).await.unwrap();
         if let Some(m) = dead.first() {
             assert_eq!(m.message.content.body, b"b1");
-            let error = m.message.meta.last_error.clone().unwrap_or_default();
-            assert!(error.contains("ack timeout"), "last error: {error:?}");
+            let attribute = |name: &str| match m.message.content.attributes.get(name).map(|a| &a.value) {
+                Some(sluice_core::message::AttributeData::Text(t)) => t.clone(),
+                other => panic!("attribute {name}: {other:?}"),
+            };
+            assert!(attribute("sluice.last_error").contains("ack timeout"), "{:?}", m.message.content.attributes);
+            assert_eq!((attribute("sluice.stream"), attribute("sluice.offset")), ("s".to_string(), "1".to_string()));
             break;
         }
         tokio::time::sleep(Duration::from_millis(150)).await;
