@@ -5,6 +5,7 @@
 //! `utoipa::ToSchema` so that `/v1/openapi.json` is generated from these definitions.
 
 pub mod error;
+pub mod streams;
 pub mod topics;
 
 use std::collections::BTreeMap;
@@ -13,6 +14,12 @@ use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
 pub use error::{ErrorBody, ErrorCode, ErrorResponse};
+pub use streams::{
+    AppendRecord, AppendRequest, AppendResponse, AppendResult, CommitRequest, CreateGroupRequest, CreateStreamRequest,
+    FetchRequest, FetchResponse, GroupList, GroupMode, GroupPartition, GroupStart, ReadResponse, ReceiptsRequest,
+    SeekRequest, SeekResponse, StartName, Stream, StreamGroup, StreamList, StreamPartition, StreamRecord,
+    UpdateStreamRequest,
+};
 pub use topics::{
     CreateTopicRequest, FilterPolicyScope, PublishMessage, PublishRequest, PublishResponse, PublishResult,
     SubscribeRequest, Subscription, SubscriptionCounts, SubscriptionList, Topic, TopicList,

@@ -6,6 +6,7 @@
 //!   worker (`topics/worker.rs`) with its breakers per endpoint.
 //! - `redrive`: redrive tasks that move a dead-letter queue's messages back at a bounded rate.
 //! - `sqs`: the state only the SQS API has (its 60-second rules, FIFO receive attempts).
+//! - `streams`: the streams' sweep (retention, shared-mode ack timeouts and dead-lettering).
 //!
 //! Every later long-running feature (jobs, sagas, outbox relays, schedules, alerts) is a module
 //! here, started by [`Services::start`] and stopped with the [`Running`] handle it returns.
@@ -16,6 +17,7 @@
 
 pub mod redrive;
 pub mod sqs;
+pub mod streams;
 pub mod topics;
 
 use std::sync::Arc;
@@ -84,12 +86,14 @@ impl Services {
         &self.sqs
     }
 
-    /// Starts the background work: the push worker. Redrives start on request.
+    /// Starts the background work: the push worker and the stream sweep. Redrives start on
+    /// request.
     pub fn start(self: &Arc<Self>) -> Running {
         // Stopped with the server: a POST cut short leaves its delivery to reappear after its
         // visibility timeout and be pushed again (at least once).
         let push_worker = topics::worker::spawn(self.store.clone(), self.push.clone(), self.clock.clone());
-        Running { services: self.clone(), push_worker }
+        let stream_sweep = streams::spawn(self.store.clone());
+        Running { services: self.clone(), push_worker, stream_sweep }
     }
 
     /// Ends long-running work at once and refuses new work (each redrive after its current
@@ -104,6 +108,7 @@ impl Services {
 pub struct Running {
     services: Arc<Services>,
     push_worker: JoinHandle<()>,
+    stream_sweep: JoinHandle<()>,
 }
 
 impl Running {
@@ -111,5 +116,6 @@ impl Running {
     pub async fn join(self) {
         self.services.redrives.join_all().await;
         self.push_worker.abort();
+        self.stream_sweep.abort();
     }
 }

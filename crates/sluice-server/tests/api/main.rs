@@ -9,4 +9,5 @@ mod poisoned;
 mod queues;
 mod redrive;
 mod serve;
+mod streams;
 mod topics;
