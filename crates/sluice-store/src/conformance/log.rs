@@ -201,10 +201,12 @@ pub async fn streams_records_and_groups_survive_restart(b: &dyn Backend) {
     assert_eq!(view.partitions.iter().map(|p| p.next_offset).collect::<Vec<_>>(), [5, 5]);
     let g = &view.groups[0];
     assert_eq!(g.partitions.iter().map(|p| (p.committed, p.lag)).collect::<Vec<_>>(), [(3, 2), (5, 0)]);
-    // Uncommitted records come again, from the committed offsets.
+    // Nothing below the committed offsets comes again. Whether the records fetched but not
+    // committed do depends on the backend: the embedded store's positions go back to the
+    // committed offsets at a restart; PostgreSQL's are shared by every node and survive one.
     let f = s.fetch("s", "g", member("m", 100, 0)).await.unwrap();
     let got: Vec<(u32, u64)> = f.records.iter().map(|r| (r.record.partition, r.record.offset)).collect();
-    assert_eq!(got, [(0, 3), (0, 4)]);
+    assert!(got.is_empty() || got == [(0, 3), (0, 4)], "{got:?}");
     // Offsets go on where they were: never reused.
     let placed = append_all(s.as_ref(), "s", vec![at(0, "after")]).await;
     assert_eq!(placed[0].offset, 5);

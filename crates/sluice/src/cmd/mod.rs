@@ -10,6 +10,7 @@ mod queue;
 mod receive;
 mod send;
 mod serve;
+mod stream;
 mod topic;
 
 use anyhow::Result;
@@ -26,6 +27,7 @@ pub enum Command {
     Peek(peek::Args),
     Dlq(dlq::Args),
     Topic(topic::Args),
+    Stream(stream::Args),
     // Boxed: the benchmark's many flags would make every command as large as it.
     Bench(Box<bench::Args>),
     Migrate(migrate::Args),
@@ -42,6 +44,7 @@ impl Command {
             Command::Peek(args) => peek::run(args).await,
             Command::Dlq(args) => dlq::run(args).await,
             Command::Topic(args) => topic::run(args).await,
+            Command::Stream(args) => stream::run(args).await,
             Command::Bench(args) => bench::run(*args).await,
             Command::Migrate(args) => migrate::run(args).await,
         }
