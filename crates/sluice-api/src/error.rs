@@ -87,4 +87,15 @@ codes! {
     // Schedules
     ScheduleNotFound = "schedule_not_found", 404, "No schedule has this name.";
     ScheduleExists = "schedule_exists", 409, "A schedule of this name exists with a different definition.";
+    // Streams
+    StreamNotFound = "stream_not_found", 404, "No stream has this name.";
+    StreamExists = "stream_exists", 409, "A stream of this name exists with different settings.";
+    GroupNotFound = "group_not_found", 404, "The stream has no consumer group of this name.";
+    GroupExists = "group_exists", 409, "A group of this name exists on the stream with different settings.";
+    PartitionOutOfRange = "partition_out_of_range", 400, "The stream has no partition of this number; `details` names it and the partition count.";
+    OffsetOutOfRange = "offset_out_of_range", 416, "The offset is below the partition's first kept offset (`details.first_offset`), or a commit is past its end.";
+    OffsetRegression = "offset_regression", 409, "A commit below the committed offset: commits only move forward; seek to go back.";
+    StaleGeneration = "stale_generation", 409, "The partition was reassigned or sought since the generation given, or is not this member's: fetch again.";
+    RecordTooLarge = "record_too_large", 413, "A record is larger than the stream's record_bytes_max.";
+    WrongGroupMode = "wrong_group_mode", 409, "The call is for the other group mode (commit and seek-free fetches are offsets mode; ack, release and nack are shared mode).";
 }

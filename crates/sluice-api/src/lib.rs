@@ -6,6 +6,7 @@
 
 pub mod error;
 pub mod schedules;
+pub mod streams;
 pub mod topics;
 
 use std::collections::BTreeMap;
@@ -15,6 +16,12 @@ use utoipa::ToSchema;
 
 pub use error::{ErrorBody, ErrorCode, ErrorResponse};
 pub use schedules::{CatchUp, CreateScheduleRequest, Schedule, ScheduleList, ScheduleTarget};
+pub use streams::{
+    AppendRecord, AppendRequest, AppendResponse, AppendResult, CommitRequest, CreateGroupRequest, CreateStreamRequest,
+    FetchRequest, FetchResponse, GroupList, GroupMode, GroupPartition, GroupStart, ReadResponse, ReceiptsRequest,
+    SeekRequest, SeekResponse, StartName, Stream, StreamGroup, StreamList, StreamPartition, StreamRecord,
+    UpdateStreamRequest,
+};
 pub use topics::{
     CreateTopicRequest, FilterPolicyScope, PublishMessage, PublishRequest, PublishResponse, PublishResult,
     SubscribeRequest, Subscription, SubscriptionCounts, SubscriptionList, Topic, TopicList,

@@ -21,6 +21,7 @@
 mod error;
 mod retry;
 mod schedules;
+pub mod streams;
 
 use std::time::Duration;
 
@@ -112,7 +113,7 @@ impl ClientBuilder {
 }
 
 /// A request body serialized once, so that a retry sends the same bytes.
-struct Call {
+pub(crate) struct Call {
     method: Method,
     url: Url,
     body: Option<Vec<u8>>,
@@ -410,7 +411,7 @@ impl Client {
 
     // ---- plumbing ----
 
-    async fn json<T: DeserializeOwned>(
+    pub(crate) async fn json<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &[&str],
@@ -420,7 +421,7 @@ impl Client {
         Ok(self.json_with_status(method, path, query, body).await?.1)
     }
 
-    async fn json_with_status<T: DeserializeOwned>(
+    pub(crate) async fn json_with_status<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &[&str],
@@ -432,7 +433,7 @@ impl Client {
         Ok((status, decode(status, &bytes)?))
     }
 
-    fn call(
+    pub(crate) fn call(
         &self,
         method: Method,
         path: &[&str],
@@ -454,7 +455,7 @@ impl Client {
     }
 
     /// Sends `call`, retrying as the policy allows, and returns the final status and body.
-    async fn execute(&self, call: Call) -> Result<(StatusCode, Bytes)> {
+    pub(crate) async fn execute(&self, call: Call) -> Result<(StatusCode, Bytes)> {
         let safe = call.method == Method::GET;
         let mut attempt = 0;
         loop {
@@ -524,14 +525,14 @@ pub struct CreatedSubscription {
     pub created: bool,
 }
 
-fn decode<T: DeserializeOwned>(status: StatusCode, body: &[u8]) -> Result<T> {
+pub(crate) fn decode<T: DeserializeOwned>(status: StatusCode, body: &[u8]) -> Result<T> {
     if !status.is_success() {
         return Err(error_from(status, body));
     }
     serde_json::from_slice(body).map_err(|e| ClientError::Decode { status: status.as_u16(), reason: e.to_string() })
 }
 
-fn error_from(status: StatusCode, body: &[u8]) -> ClientError {
+pub(crate) fn error_from(status: StatusCode, body: &[u8]) -> ClientError {
     match serde_json::from_slice::<ErrorResponse>(body) {
         Ok(ErrorResponse { error }) => ClientError::Api {
             status: status.as_u16(),

@@ -16,6 +16,7 @@ pub mod message;
 pub mod name;
 pub mod queue;
 pub mod receipt;
+pub mod stream;
 pub mod validation;
 
 pub use attributes::{DeadLetter, QueueAttributes, QueueAttributesPatch};

@@ -19,7 +19,7 @@ use crate::queue_store::message_id;
 
 #[async_trait]
 impl CommitStore for EmbeddedStore {
-    async fn commit(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
+    async fn commit_all(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
         validate_commit(&writes)?;
         let shared = self.shared.clone();
         self.call(move |e, now| {

@@ -100,6 +100,14 @@ enum Failure {
 }
 
 impl Failure {
+    fn of_io(doing: &str, e: std::io::Error) -> Failure {
+        if is_storage_full(&e) {
+            Failure::Full(format!("{doing}: {e}"))
+        } else {
+            Failure::Fatal(format!("{doing}: {e}"))
+        }
+    }
+
     fn of_write(doing: &str, e: fjall::Error) -> Failure {
         if is_storage_full(&e) {
             Failure::Full(format!("{doing}: {e}"))
@@ -126,6 +134,8 @@ pub struct Engine {
     pub broker: Broker,
     /// Durable configuration records (`records.rs`), written with the broker's effects.
     pub records: Records,
+    /// Streams (`log/`): staged by jobs, written after each batch (`commit`).
+    pub logs: crate::log::Logs,
     /// `None` only while a store that ran out of disk waits to reopen.
     disk: Option<Disk>,
     data_dir: PathBuf,
@@ -156,6 +166,7 @@ pub struct Engine {
 impl Engine {
     pub fn new(
         recovered: Recovered,
+        logs: crate::log::Logs,
         config: EmbeddedConfig,
         shared: Arc<Shared>,
         syncer: Syncer,
@@ -165,6 +176,7 @@ impl Engine {
         Engine {
             broker,
             records,
+            logs,
             disk: Some(Disk { db, ks }),
             data_dir: config.data_dir,
             durability: config.durability,
@@ -327,7 +339,7 @@ impl Engine {
     /// Writes the broker's effects and the staged bodies as one atomic batch to the journal and
     /// hands it to the kernel, unsynced (the sync stage syncs it). A full disk is refused here,
     /// at write, which tells it apart from a failed sync.
-    fn commit(&mut self) -> Result<usize, Failure> {
+    fn commit(&mut self, now: TimeMs) -> Result<usize, Failure> {
         let mut effects = std::mem::take(&mut self.effects);
         self.broker.swap_effects(&mut effects);
         let disk = self.disk.as_ref().expect("the database is open whenever a command runs");
@@ -403,13 +415,21 @@ impl Engine {
         }
         self.pending_bodies.clear();
         self.pending_bytes = 0;
+        if records > 0 {
+            batch.durability(None).commit().map_err(|e| Failure::of_write("writing a batch", e))?;
+            // Into the kernel's hands before the sync stage is told: its `fdatasync` covers only
+            // what was written to the file when it starts.
+            disk.db.persist(PersistMode::Buffer).map_err(|e| Failure::of_write("writing a batch", e))?;
+        }
+        // Stream records after the batch, so that a dedup id is never on disk before the
+        // batch that holds it was written; their files go to the sync stage with this turn.
+        let mut files = Vec::new();
+        let logged = self.logs.flush(now, &mut files).map_err(|e| Failure::of_io("writing stream records", e))?;
+        self.shared.log_files.lock().unwrap_or_else(|e| e.into_inner()).extend(files);
+        let records = records + logged as usize;
         if records == 0 {
             return Ok(0);
         }
-        batch.durability(None).commit().map_err(|e| Failure::of_write("writing a batch", e))?;
-        // Into the kernel's hands before the sync stage is told: its `fdatasync` covers only
-        // what was written to the file when it starts.
-        disk.db.persist(PersistMode::Buffer).map_err(|e| Failure::of_write("writing a batch", e))?;
         if matches!(self.durability, Durability::Interval(_)) && self.unsynced_since.is_none() {
             self.unsynced_since = Some(Instant::now());
         }
@@ -543,9 +563,25 @@ impl Engine {
             tracing::debug!("the disk is still full: a probe write of {STORAGE_FULL_PROBE_BYTES} bytes failed: {e}");
             return;
         }
+        let mut recovered = recovered;
+        let logs = match crate::open_logs(&self.data_dir, &mut recovered, self.clock.now_ms()) {
+            Ok(logs) => logs,
+            Err(e) => {
+                self.reopen_at = None;
+                let reason = format!("reopening the streams after the disk was full: {e}");
+                self.shared
+                    .refusal
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .replace(StoreError::Poisoned(reason.clone()));
+                tracing::error!("storage poisoned, refusing all further writes until restart: {reason}");
+                return;
+            }
+        };
         let Recovered { db, ks, broker, records, recovery } = recovered;
         self.broker = broker;
         self.records = records;
+        self.logs = logs;
         self.disk = Some(Disk { db, ks });
         self.reopen_at = None;
         *self.shared.refusal.lock().unwrap_or_else(|e| e.into_inner()) = None;
@@ -636,14 +672,14 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
                 // The timers ran with `tick` above.
                 Command::Tick => {}
             }
-            if taken >= BATCH_COMMANDS_MAX || engine.pending_bytes >= BATCH_BYTES_MAX {
+            if taken >= BATCH_COMMANDS_MAX || engine.pending_bytes + engine.logs.staged_bytes() >= BATCH_BYTES_MAX {
                 break;
             }
             next = rx.try_recv().ok();
         }
         engine.serve_waiters(now, &mut replies);
         engine.expire_waiters(Instant::now());
-        match engine.commit() {
+        match engine.commit(now) {
             Ok(records) => {
                 if records > 0 {
                     engine.shared.counters.committed(records as u64);
@@ -673,6 +709,11 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
         && let Err(e) = disk.db.persist(PersistMode::SyncAll)
     {
         engine.poison(&format!("final sync: {e}"));
+    }
+    if engine.disk.is_some()
+        && let Err(e) = engine.logs.sync_all()
+    {
+        engine.poison(&format!("final sync of the streams: {e}"));
     }
     while let Ok(cmd) = rx.try_recv() {
         refuse_closed(cmd);

@@ -14,12 +14,15 @@
 //!
 //! Modules: `engine` (the writer loop), `sync` (the sync stage), `recover` (open), `codec`
 //! (the on-disk records), `journal` and `tables` (damage checks), `records` (records in
-//! memory), and one module per store trait: `queue_store`, `record_store`.
+//! memory), `log` (streams: the log engine of segment files, see its module doc), and one
+//! module per store trait: `queue_store`, `record_store`, `log_store`.
 
 mod codec;
 mod commit_store;
 mod engine;
 mod journal;
+mod log;
+mod log_store;
 mod queue_store;
 pub mod record_format;
 mod record_store;
@@ -122,6 +125,10 @@ struct Shared {
     /// writer finds room on the disk again.
     refusal: Mutex<Option<StoreError>>,
     counters: Counters,
+    /// Stream segment files written since the last sync, for the sync stage (`log`).
+    log_files: Mutex<Vec<Arc<std::fs::File>>>,
+    /// Long polls on streams, woken after durable appends (`log::wake`).
+    stream_wakers: log::wake::Wakers,
 }
 
 impl Shared {
@@ -172,7 +179,8 @@ impl EmbeddedStore {
         clock: Arc<dyn Clock>,
         sync_file: sync::SyncFile,
     ) -> Result<EmbeddedStore, OpenError> {
-        let recovered = recover(&config.data_dir, clock.now_ms())?;
+        let mut recovered = recover(&config.data_dir, clock.now_ms())?;
+        let logs = open_logs(&config.data_dir, &mut recovered, clock.now_ms())?;
         let recovery = recovered.recovery;
         let shared = Arc::new(Shared::default());
         let path = config.data_dir.clone();
@@ -185,7 +193,7 @@ impl EmbeddedStore {
         clock.on_advance(Box::new(move || {
             let _ = wake.send(Command::Tick);
         }));
-        let engine = Engine::new(recovered, config, shared.clone(), syncer, clock);
+        let engine = Engine::new(recovered, logs, config, shared.clone(), syncer, clock);
         let writer =
             std::thread::Builder::new().name("sluice-writer".into()).spawn(move || engine::run(engine, rx)).map_err(
                 |e| OpenError::Storage { path: path.clone(), reason: format!("starting the writer thread: {e}") },
@@ -235,6 +243,21 @@ impl EmbeddedStore {
         self.tx.send(Command::Run(job)).map_err(|_| self.closed_error())?;
         rx.await.map_err(|_| self.closed_error())?
     }
+}
+
+/// Opens the streams of a data directory (`log`) after the database recovered; damage refuses
+/// to start, naming the file.
+pub(crate) fn open_logs(
+    data_dir: &std::path::Path,
+    recovered: &mut Recovered,
+    now: TimeMs,
+) -> Result<log::Logs, OpenError> {
+    let (logs, warnings) = log::Logs::open(data_dir, &mut recovered.records, now)
+        .map_err(|d| OpenError::Damaged { file: d.file, reason: d.reason })?;
+    for w in warnings {
+        tracing::warn!("{}", w.0);
+    }
+    Ok(logs)
 }
 
 impl Drop for EmbeddedStore {

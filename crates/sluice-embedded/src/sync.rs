@@ -168,7 +168,7 @@ impl Stage {
     /// Syncs the journal once for `jobs`; on failure poisons the store and returns its refusal.
     fn sync(&mut self, jobs: &[Job]) -> Result<(), StoreError> {
         let started = Instant::now();
-        if let Err(e) = self.journal.sync() {
+        if let Err(e) = self.journal.sync().and_then(|()| self.sync_log_files()) {
             let reason = format!("syncing a batch: {e}");
             self.shared.poison(&reason);
             return Err(self.shared.refusal().unwrap_or(StoreError::Poisoned(reason)));
@@ -176,6 +176,20 @@ impl Stage {
         metrics::histogram!(SYNC_SECONDS).record(started.elapsed().as_secs_f64());
         let batches = jobs.iter().filter(|job| matches!(job, Job::Answer { wrote: true, .. })).count();
         metrics::histogram!(SYNC_BATCHES).record(batches as f64);
+        Ok(())
+    }
+}
+
+impl Stage {
+    /// `fdatasync` of every stream segment file the writer wrote to and handed over before
+    /// this sync started (`log`), each once, after the journal.
+    fn sync_log_files(&mut self) -> std::io::Result<()> {
+        let mut files = std::mem::take(&mut *self.shared.log_files.lock().unwrap_or_else(|e| e.into_inner()));
+        files.sort_by_key(|f| Arc::as_ptr(f) as usize);
+        files.dedup_by(|a, b| Arc::ptr_eq(a, b));
+        for file in files {
+            (self.journal.sync_file)(&file)?;
+        }
         Ok(())
     }
 }

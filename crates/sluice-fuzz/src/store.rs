@@ -113,6 +113,9 @@ impl QueueStore for ParseOnlyStore {
     }
 }
 
+/// Keeps no streams: every stream call is refused (`LogError::Unsupported`).
+impl sluice_store::LogStore for ParseOnlyStore {}
+
 #[async_trait]
 impl RecordStore for ParseOnlyStore {
     async fn insert_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<bool, StoreError> {
@@ -150,7 +153,7 @@ impl RecordStore for ParseOnlyStore {
 impl CommitStore for ParseOnlyStore {
     /// Checks every write as the other calls do; records are forgotten, so a condition on one
     /// never holds.
-    async fn commit(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
+    async fn commit_all(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
         validate_commit(&writes)?;
         let mut outcomes = Vec::with_capacity(writes.len());
         for (index, write) in writes.into_iter().enumerate() {

@@ -33,6 +33,8 @@
 //!   relying on the server's autovacuum.
 //! - `transactional`: `sluice_send` from the application's own transaction.
 //! - `records`: durable configuration records (topics, subscriptions), one row each.
+//! - `streams`: streams (migration 6): records as rows, offsets from each partition's row in
+//!   the append's transaction, groups as rows whose state core's rules change, a chunked sweep.
 //!
 //! Time is the database's clock (`sluice_now_ms()` in SQL), so nodes with drifting clocks agree
 //! on when holds and delays end.
@@ -48,6 +50,7 @@ pub mod migrate;
 mod queues;
 mod receive;
 mod records;
+mod streams;
 mod sweep;
 mod transactional;
 mod vacuum;
@@ -143,6 +146,8 @@ pub(crate) struct Inner {
     /// The NOTIFY channel of this schema.
     channel: String,
     wakers: Arc<wake::Wakers>,
+    /// Long polls on streams, by stream id (`streams`).
+    stream_wakers: Arc<wake::Wakers>,
     counters: Counters,
 }
 
@@ -198,6 +203,8 @@ impl Inner {
 pub struct PostgresStore {
     inner: Arc<Inner>,
     tasks: Vec<JoinHandle<()>>,
+    /// This node's round-robin counters of streams.
+    round_robin: streams::RoundRobin,
 }
 
 impl PostgresStore {
@@ -227,18 +234,24 @@ impl PostgresStore {
             .build()
             .map_err(|e| ConnectError::Database(e.to_string()))?;
         let wakers = Arc::new(wake::Wakers::default());
+        let stream_wakers = Arc::new(wake::Wakers::default());
         let listener = wake::listen(&config, &channel).await?;
-        let inner =
-            Arc::new(Inner { pool, channel: channel.clone(), wakers: wakers.clone(), counters: Counters::default() });
+        let inner = Arc::new(Inner {
+            pool,
+            channel: channel.clone(),
+            wakers: wakers.clone(),
+            stream_wakers: stream_wakers.clone(),
+            counters: Counters::default(),
+        });
         let mut tasks = vec![
-            tokio::spawn(wake::run(config, channel, wakers, listener)),
+            tokio::spawn(wake::run(config, channel, wakers, stream_wakers, listener)),
             tokio::spawn(sweep::run(inner.clone(), Duration::from_millis(options.sweep_interval_ms.max(1)))),
         ];
         if options.vacuum_dead_rows_max > 0 {
             let every = Duration::from_millis(options.vacuum_check_interval_ms.max(1));
             tasks.push(tokio::spawn(vacuum::run(inner.clone(), options.vacuum_dead_rows_max, every)));
         }
-        Ok(PostgresStore { inner, tasks })
+        Ok(PostgresStore { inner, tasks, round_robin: streams::RoundRobin::default() })
     }
 
     /// Runs one sweep now (normally the background task's job); returns false when another
@@ -431,7 +444,7 @@ impl RecordStore for PostgresStore {
 
 #[async_trait]
 impl CommitStore for PostgresStore {
-    async fn commit(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
+    async fn commit_all(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
         commit::commit(&self.inner, writes).await
     }
 }

@@ -13,6 +13,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration { version: 3, name: "fifo", sql: include_str!("../migrations/0003_fifo.sql") },
     Migration { version: 4, name: "fair_groups", sql: include_str!("../migrations/0004_fair_groups.sql") },
     Migration { version: 5, name: "records", sql: include_str!("../migrations/0005_records.sql") },
+    Migration { version: 6, name: "streams", sql: include_str!("../migrations/0006_streams.sql") },
 ];
 
 #[derive(Debug, Clone, Copy)]

@@ -105,8 +105,9 @@ pub async fn listen(config: &Config, channel: &str) -> Result<Listener, tokio_po
 }
 
 /// Forwards notifications to local waiters for as long as the store lives, reconnecting (and
-/// waking everyone) whenever the LISTEN connection is lost.
-pub async fn run(config: Config, channel: String, wakers: Arc<Wakers>, first: Listener) {
+/// waking everyone) whenever the LISTEN connection is lost. A payload `s<id>` is for the long
+/// polls of stream `id` (`streams`), any other number for a queue's.
+pub async fn run(config: Config, channel: String, wakers: Arc<Wakers>, streams: Arc<Wakers>, first: Listener) {
     let mut listener = Some(first);
     let mut backoff = Duration::from_millis(100);
     loop {
@@ -117,6 +118,7 @@ pub async fn run(config: Config, channel: String, wakers: Arc<Wakers>, first: Li
                     backoff = Duration::from_millis(100);
                     // Notifications sent while we were away are lost: let every waiter look.
                     wakers.wake_all();
+                    streams.wake_all();
                     listener = Some(l);
                 }
                 Err(e) => {
@@ -128,12 +130,20 @@ pub async fn run(config: Config, channel: String, wakers: Arc<Wakers>, first: Li
             continue;
         };
         while let Some(n) = live.notifications.recv().await {
+            if let Some(stream) = n.payload().strip_prefix('s') {
+                match stream.parse::<u64>() {
+                    Ok(id) => streams.wake(id),
+                    Err(_) => streams.wake_all(),
+                }
+                continue;
+            }
             match n.payload().parse::<u64>() {
                 Ok(queue) => wakers.wake(queue),
                 Err(_) => wakers.wake_all(),
             }
         }
         wakers.wake_all();
+        streams.wake_all();
     }
 }
 

@@ -139,6 +139,49 @@ impl From<sluice_services::topics::TopicError> for ApiError {
     }
 }
 
+impl From<sluice_store::LogError> for ApiError {
+    fn from(e: sluice_store::LogError) -> ApiError {
+        use sluice_core::stream::group::CommitError as C;
+        use sluice_store::LogError as L;
+        let message = e.to_string();
+        match e {
+            L::StreamNotFound(stream) => ApiError::new(ErrorCode::StreamNotFound, message).with_details(json!({ "stream": stream })),
+            L::StreamExists(stream) => ApiError::new(ErrorCode::StreamExists, message).with_details(json!({ "stream": stream })),
+            L::GroupNotFound { stream, group } => {
+                ApiError::new(ErrorCode::GroupNotFound, message).with_details(json!({ "stream": stream, "group": group }))
+            }
+            L::GroupExists { stream, group } => {
+                ApiError::new(ErrorCode::GroupExists, message).with_details(json!({ "stream": stream, "group": group }))
+            }
+            L::NoSuchPartition { partition, partitions } | L::Commit(C::NoSuchPartition { partition, partitions }) => {
+                ApiError::new(ErrorCode::PartitionOutOfRange, message)
+                    .with_details(json!({ "field": "partition", "partition": partition, "partitions": partitions }))
+            }
+            L::OffsetOutOfRange { partition, offset, first_offset, next_offset } => ApiError::new(ErrorCode::OffsetOutOfRange, message)
+                .with_details(json!({ "partition": partition, "offset": offset, "first_offset": first_offset, "next_offset": next_offset })),
+            L::Commit(C::UnknownMember { member }) => {
+                ApiError::new(ErrorCode::StaleGeneration, message).with_details(json!({ "member": member }))
+            }
+            L::Commit(C::StaleGeneration { partition, given, assigned, current }) => ApiError::new(ErrorCode::StaleGeneration, message)
+                .with_details(json!({ "partition": partition, "generation": given, "assigned_generation": assigned, "current_generation": current })),
+            L::Commit(C::Regression { partition, offset, committed }) => ApiError::new(ErrorCode::OffsetRegression, message)
+                .with_details(json!({ "partition": partition, "offset": offset, "committed_offset": committed })),
+            L::Commit(C::BeyondEnd { partition, offset, next_offset }) => ApiError::new(ErrorCode::OffsetOutOfRange, message)
+                .with_details(json!({ "partition": partition, "offset": offset, "next_offset": next_offset })),
+            L::WrongMode { group, mode } => {
+                ApiError::new(ErrorCode::WrongGroupMode, message).with_details(json!({ "group": group, "mode": mode }))
+            }
+            L::DeadLetterQueueNotFound(queue) => ApiError::new(ErrorCode::DeadLetterQueueNotFound, message)
+                .with_details(json!({ "field": "dead_letter_queue", "queue": queue })),
+            L::ExpectationFailed { .. } => ApiError::new(ErrorCode::Contended, message),
+            L::LimitExceeded(m) => ApiError::new(ErrorCode::LimitExceeded, m),
+            L::Unsupported => ApiError::new(ErrorCode::Internal, message),
+            L::Invalid(v) => v.into(),
+            L::Store(s) => s.into(),
+        }
+    }
+}
+
 /// A publish entry's error.
 pub fn publish_error(e: &sluice_services::topics::PublishError, prefix: &str) -> ErrorBody {
     use sluice_services::topics::PublishError as P;

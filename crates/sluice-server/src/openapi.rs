@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 
 use utoipa::OpenApi;
 
+use crate::streams::MergeDoc;
 use crate::{health, messages, metrics, queues, redrive, topic_routes};
 
 #[derive(OpenApi)]
@@ -47,6 +48,7 @@ use crate::{health, messages, metrics, queues, redrive, topic_routes};
         openapi_json,
     ),
     components(schemas(sluice_api::ErrorResponse, sluice_api::ErrorBody)),
+    modifiers(&MergeDoc),
     tags(
         (name = "queues", description = "Create, inspect and configure queues"),
         (name = "messages", description = "Send, receive, acknowledge and inspect messages"),

@@ -8,6 +8,7 @@
 //! - `schedules`: cron or fixed-interval recurring sends, each tick fired exactly once by an
 //!   atomic commit of the schedule's record and the tick's message.
 //! - `sqs`: the state only the SQS API has (its 60-second rules, FIFO receive attempts).
+//! - `streams`: the streams' sweep (retention, shared-mode ack timeouts and dead-lettering).
 //!
 //! Every later long-running feature (jobs, sagas, outbox relays, schedules, alerts) is a module
 //! here, started by [`Services::start`] and stopped with the [`Running`] handle it returns.
@@ -19,6 +20,7 @@
 pub mod redrive;
 pub mod schedules;
 pub mod sqs;
+pub mod streams;
 pub mod topics;
 
 use std::sync::Arc;
@@ -95,15 +97,16 @@ impl Services {
         &self.sqs
     }
 
-    /// Starts the background work: the push worker and the schedules' loop. Redrives start
-    /// on request.
+    /// Starts the background work: the push worker, the schedules' loop and the stream sweep.
+    /// Redrives start on request.
     pub fn start(self: &Arc<Self>) -> Running {
         // Stopped with the server: a POST cut short leaves its delivery to reappear after its
         // visibility timeout and be pushed again (at least once).
         let push_worker = topics::worker::spawn(self.store.clone(), self.push.clone(), self.clock.clone());
         // Aborted at any await: a tick is fired by one commit, so it is either fired or not.
         let schedules = tokio::spawn(self.schedules.clone().run());
-        Running { services: self.clone(), tasks: vec![push_worker, schedules] }
+        let stream_sweep = streams::spawn(self.store.clone());
+        Running { services: self.clone(), tasks: vec![push_worker, schedules, stream_sweep] }
     }
 
     /// Ends long-running work at once and refuses new work (each redrive after its current
@@ -117,7 +120,7 @@ impl Services {
 /// begins to shut down, then [`Running::join`] once requests are finished.
 pub struct Running {
     services: Arc<Services>,
-    /// The push worker and the schedules' loop, aborted at the end.
+    /// The push worker, the schedules' loop and the stream sweep, aborted at the end.
     tasks: Vec<JoinHandle<()>>,
 }
 

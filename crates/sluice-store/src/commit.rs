@@ -74,7 +74,7 @@ pub trait CommitStore: Send + Sync + 'static {
     /// Applies `writes` all together, durably (in the default durability mode) before it
     /// answers, or refuses them all. On every node of a shared backend, either every write is
     /// seen or none.
-    async fn commit(&self, writes: Vec<Write>) -> Result<Committed, StoreError>;
+    async fn commit_all(&self, writes: Vec<Write>) -> Result<Committed, StoreError>;
 }
 
 /// Checks a commit's size and its records' kinds, keys and values, before a backend looks at

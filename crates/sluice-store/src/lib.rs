@@ -13,8 +13,8 @@
 //!   kept in one [`Counters`] type by every backend.
 //! - [`CommitStore`] (`commit.rs`): several sends and record writes, with compare-and-swap
 //!   conditions, applied atomically in one durable batch or transaction, or not at all.
-//! - A log store (append-only partitioned logs with offsets, for streams and the event store)
-//!   joins them as a trait of its own, with its own conformance module.
+//! - [`LogStore`] (`log.rs`): streams, append-only partitioned logs with gapless offsets, and
+//!   their consumer groups; the event store reuses it (appends with an expectation).
 //!
 //! [`Store`] is all of them together, what a backend is and what `serve` hands the services.
 //! A part that needs one concern only takes that trait (`Arc<dyn RecordStore>`), so that its
@@ -23,6 +23,7 @@
 
 mod commit;
 pub mod conformance;
+mod log;
 mod parts;
 mod queue;
 mod records;
@@ -33,6 +34,11 @@ use sluice_core::{BrokerError, ValidationError};
 pub use commit::{
     COMMIT_MESSAGES_MAX, COMMIT_WRITES_MAX, CommitStore, Committed, Conflict, Refused, Write, WriteOutcome,
     validate_commit,
+};
+pub use log::{
+    AppendResults, Appended, Expectation, FetchRequest, Fetched, FetchedRecord, GroupConfig, GroupMode,
+    GroupPartitionView, GroupView, LogError, LogStore, PartitionView, ReadBatch, ReadFrom, ReadRequest, ReceiptResults,
+    SeekTo, StreamView, SweepReport, validate_append,
 };
 pub use parts::StoreParts;
 pub use queue::{
@@ -80,12 +86,12 @@ impl From<ValidationError> for StoreError {
 
 /// A whole backend: every concern's trait. Implemented for every type that implements them
 /// all, so a backend implements the concerns and is a `Store` by that.
-pub trait Store: QueueStore + RecordStore + CommitStore + StoreStatus {}
+pub trait Store: QueueStore + RecordStore + CommitStore + LogStore + StoreStatus {}
 
-impl<T: QueueStore + RecordStore + CommitStore + StoreStatus + ?Sized> Store for T {}
+impl<T: QueueStore + RecordStore + CommitStore + LogStore + StoreStatus + ?Sized> Store for T {}
 
 /// The store traits, for `use sluice_store::prelude::*`: calling a concern's method on a
 /// `dyn Store` needs that concern's trait in scope.
 pub mod prelude {
-    pub use crate::{CommitStore, QueueStore, RecordStore, Store, StoreStatus};
+    pub use crate::{CommitStore, LogStore, QueueStore, RecordStore, Store, StoreStatus};
 }

@@ -9,9 +9,15 @@ use async_trait::async_trait;
 use sluice_core::broker::{MoveOutcome, QueueView};
 use sluice_core::{NewMessage, QueueAttributes, QueueAttributesPatch, Sent};
 
+use std::collections::BTreeMap;
+
+use sluice_core::stream::{NewRecord, StreamConfig, StreamConfigPatch};
+
 use crate::{
-    CommitStore, Committed, EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage,
-    Record, RecordStore, StoreCounters, StoreError, StoreStatus, VisibilityRule, Write,
+    AppendResults, CommitStore, Committed, EntryResults, Expectation, FetchRequest, Fetched, GroupConfig, GroupView,
+    LogError, LogStore, NackEntry, PeekedMessage, QueueStore, ReadBatch, ReadRequest, ReceiptResults, ReceiveRequest,
+    ReceivedMessage, Record, RecordStore, SeekTo, StoreCounters, StoreError, StoreStatus, StreamView, SweepReport,
+    VisibilityRule, Write,
 };
 
 /// A store made of parts; every call goes to the part of its concern.
@@ -20,6 +26,7 @@ pub struct StoreParts {
     pub records: Arc<dyn RecordStore>,
     /// Atomic commits span queues and records, so they have a part of their own.
     pub commits: Arc<dyn CommitStore>,
+    pub logs: Arc<dyn LogStore>,
     pub status: Arc<dyn StoreStatus>,
 }
 
@@ -124,8 +131,103 @@ impl RecordStore for StoreParts {
 
 #[async_trait]
 impl CommitStore for StoreParts {
-    async fn commit(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
-        self.commits.commit(writes).await
+    async fn commit_all(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
+        self.commits.commit_all(writes).await
+    }
+}
+
+#[async_trait]
+impl LogStore for StoreParts {
+    async fn create_stream(&self, name: &str, config: StreamConfig) -> Result<(StreamView, bool), LogError> {
+        self.logs.create_stream(name, config).await
+    }
+
+    async fn get_stream(&self, name: &str) -> Result<StreamView, LogError> {
+        self.logs.get_stream(name).await
+    }
+
+    async fn list_streams(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Vec<StreamView>, LogError> {
+        self.logs.list_streams(prefix, after, limit).await
+    }
+
+    async fn update_stream(&self, name: &str, patch: StreamConfigPatch) -> Result<StreamView, LogError> {
+        self.logs.update_stream(name, patch).await
+    }
+
+    async fn delete_stream(&self, name: &str) -> Result<(), LogError> {
+        self.logs.delete_stream(name).await
+    }
+
+    async fn append(
+        &self,
+        stream: &str,
+        records: Vec<NewRecord>,
+        expect: Option<Expectation>,
+    ) -> Result<AppendResults, LogError> {
+        self.logs.append(stream, records, expect).await
+    }
+
+    async fn read(&self, stream: &str, request: ReadRequest) -> Result<ReadBatch, LogError> {
+        self.logs.read(stream, request).await
+    }
+
+    async fn create_group(&self, stream: &str, name: &str, config: GroupConfig) -> Result<(GroupView, bool), LogError> {
+        self.logs.create_group(stream, name, config).await
+    }
+
+    async fn get_group(&self, stream: &str, group: &str) -> Result<GroupView, LogError> {
+        self.logs.get_group(stream, group).await
+    }
+
+    async fn delete_group(&self, stream: &str, group: &str) -> Result<(), LogError> {
+        self.logs.delete_group(stream, group).await
+    }
+
+    async fn fetch(&self, stream: &str, group: &str, request: FetchRequest) -> Result<Fetched, LogError> {
+        self.logs.fetch(stream, group, request).await
+    }
+
+    async fn commit(
+        &self,
+        stream: &str,
+        group: &str,
+        member: &str,
+        generation: u64,
+        offsets: BTreeMap<u32, u64>,
+    ) -> Result<(), LogError> {
+        self.logs.commit(stream, group, member, generation, offsets).await
+    }
+
+    async fn seek(&self, stream: &str, group: &str, partition: u32, to: SeekTo) -> Result<u64, LogError> {
+        self.logs.seek(stream, group, partition, to).await
+    }
+
+    async fn ack_shared(&self, stream: &str, group: &str, receipts: Vec<String>) -> Result<ReceiptResults, LogError> {
+        self.logs.ack_shared(stream, group, receipts).await
+    }
+
+    async fn release_shared(
+        &self,
+        stream: &str,
+        group: &str,
+        receipts: Vec<String>,
+        error: Option<String>,
+    ) -> Result<ReceiptResults, LogError> {
+        self.logs.release_shared(stream, group, receipts, error).await
+    }
+
+    async fn nack_shared(
+        &self,
+        stream: &str,
+        group: &str,
+        receipts: Vec<String>,
+        error: Option<String>,
+    ) -> Result<ReceiptResults, LogError> {
+        self.logs.nack_shared(stream, group, receipts, error).await
+    }
+
+    async fn sweep_streams(&self) -> Result<SweepReport, LogError> {
+        self.logs.sweep_streams().await
     }
 }
 

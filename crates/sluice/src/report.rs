@@ -98,6 +98,16 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         Internal => "the server's log has the details",
         ScheduleNotFound => "list schedules with `sluice schedule list`",
         ScheduleExists => "see its definition with `sluice schedule get NAME`; delete it first to define it again",
+        StreamNotFound => "list streams with `sluice stream list`, or create one with `sluice stream create NAME`",
+        StreamExists => "see its settings with `sluice stream get NAME`",
+        GroupNotFound => "list the stream's groups with `sluice stream group list STREAM`",
+        GroupExists => "see its settings with `sluice stream group get STREAM NAME`",
+        PartitionOutOfRange => "see the stream's partitions with `sluice stream get NAME`",
+        OffsetOutOfRange => "read from the first kept offset (`sluice stream get NAME` shows it), or omit the offset",
+        OffsetRegression => "commits only move forward; go back with `sluice stream group seek`",
+        StaleGeneration => "fetch again to learn the member's partitions and generation",
+        RecordTooLarge => "append a smaller record, or raise record_bytes_max with a PATCH of the stream",
+        WrongGroupMode => "see the group's mode with `sluice stream group get STREAM NAME`",
         InvalidJson | InvalidArgument | EmptyBatch | NotFound | MethodNotAllowed | UnsupportedMediaType => {
             return None;
         }

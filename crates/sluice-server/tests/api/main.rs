@@ -10,4 +10,5 @@ mod queues;
 mod redrive;
 mod schedules;
 mod serve;
+mod streams;
 mod topics;

@@ -74,6 +74,9 @@ impl QueueStore for Poisoned {
     }
 }
 
+/// Keeps no streams: every stream call is refused (`LogError::Unsupported`).
+impl sluice_store::LogStore for Poisoned {}
+
 #[async_trait]
 impl RecordStore for Poisoned {
     async fn insert_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<bool, StoreError> {
@@ -104,8 +107,8 @@ impl RecordStore for Poisoned {
 
 #[async_trait]
 impl CommitStore for Poisoned {
-    async fn commit(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
-        self.0.commit(writes).await
+    async fn commit_all(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
+        self.0.commit_all(writes).await
     }
 }
 

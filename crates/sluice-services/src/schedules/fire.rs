@@ -158,7 +158,7 @@ impl Schedules {
             value: bytes.clone(),
         }];
         writes.extend(sends);
-        match self.store.commit(writes).await {
+        match self.store.commit_all(writes).await {
             Ok(Ok(_)) => Ok(bytes),
             Ok(Err(Refused { write: 0, conflict: Conflict::RecordChanged })) => Err(Turn::Changed),
             Ok(Err(refused)) => {

@@ -40,7 +40,7 @@ pub async fn commit_applies_sends_and_records_together(b: &dyn Backend) {
         Write::PutRecord { kind: "k".into(), key: "b".into(), value: b"put".to_vec() },
         Write::DeleteRecord { kind: "k".into(), key: "b".into() },
     ];
-    let outcomes = s.commit(writes).await.expect("commit").expect("not refused");
+    let outcomes = s.commit_all(writes).await.expect("commit").expect("not refused");
     assert_eq!(outcomes.len(), 5);
     let WriteOutcome::Sent(sent) = &outcomes[0] else { panic!("a send's outcome: {outcomes:?}") };
     assert_eq!(sent.len(), 2);
@@ -64,25 +64,26 @@ pub async fn a_refused_commit_changes_nothing(b: &dyn Backend) {
     queue(s.as_ref(), "small", QueueAttributes { message_bytes_max: 4, ..QueueAttributes::default() }).await;
     s.put_record("k", "taken", b"x".to_vec()).await.expect("put");
 
-    let refused = s.commit(vec![send("q", &["lost"]), insert("new", "v"), insert("taken", "y")]).await.expect("commit");
+    let refused =
+        s.commit_all(vec![send("q", &["lost"]), insert("new", "v"), insert("taken", "y")]).await.expect("commit");
     assert_eq!(refused, Err(Refused { write: 2, conflict: Conflict::RecordExists }));
-    let refused = s.commit(vec![insert("new", "v"), replace("taken", "not x", "y")]).await.expect("commit");
+    let refused = s.commit_all(vec![insert("new", "v"), replace("taken", "not x", "y")]).await.expect("commit");
     assert_eq!(refused, Err(Refused { write: 1, conflict: Conflict::RecordChanged }));
-    let refused = s.commit(vec![replace("absent", "", "y")]).await.expect("commit");
+    let refused = s.commit_all(vec![replace("absent", "", "y")]).await.expect("commit");
     assert_eq!(refused, Err(Refused { write: 0, conflict: Conflict::RecordChanged }), "nothing to replace");
     // The second message is too large for its queue: the first, valid one is not sent either.
-    let refused = s.commit(vec![insert("new", "v"), send("small", &["ok", "too large"])]).await.expect("commit");
+    let refused = s.commit_all(vec![insert("new", "v"), send("small", &["ok", "too large"])]).await.expect("commit");
     assert!(
         matches!(&refused, Err(Refused { write: 1, conflict: Conflict::MessageRefused { message: 1, .. } })),
         "{refused:?}"
     );
     // An unknown queue fails the call, after records were checked: still nothing applied.
-    let unknown = s.commit(vec![insert("new", "v"), send("nope", &["x"])]).await;
+    let unknown = s.commit_all(vec![insert("new", "v"), send("nope", &["x"])]).await;
     assert!(matches!(unknown, Err(StoreError::Broker(BrokerError::QueueNotFound(_)))), "{unknown:?}");
     // Bad input and limits are refused before anything is looked at.
-    assert!(matches!(s.commit(Vec::new()).await, Err(StoreError::Broker(BrokerError::Invalid(_)))));
+    assert!(matches!(s.commit_all(Vec::new()).await, Err(StoreError::Broker(BrokerError::Invalid(_)))));
     let huge = (0..=crate::COMMIT_MESSAGES_MAX).map(|i| text(&i.to_string())).collect();
-    let too_many = s.commit(vec![Write::Send { queue: "q".into(), messages: huge }]).await;
+    let too_many = s.commit_all(vec![Write::Send { queue: "q".into(), messages: huge }]).await;
     assert!(matches!(too_many, Err(StoreError::Broker(BrokerError::Invalid(_)))), "{too_many:?}");
 
     assert_eq!(record(s.as_ref(), "new").await, None);
@@ -102,11 +103,11 @@ pub async fn fifo_duplicates_inside_a_commit_enqueue_once(b: &dyn Backend) {
         m
     };
     let writes = vec![Write::Send { queue: "f.fifo".into(), messages: vec![grouped("a", "1"), grouped("again", "1")] }];
-    let outcomes = s.commit(writes).await.expect("commit").expect("not refused");
+    let outcomes = s.commit_all(writes).await.expect("commit").expect("not refused");
     let WriteOutcome::Sent(sent) = &outcomes[0] else { panic!("{outcomes:?}") };
     assert!(!sent[0].duplicate && sent[1].duplicate && sent[0].id == sent[1].id, "{sent:?}");
     let writes = vec![Write::Send { queue: "f.fifo".into(), messages: vec![grouped("later", "1")] }];
-    let outcomes = s.commit(writes).await.expect("commit").expect("not refused");
+    let outcomes = s.commit_all(writes).await.expect("commit").expect("not refused");
     assert_eq!(outcomes, vec![WriteOutcome::Sent(vec![sent[1]])], "a duplicate of an earlier commit's message");
     assert_eq!(bodies(&s.receive("f.fifo", recv(10, 0, None)).await.expect("receive")), ["a"]);
     b.close(s).await;
@@ -121,7 +122,7 @@ pub async fn of_commits_racing_on_one_condition_exactly_one_wins(b: &dyn Backend
             let s: Arc<dyn crate::Store> = s.clone();
             tokio::spawn(async move {
                 let body = format!("fired by {i}");
-                s.commit(vec![replace("tick", "0", "1"), send("q", &[&body])]).await.expect("commit")
+                s.commit_all(vec![replace("tick", "0", "1"), send("q", &[&body])]).await.expect("commit")
             })
         })
         .collect();

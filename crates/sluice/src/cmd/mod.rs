@@ -11,6 +11,7 @@ mod receive;
 mod schedule;
 mod send;
 mod serve;
+mod stream;
 mod topic;
 
 use anyhow::Result;
@@ -28,6 +29,7 @@ pub enum Command {
     Dlq(dlq::Args),
     Topic(topic::Args),
     Schedule(schedule::Args),
+    Stream(stream::Args),
     // Boxed: the benchmark's many flags would make every command as large as it.
     Bench(Box<bench::Args>),
     Migrate(migrate::Args),
@@ -45,6 +47,7 @@ impl Command {
             Command::Dlq(args) => dlq::run(args).await,
             Command::Topic(args) => topic::run(args).await,
             Command::Schedule(args) => schedule::run(args).await,
+            Command::Stream(args) => stream::run(args).await,
             Command::Bench(args) => bench::run(*args).await,
             Command::Migrate(args) => migrate::run(args).await,
         }

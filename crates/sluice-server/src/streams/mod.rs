@@ -1,0 +1,345 @@
+//! Stream handlers (`/v1/streams...`): create, list, view, change and delete streams; append
+//! and read records; consumer groups (`groups.rs`). They translate wire types (`wire.rs`) and
+//! call the store's [`LogStore`](sluice_store::LogStore); every rule is core's, applied there.
+
+mod groups;
+mod wire;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use serde::Deserialize;
+use sluice_api::{
+    AppendRequest, AppendResponse, AppendResult, CreateStreamRequest, ErrorCode, ErrorResponse, ReadResponse, Stream,
+    StreamList, UpdateStreamRequest,
+};
+use sluice_core::stream::limits::{APPEND_RECORDS_MAX, READ_RECORDS_DEFAULT};
+use sluice_core::stream::{StreamConfig, StreamConfigPatch};
+use sluice_store::{ReadFrom, ReadRequest, Store};
+use utoipa::{IntoParams, OpenApi};
+
+use crate::AppState;
+use crate::error::{ApiError, entry_validation_error};
+use crate::extract::{Json, Path, Query};
+use crate::paging::PageRequest;
+
+type JsonResult<T> = Result<axum::Json<T>, ApiError>;
+
+/// Page size of stream lists when the client does not give one, and the largest.
+const LIST_LIMIT_DEFAULT: u32 = 100;
+const LIST_LIMIT_MAX: usize = 1_000;
+
+/// Every stream route.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/streams", get(list_streams).post(create_stream))
+        .route("/v1/streams/{name}", get(get_stream).patch(update_stream).delete(delete_stream))
+        .route("/v1/streams/{name}/records", post(append))
+        .route("/v1/streams/{name}/partitions/{partition}/records", get(read))
+        .route("/v1/streams/{name}/groups", get(groups::list).post(groups::create))
+        .route("/v1/streams/{name}/groups/{group}", get(groups::get).delete(groups::delete))
+        .route("/v1/streams/{name}/groups/{group}/fetch", post(groups::fetch))
+        .route("/v1/streams/{name}/groups/{group}/commit", post(groups::commit))
+        .route("/v1/streams/{name}/groups/{group}/seek", post(groups::seek))
+        .route("/v1/streams/{name}/groups/{group}/ack", post(groups::ack))
+        .route("/v1/streams/{name}/groups/{group}/release", post(groups::release))
+        .route("/v1/streams/{name}/groups/{group}/nack", post(groups::nack))
+}
+
+/// The OpenAPI paths of streams, merged into the server's document by [`MergeDoc`].
+#[derive(OpenApi)]
+#[openapi(
+    paths(
+        create_stream, list_streams, get_stream, update_stream, delete_stream, append, read,
+        groups::create, groups::list, groups::get, groups::delete, groups::fetch, groups::commit, groups::seek,
+        groups::ack, groups::release, groups::nack,
+    ),
+    tags((name = "streams", description = "Partitioned, replayable logs: append, read, consumer groups (offsets and shared modes)"))
+)]
+pub struct StreamsDoc;
+
+/// Adds [`StreamsDoc`] to the document it modifies.
+pub struct MergeDoc;
+
+impl utoipa::Modify for MergeDoc {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        openapi.merge(StreamsDoc::openapi());
+    }
+}
+
+fn config(r: &CreateStreamRequest) -> StreamConfig {
+    let d = StreamConfig::default();
+    StreamConfig {
+        partitions: r.partitions.unwrap_or(d.partitions),
+        retention_ms: r.retention_ms.unwrap_or(d.retention_ms),
+        retention_bytes: r.retention_bytes,
+        record_bytes_max: r.record_bytes_max.unwrap_or(d.record_bytes_max),
+        segment_bytes: r.segment_bytes.unwrap_or(d.segment_bytes),
+    }
+}
+
+#[utoipa::path(
+    post, path = "/v1/streams", tag = "streams",
+    request_body = CreateStreamRequest,
+    responses(
+        (status = 201, description = "Created", body = Stream),
+        (status = 200, description = "A stream with these settings already exists", body = Stream),
+        (status = 400, description = "`invalid_argument`", body = ErrorResponse),
+        (status = 409, description = "`stream_exists`: same name, different settings", body = ErrorResponse),
+    )
+)]
+pub async fn create_stream(
+    State(state): State<AppState>,
+    Json(request): Json<CreateStreamRequest>,
+) -> Result<(StatusCode, axum::Json<Stream>), ApiError> {
+    let (view, created) = state.store().create_stream(&request.name, config(&request)).await?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, axum::Json(wire::stream(view))))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListParams {
+    /// Only streams whose names start with this.
+    prefix: Option<String>,
+    /// Streams per page (1 to 1000, default 100).
+    limit: Option<u32>,
+    /// The `next_token` of the previous page.
+    next_token: Option<String>,
+}
+
+#[utoipa::path(
+    get, path = "/v1/streams", tag = "streams", params(ListParams),
+    responses((status = 200, description = "Streams in name order", body = StreamList), (status = 400, description = "`invalid_argument`", body = ErrorResponse))
+)]
+pub async fn list_streams(State(state): State<AppState>, Query(params): Query<ListParams>) -> JsonResult<StreamList> {
+    let page = PageRequest::read(params.limit, params.next_token.as_deref(), LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX)?;
+    let prefix = params.prefix.unwrap_or_default();
+    let mut views = state.store().list_streams(&prefix, page.after.as_deref(), page.fetch_count()).await?;
+    let next_token = page.cut(&mut views, |v| v.name.clone());
+    Ok(axum::Json(StreamList { streams: views.into_iter().map(wire::stream).collect(), next_token }))
+}
+
+#[utoipa::path(
+    get, path = "/v1/streams/{name}", tag = "streams",
+    params(("name" = String, Path, description = "Stream name")),
+    responses(
+        (status = 200, description = "Settings, each partition's first and next offset and bytes, each group's lag", body = Stream),
+        (status = 404, description = "`stream_not_found`", body = ErrorResponse),
+    )
+)]
+pub async fn get_stream(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<Stream> {
+    Ok(axum::Json(wire::stream(state.store().get_stream(&name).await?)))
+}
+
+#[utoipa::path(
+    patch, path = "/v1/streams/{name}", tag = "streams",
+    params(("name" = String, Path, description = "Stream name")),
+    request_body = UpdateStreamRequest,
+    responses(
+        (status = 200, description = "The stream as it is now", body = Stream),
+        (status = 400, description = "`invalid_argument` (partitions can only grow)", body = ErrorResponse),
+        (status = 404, description = "`stream_not_found`", body = ErrorResponse),
+    )
+)]
+pub async fn update_stream(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(request): Json<UpdateStreamRequest>,
+) -> JsonResult<Stream> {
+    let patch = StreamConfigPatch {
+        partitions: request.partitions,
+        retention_ms: request.retention_ms,
+        retention_bytes: request.retention_bytes,
+        record_bytes_max: request.record_bytes_max,
+        segment_bytes: request.segment_bytes,
+    };
+    Ok(axum::Json(wire::stream(state.store().update_stream(&name, patch).await?)))
+}
+
+#[utoipa::path(
+    delete, path = "/v1/streams/{name}", tag = "streams",
+    params(("name" = String, Path, description = "Stream name")),
+    responses((status = 204, description = "Deleted with its records and groups"), (status = 404, description = "`stream_not_found`", body = ErrorResponse))
+)]
+pub async fn delete_stream(State(state): State<AppState>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
+    state.store().delete_stream(&name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(
+    post, path = "/v1/streams/{name}/records", tag = "streams",
+    params(("name" = String, Path, description = "Stream name")),
+    request_body = AppendRequest,
+    responses(
+        (status = 200, description = "One result per record, in order: `partition`, `offset`, `timestamp_ms`, or `error`", body = AppendResponse),
+        (status = 400, description = "`empty_batch`, `batch_too_large`, `invalid_json`", body = ErrorResponse),
+        (status = 404, description = "`stream_not_found`", body = ErrorResponse),
+        (status = 413, description = "`payload_too_large`", body = ErrorResponse),
+    )
+)]
+pub async fn append(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(request): Json<AppendRequest>,
+) -> JsonResult<AppendResponse> {
+    let count = request.records.len();
+    if count == 0 {
+        return Err(ApiError::new(ErrorCode::EmptyBatch, format!("records is empty; send 1 to {APPEND_RECORDS_MAX}"))
+            .with_details(serde_json::json!({ "field": "records" })));
+    }
+    if count > APPEND_RECORDS_MAX {
+        return Err(ApiError::new(
+            ErrorCode::BatchTooLarge,
+            format!("records has {count} entries; at most {APPEND_RECORDS_MAX}"),
+        )
+        .with_details(serde_json::json!({ "field": "records", "count": count, "max": APPEND_RECORDS_MAX })));
+    }
+    let mut results: Vec<Option<AppendResult>> = vec![None; count];
+    let (mut accepted, mut positions) = (Vec::with_capacity(count), Vec::with_capacity(count));
+    for (i, r) in request.records.into_iter().enumerate() {
+        match wire::new_record(r) {
+            Ok(record) => {
+                accepted.push(record);
+                positions.push(i);
+            }
+            Err(e) => results[i] = Some(failed(entry_validation_error(&e.within(&format!("records[{i}]"))))),
+        }
+    }
+    if accepted.is_empty() {
+        state.store().get_stream(&name).await?;
+    } else {
+        let appended = state.store().append(&name, accepted, None).await?;
+        if appended.len() != positions.len() {
+            return Err(ApiError::new(
+                ErrorCode::Internal,
+                format!("store answered {} of {} records", appended.len(), positions.len()),
+            ));
+        }
+        for (i, outcome) in positions.into_iter().zip(appended) {
+            results[i] = Some(match outcome {
+                Ok(a) => AppendResult {
+                    partition: Some(a.partition),
+                    offset: Some(a.offset),
+                    timestamp_ms: Some(a.timestamp_ms),
+                    duplicate: a.duplicate,
+                    error: None,
+                },
+                Err(e) => failed(wire::record_error(&e, i)),
+            });
+        }
+    }
+    Ok(axum::Json(AppendResponse { results: results.into_iter().flatten().collect() }))
+}
+
+fn failed(error: sluice_api::ErrorBody) -> AppendResult {
+    AppendResult { partition: None, offset: None, timestamp_ms: None, duplicate: false, error: Some(error) }
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ReadParams {
+    /// The first offset to read (inclusive); default: the partition's first kept record.
+    from_offset: Option<u64>,
+    /// Or: the first record at or after this time (ms since the epoch).
+    from_time_ms: Option<u64>,
+    /// Most records (1 to 1000, default 100); at most 16 MiB of bodies.
+    max: Option<u32>,
+    /// Long poll at the end of the partition (at most 20000, default 0).
+    wait_ms: Option<u64>,
+}
+
+/// A partition number from the path.
+pub(crate) fn partition_number(text: &str) -> Result<u32, ApiError> {
+    text.parse().map_err(|_| ApiError::invalid("partition", format!("{text:?} is not a partition number")))
+}
+
+#[utoipa::path(
+    get, path = "/v1/streams/{name}/partitions/{partition}/records", tag = "streams",
+    params(("name" = String, Path, description = "Stream name"), ("partition" = u32, Path, description = "Partition"), ReadParams),
+    responses(
+        (status = 200, description = "Records in offset order, with the partition's bounds", body = ReadResponse),
+        (status = 400, description = "`partition_out_of_range`, `invalid_argument`", body = ErrorResponse),
+        (status = 404, description = "`stream_not_found`", body = ErrorResponse),
+        (status = 416, description = "`offset_out_of_range`: below the first kept offset (`details.first_offset`)", body = ErrorResponse),
+    )
+)]
+pub async fn read(
+    State(state): State<AppState>,
+    Path((name, partition)): Path<(String, String)>,
+    Query(params): Query<ReadParams>,
+) -> JsonResult<ReadResponse> {
+    let partition = partition_number(&partition)?;
+    let from = match (params.from_offset, params.from_time_ms) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid("from_offset", "give from_offset or from_time_ms, not both"));
+        }
+        (Some(o), None) => ReadFrom::Offset(o),
+        (None, Some(t)) => ReadFrom::Time(t),
+        // Every timestamp is at or after 0: the first record kept.
+        (None, None) => ReadFrom::Time(0),
+    };
+    let request = ReadRequest {
+        partition,
+        from,
+        max: params.max.unwrap_or(READ_RECORDS_DEFAULT),
+        wait_ms: params.wait_ms.unwrap_or(0),
+    };
+    request.validate()?;
+    let batch = state.store().read(&name, request).await?;
+    let records = batch.records.into_iter().map(|r| wire::record(r, None, None)).collect();
+    Ok(axum::Json(ReadResponse { records, first_offset: batch.first_offset, next_offset: batch.next_offset }))
+}
+
+/// The streams' gauges for `/metrics`: every partition's offsets and bytes, every group's lag
+/// per partition and records in flight.
+pub async fn metrics_text(store: &dyn Store) -> Result<String, ApiError> {
+    let mut streams = Vec::new();
+    loop {
+        let after = streams.last().map(|v: &sluice_store::StreamView| v.name.clone());
+        let page = match store.list_streams("", after.as_deref(), LIST_LIMIT_MAX).await {
+            Ok(page) => page,
+            Err(sluice_store::LogError::Unsupported) => return Ok(String::new()),
+            Err(e) => return Err(e.into()),
+        };
+        let last = page.len() < LIST_LIMIT_MAX;
+        streams.extend(page);
+        if last {
+            break;
+        }
+    }
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    metrics::with_local_recorder(&recorder, || {
+        metrics::describe_gauge!(
+            "sluice_stream_next_offset",
+            "The offset the next record appended to the partition gets."
+        );
+        metrics::describe_gauge!("sluice_stream_first_offset", "The partition's first kept offset.");
+        metrics::describe_gauge!("sluice_stream_bytes", "Bytes the partition keeps.");
+        metrics::describe_gauge!(
+            "sluice_stream_group_lag",
+            "Records from the group's committed offset to the partition's end."
+        );
+        metrics::describe_gauge!("sluice_stream_group_in_flight", "Shared groups: records held by members now.");
+        for s in &streams {
+            for (p, part) in s.partitions.iter().enumerate() {
+                let labels = [("stream", s.name.clone()), ("partition", p.to_string())];
+                metrics::gauge!("sluice_stream_next_offset", &labels).set(part.next_offset as f64);
+                metrics::gauge!("sluice_stream_first_offset", &labels).set(part.first_offset as f64);
+                metrics::gauge!("sluice_stream_bytes", &labels).set(part.bytes as f64);
+            }
+            for g in &s.groups {
+                for (p, gp) in g.partitions.iter().enumerate() {
+                    let labels = [("stream", s.name.clone()), ("group", g.name.clone()), ("partition", p.to_string())];
+                    metrics::gauge!("sluice_stream_group_lag", &labels).set(gp.lag as f64);
+                }
+                if g.config.mode == sluice_store::GroupMode::Shared {
+                    let labels = [("stream", s.name.clone()), ("group", g.name.clone())];
+                    metrics::gauge!("sluice_stream_group_in_flight", &labels).set(g.in_flight as f64);
+                }
+            }
+        }
+    });
+    Ok(recorder.handle().render())
+}
