@@ -84,4 +84,7 @@ codes! {
     InsufficientStorage = "insufficient_storage", 507, "The disk holding the server's data is full; calls are refused until space is freed, then served again without a restart. Retry later.";
     ShuttingDown = "shutting_down", 503, "The server is shutting down.";
     Internal = "internal", 500, "An unexpected server error; the log has the details.";
+    // Alerts
+    AlertRuleNotFound = "alert_rule_not_found", 404, "No alert rule has this name.";
+    AlertRuleExists = "alert_rule_exists", 409, "An alert rule of this name exists with other settings; delete it first.";
 }

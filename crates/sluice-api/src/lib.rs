@@ -4,7 +4,9 @@
 //! strings with an `_ms` twin holding milliseconds since the Unix epoch. Every type derives
 //! `utoipa::ToSchema` so that `/v1/openapi.json` is generated from these definitions.
 
+pub mod alerts;
 pub mod error;
+pub mod stats;
 pub mod topics;
 
 use std::collections::BTreeMap;
@@ -12,7 +14,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
+pub use alerts::{Alert, AlertKind, AlertList, AlertNotify, AlertRule, AlertRuleList, CreateAlertRuleRequest};
 pub use error::{ErrorBody, ErrorCode, ErrorResponse};
+pub use stats::{QueueHistory, QueuePoint, QueueRates, QueueRatesList, Stats, StoreHealth, TotalsPoint};
 pub use topics::{
     CreateTopicRequest, FilterPolicyScope, PublishMessage, PublishRequest, PublishResponse, PublishResult,
     SubscribeRequest, Subscription, SubscriptionCounts, SubscriptionList, Topic, TopicList,

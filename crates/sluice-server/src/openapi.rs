@@ -63,5 +63,14 @@ pub struct ApiDoc;
 )]
 pub async fn openapi_json() -> axum::Json<&'static utoipa::openapi::OpenApi> {
     static DOC: OnceLock<utoipa::openapi::OpenApi> = OnceLock::new();
-    axum::Json(DOC.get_or_init(ApiDoc::openapi))
+    axum::Json(DOC.get_or_init(document))
+}
+
+/// The document: the core routes above, and each later module's own.
+pub fn document() -> utoipa::openapi::OpenApi {
+    let mut doc = ApiDoc::openapi();
+    doc.merge(crate::stats_routes::StatsDoc::openapi());
+    doc.merge(crate::alert_routes::AlertsDoc::openapi());
+    doc.merge(crate::ui::UiDoc::openapi());
+    doc
 }

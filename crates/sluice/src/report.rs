@@ -96,6 +96,8 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         ShuttingDown => "the server is stopping; try again once it is back",
         RequestTimeout => "the request was sent too slowly; check the network between here and the server",
         Internal => "the server's log has the details",
+        AlertRuleNotFound => "list alert rules with `sluice alert list`",
+        AlertRuleExists => "see it with `sluice alert get NAME`; delete it first to change it",
         InvalidJson | InvalidArgument | EmptyBatch | NotFound | MethodNotAllowed | UnsupportedMediaType => {
             return None;
         }
