@@ -83,7 +83,7 @@ function ruleForm(created) {
   const field = (label, input) => h('label', {}, label, input);
   const form = h('form', { class: 'stack', id: 'rule-form' },
     h('div', { class: 'row' },
-      field('Name', h('input', { name: 'name', required: true, pattern: '[A-Za-z0-9_-]{1,60}', placeholder: 'orders-late' })),
+      field('Name', h('input', { name: 'name', required: true, pattern: '[A-Za-z0-9_\\-]{1,60}', placeholder: 'orders-late' })),
       field('When', h('select', { name: 'kind' }, Object.entries(KINDS).map(([k, label]) => h('option', { value: k }, label)))),
       field('Target (name or pattern)', h('input', { name: 'target', required: true, value: '*', placeholder: 'orders-*' })),
       field('Threshold', h('input', { name: 'threshold', type: 'number', min: 0, step: 'any', required: true, value: 0 })),

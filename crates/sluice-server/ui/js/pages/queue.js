@@ -33,7 +33,7 @@ registerPage({
     });
     const badges = h('span', {});
     const attributes = h('div', {});
-    const browser = messageBrowser({ deadLetters: true });
+    const browser = messageBrowser();
     let peekLimit = 20;
     const limit = h('select', { 'aria-label': 'Messages shown', onchange: (e) => { peekLimit = Number(e.target.value); view.refresh(); } },
       [10, 20, 50, 100].map((n) => h('option', { value: n, selected: n === peekLimit }, `${n} messages`)));
