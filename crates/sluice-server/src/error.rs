@@ -148,7 +148,9 @@ impl From<sluice_services::alerts::AlertError> for ApiError {
             A::RuleNotFound(rule) => {
                 ApiError::new(ErrorCode::AlertRuleNotFound, message).with_details(json!({ "rule": rule }))
             }
-            A::RuleExists(rule) => ApiError::new(ErrorCode::AlertRuleExists, message).with_details(json!({ "rule": rule })),
+            A::RuleExists(rule) => {
+                ApiError::new(ErrorCode::AlertRuleExists, message).with_details(json!({ "rule": rule }))
+            }
             A::TooManyRules => ApiError::new(ErrorCode::LimitExceeded, message)
                 .with_details(json!({ "alert_rules_max": sluice_services::alerts::ALERT_RULES_MAX })),
             A::Corrupt(reason) => ApiError::new(ErrorCode::Internal, reason),

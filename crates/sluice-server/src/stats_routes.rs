@@ -5,7 +5,9 @@
 use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
-use sluice_api::{ErrorResponse, QueueHistory, QueuePoint, QueueRates, QueueRatesList, Stats, StoreHealth, TotalsPoint};
+use sluice_api::{
+    ErrorResponse, QueueHistory, QueuePoint, QueueRates, QueueRatesList, Stats, StoreHealth, TotalsPoint,
+};
 use sluice_services::stats::{QueueSample, STATS_HISTORY_SAMPLES_MAX, TotalsSample};
 use sluice_store::StoreError;
 use utoipa::OpenApi;

@@ -100,7 +100,10 @@ mod tests {
             }
             // The SVG namespace is a name, not an address anything is fetched from.
             let text = text.replace("http://www.w3.org/2000/svg", "");
-            assert!(!text.contains("http://") && !text.contains("https://"), "{name} names an outside address; the dashboard must work offline");
+            assert!(
+                !text.contains("http://") && !text.contains("https://"),
+                "{name} names an outside address; the dashboard must work offline"
+            );
         }
     }
 

@@ -31,8 +31,8 @@ use tokio::task::JoinHandle;
 
 use alerts::{Alerts, AlertsConfig};
 use redrive::Redrives;
-use stats::{CallCounts, CountingQueues, STATS_SAMPLE_MS_DEFAULT, Stats};
 use sqs::SqsState;
+use stats::{CallCounts, CountingQueues, STATS_SAMPLE_MS_DEFAULT, Stats};
 use topics::worker::{Endpoints, PushConfig};
 use topics::{Arns, Topics};
 

@@ -279,7 +279,10 @@ async fn two_nodes(store_a: Arc<dyn Store>, store_b: Arc<dyn Store>, clock: &Man
     let outcome = other.alerts().evaluate().await.unwrap();
     assert!(outcome.evaluated && outcome.resolved == 1, "{outcome:?}");
     assert!(!holder.alerts().evaluate().await.unwrap().evaluated, "the lease moved");
-    assert_eq!(notifications(store_b.as_ref(), "dlq").await, [n("firing", "jobs-dlq", 1), n("resolved", "jobs-dlq", 2)]);
+    assert_eq!(
+        notifications(store_b.as_ref(), "dlq").await,
+        [n("firing", "jobs-dlq", 1), n("resolved", "jobs-dlq", 2)]
+    );
 }
 
 #[tokio::test]

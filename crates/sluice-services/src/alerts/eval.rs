@@ -28,7 +28,9 @@ pub fn step(current: Phase, holds: Option<bool>, now_ms: u64, for_ms: u64) -> (P
     let Some(holds) = holds else { return (current, None) };
     match (current, holds) {
         (None | Some((Status::Resolved, _)), false) => (None, None),
-        (None | Some((Status::Resolved, _)), true) if for_ms == 0 => (Some((Status::Firing, now_ms)), Some(Change::Fired)),
+        (None | Some((Status::Resolved, _)), true) if for_ms == 0 => {
+            (Some((Status::Firing, now_ms)), Some(Change::Fired))
+        }
         (None | Some((Status::Resolved, _)), true) => (Some((Status::Pending, now_ms)), None),
         (Some((Status::Pending, _)), false) => (None, None),
         (Some((Status::Pending, since)), true) if now_ms.saturating_sub(since) >= for_ms => {
@@ -126,7 +128,8 @@ mod tests {
     #[test]
     fn fires_after_for_ms_and_resolves_once() {
         let t = |s: u64| s * 1_000;
-        let script = [(t(0), Some(true)), (t(5), Some(true)), (t(10), Some(true)), (t(15), Some(true)), (t(20), Some(false))];
+        let script =
+            [(t(0), Some(true)), (t(5), Some(true)), (t(10), Some(true)), (t(15), Some(true)), (t(20), Some(false))];
         let (changes, phase) = run(10_000, &script);
         assert_eq!(changes, [(t(10), Change::Fired), (t(20), Change::Resolved)]);
         assert_eq!(phase, Some((Status::Resolved, t(20))));

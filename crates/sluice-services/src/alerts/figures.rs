@@ -56,8 +56,9 @@ impl Figures {
         }
         let mut after: Option<String> = None;
         loop {
-            let records =
-                store.list_records(crate::topics::SUBSCRIPTION_KIND, "", after.as_deref(), RECORD_LIST_LIMIT_MAX).await?;
+            let records = store
+                .list_records(crate::topics::SUBSCRIPTION_KIND, "", after.as_deref(), RECORD_LIST_LIMIT_MAX)
+                .await?;
             let last = records.len() < RECORD_LIST_LIMIT_MAX;
             after = records.last().map(|r| r.key.clone());
             for record in records {
@@ -99,9 +100,12 @@ impl Figures {
                 .filter(|(name, _)| matching(name))
                 .map(|(name, stats)| (name.clone(), stats.oldest_age_ms.unwrap_or(0) as f64))
                 .collect(),
-            Kind::LagAbove | Kind::LagGrowing => {
-                self.lags.iter().filter(|(name, _)| matching(name)).map(|(name, &lag)| (name.clone(), lag as f64)).collect()
-            }
+            Kind::LagAbove | Kind::LagGrowing => self
+                .lags
+                .iter()
+                .filter(|(name, _)| matching(name))
+                .map(|(name, &lag)| (name.clone(), lag as f64))
+                .collect(),
             Kind::RejectedRateAbove => self
                 .rejected_totals
                 .iter()

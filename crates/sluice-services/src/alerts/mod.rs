@@ -315,7 +315,8 @@ impl Alerts {
             let mut subjects = figures.subjects(rule.kind, &rule.target);
             if subjects.len() > ALERT_SUBJECTS_PER_RULE_MAX {
                 let skipped = (subjects.len() - ALERT_SUBJECTS_PER_RULE_MAX) as u64;
-                metrics::counter!("sluice_alert_subjects_skipped_total", "rule" => rule.name.clone()).increment(skipped);
+                metrics::counter!("sluice_alert_subjects_skipped_total", "rule" => rule.name.clone())
+                    .increment(skipped);
                 subjects.truncate(ALERT_SUBJECTS_PER_RULE_MAX);
             }
             for (subject, raw) in subjects {

@@ -270,7 +270,10 @@ mod tests {
     #[test]
     fn kinds_have_the_contract_names() {
         let names: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
-        assert_eq!(names, ["dlq_depth_above", "oldest_age_above_ms", "lag_above", "lag_growing", "rejected_rate_above"]);
+        assert_eq!(
+            names,
+            ["dlq_depth_above", "oldest_age_above_ms", "lag_above", "lag_growing", "rejected_rate_above"]
+        );
         for kind in Kind::ALL {
             assert_eq!(Kind::parse(kind.as_str()), Some(kind));
             assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
