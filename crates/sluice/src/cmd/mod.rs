@@ -2,6 +2,7 @@
 //! how to parse durations, tags and attributes from flags.
 
 mod ack;
+mod alert;
 mod bench;
 mod dlq;
 mod migrate;
@@ -26,6 +27,7 @@ pub enum Command {
     Peek(peek::Args),
     Dlq(dlq::Args),
     Topic(topic::Args),
+    Alert(alert::Args),
     // Boxed: the benchmark's many flags would make every command as large as it.
     Bench(Box<bench::Args>),
     Migrate(migrate::Args),
@@ -42,6 +44,7 @@ impl Command {
             Command::Peek(args) => peek::run(args).await,
             Command::Dlq(args) => dlq::run(args).await,
             Command::Topic(args) => topic::run(args).await,
+            Command::Alert(args) => alert::run(args).await,
             Command::Bench(args) => bench::run(*args).await,
             Command::Migrate(args) => migrate::run(args).await,
         }
