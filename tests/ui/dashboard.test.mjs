@@ -288,6 +288,7 @@ test('alerts: firing now, and rules created and deleted through the form', async
   await page.fill('#rule-form input[name=for_s]', '30');
   await page.click('#rule-form button[type=submit]');
   await page.waitForSelector('[data-page=alerts] tr[data-key=billing-backlog]');
+  assert.equal(await page.inputValue('#rule-form input[name=target]'), '*', 'the form is back to its defaults');
   const rule = await call('GET', '/v1/alerts/rules/billing-backlog');
   assert.deepEqual([rule.kind, rule.target, rule.threshold, rule.for_ms], ['lag_above', 'events/*', 100, 30000]);
   await page.waitForSelector('[data-page=alerts] tr[data-key="orders-late/orders"]');

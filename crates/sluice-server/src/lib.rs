@@ -40,7 +40,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 pub use sluice_clock::{Clock, ManualClock, Sleep, SystemClock};
 use sluice_core::limits::REQUEST_BYTES_MAX;
-use sluice_services::alerts::Alerts;
+use sluice_services::alerts::{Alerts, AlertsConfig};
 use sluice_services::redrive::Redrives;
 use sluice_services::sqs::SqsState;
 use sluice_services::stats::Stats;
@@ -68,6 +68,8 @@ pub struct ServerConfig {
     pub access_keys: Vec<AccessKey>,
     /// How often the dashboard's history is sampled (`sluice_services::stats`).
     pub stats_sample_ms: u64,
+    /// How often alert rules are evaluated (`sluice_services::alerts`); tests shorten it.
+    pub alert_evaluate_ms: u64,
 }
 
 impl Default for ServerConfig {
@@ -77,6 +79,7 @@ impl Default for ServerConfig {
             region: "us-east-1".to_string(),
             access_keys: Vec::new(),
             stats_sample_ms: sluice_services::stats::STATS_SAMPLE_MS_DEFAULT,
+            alert_evaluate_ms: sluice_services::alerts::ALERT_EVALUATE_MS_DEFAULT,
         }
     }
 }
@@ -144,7 +147,9 @@ pub fn services(
     push: PushConfig,
 ) -> Arc<Services> {
     let arns = Arns { region: config.region.clone(), account: config.account.clone() };
-    let services = ServicesConfig { push, stats_sample_ms: config.stats_sample_ms, ..ServicesConfig::new(arns) };
+    let alerts = AlertsConfig { evaluate_ms: config.alert_evaluate_ms, ..AlertsConfig::default() };
+    let services =
+        ServicesConfig { push, stats_sample_ms: config.stats_sample_ms, alerts, ..ServicesConfig::new(arns) };
     Services::new(store, clock, services)
 }
 

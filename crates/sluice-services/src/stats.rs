@@ -342,18 +342,22 @@ impl Stats {
     }
 
     /// Samples every `sample_ms` until aborted; the first sample at once.
+    ///
+    /// The cadence is real time, a polling cadence (see `sluice-clock`): what a sample says
+    /// (its time, the ages in it) is the clock's, but a manual clock nobody moves must not stop
+    /// the sampling, nor may the sampler's sleeps show among the deadlines a test waits for.
     pub fn spawn(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         let stats = self.clone();
         tokio::spawn(async move {
-            let mut next = stats.clock.now_ms();
+            let mut every = tokio::time::interval(std::time::Duration::from_millis(stats.sample_ms));
+            // After a stall (a slow store, a suspended machine) the next sample is one interval
+            // later, not a burst of the missed ones.
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                stats.clock.sleep_until(next).await;
+                every.tick().await;
                 if let Err(e) = stats.sample().await {
                     tracing::debug!("stats sample skipped: {e}");
                 }
-                // After a stall (a slow store, a suspended machine) the next sample is one
-                // interval from now, not a burst of the missed ones.
-                next = (next + stats.sample_ms).max(stats.clock.now_ms());
             }
         })
     }

@@ -317,3 +317,38 @@ async fn one_node_evaluates_and_notifies_once_on_postgresql() {
     tokio::spawn(connection);
     client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE")).await.expect("drop the schema");
 }
+
+#[tokio::test]
+async fn subscription_backlog_is_lag_and_its_growth_is_measured_over_for_ms() {
+    use sluice_services::topics::{Endpoint, Origin};
+    let clock = ManualClock::new(T0_MS);
+    let db = embedded(&clock);
+    let store: Arc<dyn Store> = db.store.clone();
+    let services = services(store.clone(), &clock);
+    without_builtin(&services).await;
+    store.create_queue("billing", QueueAttributes::default()).await.unwrap();
+    let topics = services.topics();
+    let none = std::collections::BTreeMap::new();
+    topics.create_topic("orders", false, none.clone(), none.clone()).await.unwrap();
+    let origin = Origin { base_url: "http://127.0.0.1".into(), sender: "test".into() };
+    let (sub, _) = topics.subscribe("orders", Endpoint::Queue("billing".into()), &none, &origin).await.unwrap();
+    let subject = format!("orders/{}", sub.id);
+    services.alerts().create_rule(rule("backlog", Kind::LagAbove, "orders/*", 3.0, 0)).await.unwrap();
+    services.alerts().create_rule(rule("growing", Kind::LagGrowing, "orders/*", 1.0, 10_000)).await.unwrap();
+
+    send(store.as_ref(), "billing", 2).await;
+    assert_eq!(evaluate_at(&services, &clock, T0_MS).await, (0, 0), "lag 2: below 3, growth not measured yet");
+    send(store.as_ref(), "billing", 2).await;
+    assert_eq!(evaluate_at(&services, &clock, T0_MS + 5_000).await, (1, 0), "lag 4 is above 3");
+    assert_eq!(evaluate_at(&services, &clock, T0_MS + 10_000).await, (1, 0), "grew by 2 over 10 s");
+    let firing = services.alerts().alerts(false).await.unwrap();
+    let found: Vec<(&str, &str, f64)> =
+        firing.iter().map(|(s, _)| (s.rule.as_str(), s.subject.as_str(), s.value)).collect();
+    assert_eq!(found, [("backlog", subject.as_str(), 4.0), ("growing", subject.as_str(), 2.0)]);
+    // Flat over the last 10 s: no longer growing, still above.
+    assert_eq!(evaluate_at(&services, &clock, T0_MS + 15_000).await, (0, 1), "no growth since T0 + 5 s");
+    assert_eq!(evaluate_at(&services, &clock, T0_MS + 20_000).await, (0, 0));
+    store.purge_queue("billing").await.unwrap();
+    assert_eq!(evaluate_at(&services, &clock, T0_MS + 25_000).await, (0, 1), "the backlog is gone");
+    assert_eq!(notifications(store.as_ref(), "growing").await, [n("firing", &subject, 1), n("resolved", &subject, 2)]);
+}

@@ -68,7 +68,11 @@ export function h(tag, props = {}, ...children) {
     if (name === 'class') el.className = value;
     else if (name === 'dataset') Object.assign(el.dataset, value);
     else if (name.startsWith('on')) el.addEventListener(name.slice(2), value);
-    else if (name === 'value' || name === 'checked' || name === 'disabled') el[name] = value;
+    else if (name === 'value') {
+      el.value = value;
+      // So that a form's reset() goes back to it.
+      if ('defaultValue' in el) el.defaultValue = String(value);
+    } else if (name === 'checked' || name === 'disabled') el[name] = value;
     else el.setAttribute(name, value === true ? '' : String(value));
   }
   append(el, children);

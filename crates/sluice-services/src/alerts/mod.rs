@@ -460,17 +460,22 @@ impl Alerts {
         Ok(())
     }
 
-    /// Evaluates every `evaluate_ms` on the services' clock until aborted.
+    /// Evaluates every `evaluate_ms` until aborted, the first time at once.
+    ///
+    /// The cadence is real time, a polling cadence (see `sluice-clock`): it decides only how
+    /// soon a change is noticed. Everything an evaluation decides (`for_ms`, the lease's expiry,
+    /// the times of alerts and notifications) is on the services' clock, and two evaluations at
+    /// the same clock time change nothing the first did not.
     pub fn spawn(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         let alerts = self.clone();
         tokio::spawn(async move {
-            let mut next = alerts.clock.now_ms();
+            let mut every = tokio::time::interval(std::time::Duration::from_millis(alerts.config.evaluate_ms.max(1)));
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                alerts.clock.sleep_until(next).await;
+                every.tick().await;
                 if let Err(e) = alerts.evaluate().await {
                     tracing::warn!("alert evaluation failed: {e}");
                 }
-                next = (next + alerts.config.evaluate_ms.max(1)).max(alerts.clock.now_ms());
             }
         })
     }

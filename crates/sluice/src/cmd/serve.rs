@@ -122,6 +122,7 @@ fn server_config(args: &Args) -> sluice_server::ServerConfig {
         region: args.region.clone(),
         access_keys: args.access_keys.clone(),
         stats_sample_ms: args.stats_sample_ms,
+        ..sluice_server::ServerConfig::default()
     }
 }
 
