@@ -2,8 +2,9 @@
 # Runs Sluice's whole test suite: formatting, lints, and every crate's tests (core, the store
 # conformance suite on the embedded backend, HTTP, end-to-end through the real binary and the
 # CLI, the SIGKILL crash test, and the SQS compatibility suite with unmodified boto3, aws CLI and
-# aws-sdk-rust), then a bounded coverage-guided fuzz run of every parser. Needs only cargo and
-# python3; it installs anything else it needs.
+# aws-sdk-rust), the dashboard in a real browser (headless Debian Chromium driven by
+# playwright-core), then a bounded coverage-guided fuzz run of every parser. Needs only cargo,
+# python3 and node with npm; it installs anything else it needs.
 #
 # SLUICE_TEST_PG_URL: when set, PostgreSQL must answer there or this script fails (CI sets it).
 # SLUICE_FUZZ_SECONDS: how long each fuzz target runs (default 25; 0 skips the fuzz step).
@@ -45,6 +46,27 @@ fi
 cargo build -p sluice --locked
 # No .pytest_cache or __pycache__ in the work tree.
 PYTHONDONTWRITEBYTECODE=1 SLUICE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sluice" .venv/bin/python -m pytest tests/sqs -q -p no:cacheprovider
+
+echo "==> dashboard in a browser (headless Chromium, playwright-core) against target/debug/sluice"
+# Debian's Chromium, never a downloaded browser; playwright-core is pinned in tests/ui's
+# package-lock.json and (re)installed only when that file changes, like the Python clients.
+if [[ ! -x /usr/bin/chromium ]]; then
+    if [[ "$(id -u)" == 0 ]]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    else
+        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    fi
+fi
+ui_lock=tests/ui/package-lock.json
+ui_stamp=tests/ui/node_modules/.lock.sha256
+ui_wanted="$(sha256sum "$ui_lock" | cut -d' ' -f1)"
+if [[ "$(cat "$ui_stamp" 2>/dev/null || true)" != "$ui_wanted" ]]; then
+    (cd tests/ui && npm ci --no-audit --no-fund --loglevel=error)
+    echo "$ui_wanted" >"$ui_stamp"
+fi
+SLUICE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sluice" \
+    SLUICE_UI_SCREENSHOTS="${CARGO_TARGET_DIR:-$PWD/target}/ui-screenshots" \
+    node --test --test-concurrency=1 tests/ui/dashboard.test.mjs
 
 fuzz_seconds="${SLUICE_FUZZ_SECONDS:-25}"
 if [[ "$fuzz_seconds" == 0 ]]; then

@@ -98,4 +98,7 @@ codes! {
     StaleGeneration = "stale_generation", 409, "The partition was reassigned or sought since the generation given, or is not this member's: fetch again.";
     RecordTooLarge = "record_too_large", 413, "A record is larger than the stream's record_bytes_max.";
     WrongGroupMode = "wrong_group_mode", 409, "The call is for the other group mode (commit and seek-free fetches are offsets mode; ack, release and nack are shared mode).";
+    // Alerts
+    AlertRuleNotFound = "alert_rule_not_found", 404, "No alert rule has this name.";
+    AlertRuleExists = "alert_rule_exists", 409, "An alert rule of this name exists with other settings; delete it first.";
 }

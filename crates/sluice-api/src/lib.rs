@@ -4,8 +4,10 @@
 //! strings with an `_ms` twin holding milliseconds since the Unix epoch. Every type derives
 //! `utoipa::ToSchema` so that `/v1/openapi.json` is generated from these definitions.
 
+pub mod alerts;
 pub mod error;
 pub mod schedules;
+pub mod stats;
 pub mod streams;
 pub mod topics;
 
@@ -14,8 +16,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
+pub use alerts::{Alert, AlertKind, AlertList, AlertNotify, AlertRule, AlertRuleList, CreateAlertRuleRequest};
 pub use error::{ErrorBody, ErrorCode, ErrorResponse};
 pub use schedules::{CatchUp, CreateScheduleRequest, Schedule, ScheduleList, ScheduleTarget};
+pub use stats::{QueueHistory, QueuePoint, QueueRates, QueueRatesList, Stats, StoreHealth, TotalsPoint};
 pub use streams::{
     AppendRecord, AppendRequest, AppendResponse, AppendResult, CommitRequest, CreateGroupRequest, CreateStreamRequest,
     FetchRequest, FetchResponse, GroupList, GroupMode, GroupPartition, GroupStart, ReadResponse, ReceiptsRequest,

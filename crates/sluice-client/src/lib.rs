@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+mod alerts;
 mod error;
 mod retry;
 mod schedules;
@@ -38,6 +39,7 @@ use sluice_api::{
 use sluice_core::backoff::Backoff;
 use sluice_core::limits::RECEIVE_WAIT_MS_MAX;
 
+pub use alerts::CreatedAlertRule;
 pub use error::ClientError;
 pub use retry::RetryPolicy;
 pub use schedules::CreatedSchedule;

@@ -182,6 +182,26 @@ impl From<sluice_store::LogError> for ApiError {
     }
 }
 
+impl From<sluice_services::alerts::AlertError> for ApiError {
+    fn from(e: sluice_services::alerts::AlertError) -> ApiError {
+        use sluice_services::alerts::AlertError as A;
+        let message = e.to_string();
+        match e {
+            A::Invalid(v) => v.into(),
+            A::RuleNotFound(rule) => {
+                ApiError::new(ErrorCode::AlertRuleNotFound, message).with_details(json!({ "rule": rule }))
+            }
+            A::RuleExists(rule) => {
+                ApiError::new(ErrorCode::AlertRuleExists, message).with_details(json!({ "rule": rule }))
+            }
+            A::TooManyRules => ApiError::new(ErrorCode::LimitExceeded, message)
+                .with_details(json!({ "alert_rules_max": sluice_services::alerts::ALERT_RULES_MAX })),
+            A::Corrupt(reason) => ApiError::new(ErrorCode::Internal, reason),
+            A::Store(s) => s.into(),
+        }
+    }
+}
+
 /// A publish entry's error.
 pub fn publish_error(e: &sluice_services::topics::PublishError, prefix: &str) -> ErrorBody {
     use sluice_services::topics::PublishError as P;

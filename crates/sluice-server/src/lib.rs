@@ -12,6 +12,7 @@
 //! [`run`] serves it on a listener until a shutdown future completes. [`app_with`] and
 //! [`run_with`] do the same with a [`ServerConfig`] (account, region, access keys).
 
+mod alert_routes;
 pub mod auth;
 mod aws;
 mod conn;
@@ -27,8 +28,10 @@ mod paging;
 mod queues;
 mod redrive;
 mod schedule_routes;
+mod stats_routes;
 mod streams;
 mod topic_routes;
+mod ui;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -39,8 +42,10 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 pub use sluice_clock::{Clock, ManualClock, Sleep, SystemClock};
 use sluice_core::limits::REQUEST_BYTES_MAX;
+use sluice_services::alerts::{Alerts, AlertsConfig};
 use sluice_services::redrive::Redrives;
 use sluice_services::sqs::SqsState;
+use sluice_services::stats::Stats;
 use sluice_services::topics::worker::Endpoints;
 use sluice_services::topics::{Arns, Topics};
 use sluice_services::{Services, ServicesConfig};
@@ -50,6 +55,7 @@ pub use auth::AccessKey;
 pub use error::ApiError;
 pub use openapi::ApiDoc;
 pub use sluice_services::redrive::{REDRIVE_RATE_DEFAULT, REDRIVE_RATE_MAX, REDRIVE_STEP_MS};
+pub use sluice_services::stats::{STATS_SAMPLE_MS_DEFAULT, STATS_SAMPLE_MS_MAX, STATS_SAMPLE_MS_MIN};
 pub use sluice_services::topics::worker::{LAST_ERROR_ATTRIBUTE, PushConfig, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 
 /// Who the server is to AWS clients, and whom it lets in.
@@ -62,11 +68,21 @@ pub struct ServerConfig {
     /// Keys that AWS requests must be signed with (SigV4). Empty: any request is accepted,
     /// signed with anything or not at all.
     pub access_keys: Vec<AccessKey>,
+    /// How often the dashboard's history is sampled (`sluice_services::stats`).
+    pub stats_sample_ms: u64,
+    /// How often alert rules are evaluated (`sluice_services::alerts`); tests shorten it.
+    pub alert_evaluate_ms: u64,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { account: "000000000000".to_string(), region: "us-east-1".to_string(), access_keys: Vec::new() }
+        ServerConfig {
+            account: "000000000000".to_string(),
+            region: "us-east-1".to_string(),
+            access_keys: Vec::new(),
+            stats_sample_ms: sluice_services::stats::STATS_SAMPLE_MS_DEFAULT,
+            alert_evaluate_ms: sluice_services::alerts::ALERT_EVALUATE_MS_DEFAULT,
+        }
     }
 }
 
@@ -99,6 +115,14 @@ impl AppState {
         self.services.sqs()
     }
 
+    fn stats(&self) -> &Stats {
+        self.services.stats()
+    }
+
+    fn alerts(&self) -> &Alerts {
+        self.services.alerts()
+    }
+
     /// Now, on the services' clock.
     fn now_ms(&self) -> u64 {
         self.services.clock().now_ms()
@@ -125,7 +149,10 @@ pub fn services(
     push: PushConfig,
 ) -> Arc<Services> {
     let arns = Arns { region: config.region.clone(), account: config.account.clone() };
-    Services::new(store, clock, ServicesConfig { arns, push })
+    let alerts = AlertsConfig { evaluate_ms: config.alert_evaluate_ms, ..AlertsConfig::default() };
+    let services =
+        ServicesConfig { push, stats_sample_ms: config.stats_sample_ms, alerts, ..ServicesConfig::new(arns) };
+    Services::new(store, clock, services)
 }
 
 /// Every route, with its middleware, over `services`.
@@ -163,6 +190,9 @@ pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
         .route("/metrics", get(metrics::scrape))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .merge(stats_routes::routes())
+        .merge(alert_routes::routes())
+        .merge(ui::routes())
         // Applies to the routes added above, so it must come after them.
         .method_not_allowed_fallback(health::method_not_allowed)
         // AWS requests (SQS, SNS, STS) come to `/` and to queue-URL paths; anything else that

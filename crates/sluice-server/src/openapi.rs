@@ -65,10 +65,15 @@ pub struct ApiDoc;
 )]
 pub async fn openapi_json() -> axum::Json<&'static utoipa::openapi::OpenApi> {
     static DOC: OnceLock<utoipa::openapi::OpenApi> = OnceLock::new();
-    axum::Json(DOC.get_or_init(|| {
-        let mut doc = ApiDoc::openapi();
-        // Each capability documents its own routes; they are merged here.
-        doc.merge(crate::schedule_routes::ScheduleDoc::openapi());
-        doc
-    }))
+    axum::Json(DOC.get_or_init(document))
+}
+
+/// The document: the core routes above, and each later module's own.
+pub fn document() -> utoipa::openapi::OpenApi {
+    let mut doc = ApiDoc::openapi();
+    doc.merge(crate::schedule_routes::ScheduleDoc::openapi());
+    doc.merge(crate::stats_routes::StatsDoc::openapi());
+    doc.merge(crate::alert_routes::AlertsDoc::openapi());
+    doc.merge(crate::ui::UiDoc::openapi());
+    doc
 }

@@ -9,6 +9,9 @@
 //!   atomic commit of the schedule's record and the tick's message.
 //! - `sqs`: the state only the SQS API has (its 60-second rules, FIFO receive attempts).
 //! - `streams`: the streams' sweep (retention, shared-mode ack timeouts and dead-lettering).
+//! - `stats`: the short history of the store's totals and every queue's counts (the
+//!   dashboard's charts), and the per-queue counting of sends, receives and acks behind it.
+//! - `alerts`: alert rules, their evaluation by one node (leased), and webhook notifications.
 //!
 //! Every later long-running feature (jobs, sagas, outbox relays, schedules, alerts) is a module
 //! here, started by [`Services::start`] and stopped with the [`Running`] handle it returns.
@@ -17,30 +20,48 @@
 //! be tested on a manual clock. The services speak HTTP only as a client, for outbound
 //! deliveries; they serve nothing.
 
+pub mod alerts;
 pub mod redrive;
 pub mod schedules;
 pub mod sqs;
+pub mod stats;
 pub mod streams;
 pub mod topics;
 
 use std::sync::Arc;
 
 use sluice_clock::Clock;
-use sluice_store::Store;
+use sluice_store::{Store, StoreParts};
 use tokio::task::JoinHandle;
 
+use alerts::{Alerts, AlertsConfig};
 use redrive::Redrives;
 use schedules::Schedules;
 use sqs::SqsState;
+use stats::{CallCounts, CountingQueues, STATS_SAMPLE_MS_DEFAULT, Stats};
 use topics::worker::{Endpoints, PushConfig};
 use topics::{Arns, Topics};
 
-/// How the services are set up: the ARNs they write (account and region) and the push
-/// worker's timeouts and breaker.
+/// How the services are set up: the ARNs they write (account and region), the push
+/// worker's timeouts and breaker, the stats sampler's interval and the alert evaluator's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServicesConfig {
     pub arns: Arns,
     pub push: PushConfig,
+    pub stats_sample_ms: u64,
+    pub alerts: AlertsConfig,
+}
+
+impl ServicesConfig {
+    /// The defaults, with these ARNs.
+    pub fn new(arns: Arns) -> ServicesConfig {
+        ServicesConfig {
+            arns,
+            push: PushConfig::default(),
+            stats_sample_ms: STATS_SAMPLE_MS_DEFAULT,
+            alerts: AlertsConfig::default(),
+        }
+    }
 }
 
 /// Every service of one server, over one store and one clock. Share it in an `Arc`.
@@ -53,10 +74,22 @@ pub struct Services {
     /// The push worker's breakers and permits per endpoint (shown in subscription views).
     push: Arc<Endpoints>,
     sqs: SqsState,
+    stats: Arc<Stats>,
+    alerts: Arc<Alerts>,
 }
 
 impl Services {
+    /// The services over `store`. Every call they make, and every call the server makes
+    /// through [`Services::store`], is counted per queue for the stats (`stats.rs`).
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, config: ServicesConfig) -> Arc<Services> {
+        let counts = Arc::new(CallCounts::default());
+        let store: Arc<dyn Store> = Arc::new(StoreParts {
+            queues: Arc::new(CountingQueues::new(store.clone(), counts.clone())),
+            records: store.clone(),
+            commits: store.clone(),
+            logs: store.clone(),
+            status: store,
+        });
         let topics = Arc::new(Topics::new(store.clone(), config.arns, clock.clone()));
         Arc::new(Services {
             schedules: Schedules::new(store.clone(), clock.clone(), topics.clone()),
@@ -64,6 +97,8 @@ impl Services {
             redrives: Redrives::new(store.clone(), clock.clone()),
             push: Arc::new(Endpoints::new(config.push)),
             sqs: SqsState::default(),
+            stats: Arc::new(Stats::new(store.clone(), clock.clone(), counts, config.stats_sample_ms)),
+            alerts: Arc::new(Alerts::new(store.clone(), clock.clone(), config.alerts)),
             store,
             clock,
         })
@@ -97,16 +132,33 @@ impl Services {
         &self.sqs
     }
 
-    /// Starts the background work: the push worker, the schedules' loop and the stream sweep.
-    /// Redrives start on request.
+    pub fn stats(&self) -> &Arc<Stats> {
+        &self.stats
+    }
+
+    pub fn alerts(&self) -> &Arc<Alerts> {
+        &self.alerts
+    }
+
+    /// Starts the background work: the push worker (subscriptions and alert webhooks), the
+    /// schedules' loop, the stream sweep, the stats sampler and the alert evaluator. Redrives
+    /// start on request.
     pub fn start(self: &Arc<Self>) -> Running {
         // Stopped with the server: a POST cut short leaves its delivery to reappear after its
         // visibility timeout and be pushed again (at least once).
-        let push_worker = topics::worker::spawn(self.store.clone(), self.push.clone(), self.clock.clone());
+        let push_worker = topics::worker::spawn_with(
+            self.store.clone(),
+            self.push.clone(),
+            self.clock.clone(),
+            vec![self.alerts.webhook_targets()],
+        );
         // Aborted at any await: a tick is fired by one commit, so it is either fired or not.
         let schedules = tokio::spawn(self.schedules.clone().run());
         let stream_sweep = streams::spawn(self.store.clone());
-        Running { services: self.clone(), tasks: vec![push_worker, schedules, stream_sweep] }
+        let sampler = self.stats.spawn();
+        let evaluator = self.alerts.spawn();
+        let tasks = vec![push_worker, schedules, stream_sweep, sampler, evaluator];
+        Running { services: self.clone(), tasks }
     }
 
     /// Ends long-running work at once and refuses new work (each redrive after its current
@@ -120,16 +172,23 @@ impl Services {
 /// begins to shut down, then [`Running::join`] once requests are finished.
 pub struct Running {
     services: Arc<Services>,
-    /// The push worker, the schedules' loop and the stream sweep, aborted at the end.
+    /// The background tasks (push worker, schedules, stream sweep, sampler, evaluator):
+    /// stopped by aborting them.
     tasks: Vec<JoinHandle<()>>,
 }
 
 impl Running {
-    /// Waits for the work that [`Services::stop`] ended, then aborts the background tasks.
+    /// Waits for the work that [`Services::stop`] ended, then drops the push worker's,
+    /// sampler's and evaluator's tasks, and lets the evaluator's lease go so that another node
+    /// takes over at once.
     pub async fn join(self) {
         self.services.redrives.join_all().await;
-        for task in self.tasks {
+        for task in &self.tasks {
             task.abort();
         }
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        self.services.alerts.release().await;
     }
 }

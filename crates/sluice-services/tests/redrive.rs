@@ -10,7 +10,6 @@ use sluice_core::{DeadLetter, NewMessage, QueueAttributes};
 use sluice_embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 use sluice_services::redrive::Status;
 use sluice_services::topics::Arns;
-use sluice_services::topics::worker::PushConfig;
 use sluice_services::{Services, ServicesConfig};
 use sluice_store::{ReceiveRequest, Store};
 
@@ -40,8 +39,7 @@ async fn redrive_steps_wait_for_the_clock() {
 
     let clock = ManualClock::new(T0_MS);
     let arns = Arns { region: "us-east-1".into(), account: "000000000000".into() };
-    let services =
-        Services::new(store.clone(), Arc::new(clock.clone()), ServicesConfig { arns, push: PushConfig::default() });
+    let services = Services::new(store.clone(), Arc::new(clock.clone()), ServicesConfig::new(arns));
     let task = services.redrives().start("dlq", Some("src".into()), Some(10)).await.expect("start");
     assert_eq!(task.started_at_ms, T0_MS, "the task's times are the clock's");
     let moved = || services.redrives().get(task.id).expect("task").moved;

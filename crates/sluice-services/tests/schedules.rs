@@ -12,7 +12,6 @@ use sluice_core::QueueAttributes;
 use sluice_core::message::{AttributeData, MessageContent};
 use sluice_embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 use sluice_services::schedules::{CatchUp, Definition, SCHEDULED_AT_ATTRIBUTE, ScheduleError, Target};
-use sluice_services::topics::worker::PushConfig;
 use sluice_services::topics::{Arns, Endpoint, Origin};
 use sluice_services::{Running, Services, ServicesConfig};
 use sluice_store::{ReceiveRequest, Store};
@@ -28,7 +27,7 @@ fn origin() -> Origin {
 
 fn services(store: &Arc<dyn Store>, clock: &ManualClock) -> Arc<Services> {
     let arns = Arns { region: "us-east-1".into(), account: "000000000000".into() };
-    Services::new(store.clone(), Arc::new(clock.clone()), ServicesConfig { arns, push: PushConfig::default() })
+    Services::new(store.clone(), Arc::new(clock.clone()), ServicesConfig::new(arns))
 }
 
 fn every(name: &str, every_ms: u64, target: Target, catch_up: CatchUp) -> Definition {

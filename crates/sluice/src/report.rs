@@ -108,6 +108,8 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         StaleGeneration => "fetch again to learn the member's partitions and generation",
         RecordTooLarge => "append a smaller record, or raise record_bytes_max with a PATCH of the stream",
         WrongGroupMode => "see the group's mode with `sluice stream group get STREAM NAME`",
+        AlertRuleNotFound => "list alert rules with `sluice alert list`",
+        AlertRuleExists => "see it with `sluice alert get NAME`; delete it first to change it",
         InvalidJson | InvalidArgument | EmptyBatch | NotFound | MethodNotAllowed | UnsupportedMediaType => {
             return None;
         }

@@ -227,6 +227,12 @@ fn every_command_explains_itself_with_an_example() {
         &["dlq", "redrive"],
         &["dlq", "status"],
         &["dlq", "cancel"],
+        &["alert"],
+        &["alert", "create"],
+        &["alert", "list"],
+        &["alert", "get"],
+        &["alert", "delete"],
+        &["alert", "firing"],
     ];
     for command in commands {
         let mut args = command.to_vec();
@@ -363,4 +369,65 @@ fn schedule_commands_fire_ticks_into_a_queue() {
     assert_eq!(server.cli(&["schedule", "delete", "pulse"]).ok(), "deleted schedule pulse\n");
     assert!(server.cli(&["schedule", "get", "pulse"]).failed().contains("(schedule_not_found)"));
     assert_eq!(server.cli(&["schedule", "list"]).ok(), "", "nothing on stdout; the hint goes to stderr");
+}
+
+#[test]
+fn alert_commands_manage_rules_and_show_what_fires() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    server.cli(&["queue", "create", "jobs-dlq"]).ok();
+    server.cli(&["queue", "create", "jobs", "--dlq", "jobs-dlq", "--max-receive-count", "1"]).ok();
+
+    let create = [
+        "alert",
+        "create",
+        "jobs-late",
+        "--kind",
+        "oldest-age-above-ms",
+        "--target",
+        "jobs*",
+        "--threshold",
+        "60000",
+        "--for",
+        "30s",
+    ];
+    let shown = server.cli(&create).ok().to_string();
+    assert!(shown.contains("jobs-late") && shown.contains("oldest_age_above_ms") && shown.contains("30s"), "{shown}");
+    assert!(server.cli(&create).ok().contains("jobs-late"), "the same again succeeds");
+    let other = server.cli(&["alert", "create", "jobs-late", "--kind", "lag-above", "--threshold", "1"]);
+    assert!(other.failed().contains("alert_rule_exists"), "{}", other.failed());
+    let json = server.cli(&["alert", "get", "jobs-late", "--json"]).json();
+    assert_eq!((json["target"].as_str(), json["for_ms"].as_u64()), (Some("jobs*"), Some(30_000)));
+
+    let list = server.cli(&["alert", "list"]).ok().to_string();
+    let lines: Vec<&str> = list.lines().collect();
+    assert_eq!(lines.len(), 3, "{list}");
+    assert!(lines[0].trim_start().starts_with("NAME"), "{list}");
+    assert!(lines[1].trim_start().starts_with("dlq-not-empty (built in)"), "{list}");
+    // Aligned: every column starts where its header does.
+    let at = lines[0].find("KIND").unwrap();
+    assert!(lines.iter().skip(1).all(|l| l[at..].starts_with(char::is_alphabetic)), "{list}");
+
+    // The built-in rule fires for a dead-letter queue holding a message (evaluated every 5 s).
+    server.cli(&["send", "jobs-dlq", "dead"]).ok();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let firing = loop {
+        let firing = server.cli(&["alert", "firing", "--json"]).json();
+        if !firing["alerts"].as_array().unwrap().is_empty() {
+            break firing;
+        }
+        assert!(std::time::Instant::now() < deadline, "the built-in alert never fired");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(
+        (firing["alerts"][0]["rule"].as_str(), firing["alerts"][0]["subject"].as_str()),
+        (Some("dlq-not-empty"), Some("jobs-dlq"))
+    );
+    let table = server.cli(&["alert", "firing"]).ok().to_string();
+    assert!(table.trim_start().starts_with("STATUS") && table.contains("firing  dlq-not-empty  jobs-dlq"), "{table}");
+
+    assert_eq!(server.cli(&["alert", "delete", "dlq-not-empty"]).ok(), "deleted alert rule dlq-not-empty\n");
+    assert_eq!(server.cli(&["alert", "firing", "--json"]).json()["alerts"], serde_json::json!([]));
+    let gone = server.cli(&["alert", "get", "nope"]);
+    assert!(gone.failed().contains("sluice alert list"), "the hint names the next command: {}", gone.failed());
 }

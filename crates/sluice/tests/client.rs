@@ -325,3 +325,60 @@ async fn an_unreachable_server_is_a_connect_error_after_retries() {
     assert_eq!(err.code(), None);
     assert!(err.to_string().contains("127.0.0.1:1"), "{err}");
 }
+
+#[tokio::test]
+async fn stats_history_and_alert_rules_through_the_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_with(dir.path(), &["--stats-sample-ms", "1000"]);
+    let client = server.client();
+    client.create_queue(&queue("jobs")).await.unwrap();
+    client.send_text("jobs", "one").await.unwrap();
+    client.send_text("jobs", "two").await.unwrap();
+    // The sampler takes a sample every second of the server's clock: wait for two of them.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let history = loop {
+        let history = client.queue_history("jobs").await.unwrap();
+        if history.series.len() >= 2 {
+            break history;
+        }
+        assert!(Instant::now() < deadline, "no samples of jobs: {history:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(history.sample_ms, 1000);
+    assert_eq!(history.series.last().unwrap().visible, 2);
+    let stats = client.stats().await.unwrap();
+    assert_eq!((stats.store.status.as_str(), stats.messages_sent, stats.queues), ("ok", 2, 1));
+    let rates = client.queue_rates().await.unwrap();
+    assert_eq!(rates.queues.iter().map(|q| q.name.as_str()).collect::<Vec<_>>(), ["jobs"]);
+    assert_code(client.queue_history("nope").await, ErrorCode::QueueNotFound);
+
+    let rule = sluice_api::CreateAlertRuleRequest {
+        name: "jobs-deep".into(),
+        kind: sluice_api::AlertKind::OldestAgeAboveMs,
+        target: "jobs".into(),
+        threshold: 0.0,
+        for_ms: 0,
+        notify: None,
+    };
+    let created = client.create_alert_rule(&rule).await.unwrap();
+    assert!(created.created && !created.rule.builtin);
+    assert!(!client.create_alert_rule(&rule).await.unwrap().created);
+    let conflicting = sluice_api::CreateAlertRuleRequest { threshold: 5.0, ..rule.clone() };
+    assert_code(client.create_alert_rule(&conflicting).await, ErrorCode::AlertRuleExists);
+    assert_eq!(client.get_alert_rule("jobs-deep").await.unwrap(), created.rule);
+    assert_eq!(client.list_alert_rules().await.unwrap().rules.len(), 2, "with the built-in rule");
+    let firing = loop {
+        let alerts = client.alerts(false).await.unwrap().alerts;
+        if !alerts.is_empty() {
+            break alerts;
+        }
+        assert!(Instant::now() < deadline, "jobs-deep never fired");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        (firing[0].rule.as_str(), firing[0].subject.as_str(), firing[0].status.as_str()),
+        ("jobs-deep", "jobs", "firing")
+    );
+    client.delete_alert_rule("jobs-deep").await.unwrap();
+    assert_code(client.delete_alert_rule("jobs-deep").await, ErrorCode::AlertRuleNotFound);
+}

@@ -3,6 +3,8 @@
 
 mod support;
 
+mod alerts;
+mod dashboard;
 mod messages;
 mod operations;
 mod poisoned;

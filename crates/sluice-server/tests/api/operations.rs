@@ -81,6 +81,13 @@ async fn openapi_lists_every_route() {
         ("/healthz", &["get"]),
         ("/readyz", &["get"]),
         ("/v1/openapi.json", &["get"]),
+        ("/v1/stats", &["get"]),
+        ("/v1/stats/queues", &["get"]),
+        ("/v1/stats/queues/{name}", &["get"]),
+        ("/v1/alerts", &["get"]),
+        ("/v1/alerts/rules", &["get", "post"]),
+        ("/v1/alerts/rules/{name}", &["get", "delete"]),
+        ("/ui", &["get"]),
     ];
     for (path, methods) in want {
         let item = paths.get(path).unwrap_or_else(|| panic!("{path} missing from the OpenAPI document"));
@@ -101,6 +108,11 @@ async fn openapi_lists_every_route() {
         "Subscription",
         "PublishRequest",
         "PublishResponse",
+        "Stats",
+        "QueueHistory",
+        "AlertRule",
+        "CreateAlertRuleRequest",
+        "AlertList",
     ] {
         assert!(schemas.contains_key(name), "schema {name} missing");
     }

@@ -11,6 +11,7 @@
 //! a delay in real time and nothing depends on the machine's speed. The test of a hanging
 //! endpoint runs on the system clock, since its point is that nothing waits in real time.
 
+mod alerts;
 mod clocked;
 
 use std::net::SocketAddr;

@@ -40,7 +40,7 @@ use sluice_store::Store;
 pub use attributes::fifo_topic_value;
 pub use envelope::SIGNING_CERT_FILE;
 pub use error::{Invalid, PublishError, TAG_LIMIT_EXCEEDED, TopicError};
-pub use model::{ArnError, Arns, Protocol, SubscriptionRecord, TopicRecord};
+pub use model::{ArnError, Arns, Protocol, SUBSCRIPTION_KIND, SubscriptionRecord, TopicRecord, decode_subscription};
 pub use publish::Publication;
 
 use cache::{Cached, Live, Snapshot};

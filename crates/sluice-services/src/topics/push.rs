@@ -28,11 +28,14 @@ pub const PUSH_QUEUE_RETENTION_MS: u64 = 14 * 24 * 60 * 60 * 1000;
 
 pub const PUSH_FORMAT: u8 = 1;
 
-/// `x-amz-sns-message-type`.
+/// `x-amz-sns-message-type`, or another feature's delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MessageType {
     Notification,
     SubscriptionConfirmation,
+    /// An alert webhook's notification (`alerts/notify.rs`): a JSON body, sent with
+    /// `x-sluice-message-type: Alert` and without SNS's headers.
+    Alert,
 }
 
 /// One POST to make.

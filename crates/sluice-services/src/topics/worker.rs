@@ -21,8 +21,14 @@
 //!
 //! Signature: `x-sluice-timestamp: <Unix seconds>` and
 //! `x-sluice-signature: sha256=<hex HMAC-SHA256(signing secret, "<timestamp>.<body>")>`.
+//!
+//! Other features push through the same machinery (alert webhooks, `alerts/notify.rs`): a
+//! [`TargetSource`] handed to [`spawn_with`] lists their [`Target`]s, each a queue of
+//! [`PushDelivery`] records and a URL, and the worker treats them as it treats subscriptions.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -234,18 +240,64 @@ fn draw(message_id: &str, attempt: u32) -> u64 {
     u64::from_le_bytes(bytes)
 }
 
-/// A subscription as its task uses it.
+/// One push destination as its task uses it: a queue of [`PushDelivery`] records and the URL
+/// they are POSTed to (a subscription's, or another feature's from a [`TargetSource`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Target {
-    record: SubscriptionRecord,
-    policy: DeliveryPolicy,
+pub struct Target {
+    /// Names it in logs: the subscription id, or what the source calls it.
+    pub id: String,
+    /// The queue its deliveries wait in.
+    pub queue: String,
+    pub url: String,
+    /// The key of the signature on every POST; unsigned without one.
+    pub signing_secret: Option<String>,
+    /// Where a delivery goes after its last attempt; dropped (and counted) without one.
+    pub dead_letter_queue: Option<String>,
+    pub policy: DeliveryPolicy,
     /// `host:port`, or the URL itself when it does not parse (every POST then fails).
-    endpoint: String,
+    pub endpoint: String,
+    /// Deliveries one receive takes at most (up to `PUSH_RECEIVE_COUNT_MAX`). 1 over a FIFO
+    /// queue delivers each message group in order: the next one is received only once the
+    /// previous one was acked, or nacked for a retry that then holds the group back.
+    pub receive_max: u32,
+}
+
+impl Target {
+    fn of_subscription(record: SubscriptionRecord, policy: DeliveryPolicy) -> Target {
+        Target {
+            endpoint: endpoint_key(&record.endpoint).unwrap_or_else(|| record.endpoint.clone()),
+            id: record.id,
+            queue: record.queue,
+            url: record.endpoint,
+            signing_secret: record.signing_secret,
+            dead_letter_queue: record.dead_letter_queue,
+            policy,
+            receive_max: PUSH_RECEIVE_COUNT_MAX,
+        }
+    }
+}
+
+/// What [`TargetSource::targets`] returns: every target by a key unique across sources.
+pub type TargetsFuture<'a> = Pin<Box<dyn Future<Output = Result<Vec<(String, Target)>, String>> + Send + 'a>>;
+
+/// Targets besides the subscriptions, listed again at every refresh.
+pub trait TargetSource: Send + Sync + 'static {
+    fn targets(&self) -> TargetsFuture<'_>;
 }
 
 /// Starts the worker over `store`, on `clock`; it runs until the handle is aborted (dropping
 /// every task, which leaves deliveries in flight to reappear after their visibility timeout).
 pub fn spawn(store: Arc<dyn Store>, endpoints: Arc<Endpoints>, clock: Arc<dyn Clock>) -> tokio::task::JoinHandle<()> {
+    spawn_with(store, endpoints, clock, Vec::new())
+}
+
+/// [`spawn`], pushing to the targets of `sources` too.
+pub fn spawn_with(
+    store: Arc<dyn Store>,
+    endpoints: Arc<Endpoints>,
+    clock: Arc<dyn Clock>,
+    sources: Vec<Arc<dyn TargetSource>>,
+) -> tokio::task::JoinHandle<()> {
     let config = endpoints.config;
     let client = reqwest::Client::builder()
         .timeout(Duration::from_millis(config.request_timeout_ms))
@@ -260,12 +312,13 @@ pub fn spawn(store: Arc<dyn Store>, endpoints: Arc<Endpoints>, clock: Arc<dyn Cl
             return tokio::spawn(async {});
         }
     };
-    let shared = Arc::new(Shared { store, endpoints, client, config, clock });
+    let shared = Arc::new(Shared { store, endpoints, client, config, clock, sources });
     tokio::spawn(supervise(shared))
 }
 
 struct Shared {
     store: Arc<dyn Store>,
+    sources: Vec<Arc<dyn TargetSource>>,
     endpoints: Arc<Endpoints>,
     client: reqwest::Client,
     config: PushConfig,
@@ -281,7 +334,7 @@ async fn supervise(shared: Arc<Shared>) {
     loop {
         every.tick().await;
         while set.try_join_next().is_some() {}
-        let targets = match targets(shared.store.as_ref()).await {
+        let targets = match all_targets(&shared).await {
             Ok(targets) => targets,
             Err(e) => {
                 tracing::warn!("push worker: cannot list subscriptions: {e}");
@@ -314,6 +367,15 @@ async fn supervise(shared: Arc<Shared>) {
             }
         }
     }
+}
+
+/// Every subscription's target and every source's, by key.
+async fn all_targets(shared: &Shared) -> Result<HashMap<String, Target>, String> {
+    let mut out = targets(shared.store.as_ref()).await?;
+    for source in &shared.sources {
+        out.extend(source.targets().await?);
+    }
+    Ok(out)
 }
 
 /// Every HTTP/S subscription with the delivery policy it follows, by record key.
@@ -351,8 +413,7 @@ async fn targets(store: &dyn Store) -> Result<HashMap<String, Target>, String> {
             }
             let own = record.delivery_policy.as_deref().and_then(|text| DeliveryPolicy::parse(text).ok());
             let policy = topic_policies[&record.topic].effective_for(own.as_ref());
-            let endpoint = endpoint_key(&record.endpoint).unwrap_or_else(|| record.endpoint.clone());
-            out.insert(record.key(), Target { record, policy, endpoint });
+            out.insert(record.key(), Target::of_subscription(record, policy));
         }
         if done {
             return Ok(out);
@@ -385,7 +446,7 @@ async fn run_subscription(shared: Arc<Shared>, mut target: watch::Receiver<Arc<T
         let permits = shared.endpoints.permits(&current.endpoint);
         let Ok(first) = permits.clone().acquire_owned().await else { return };
         let mut held = vec![first];
-        while held.len() < PUSH_RECEIVE_COUNT_MAX as usize {
+        while held.len() < current.receive_max.clamp(1, PUSH_RECEIVE_COUNT_MAX) as usize {
             match permits.clone().try_acquire_owned() {
                 Ok(permit) => held.push(permit),
                 Err(_) => break,
@@ -400,10 +461,10 @@ async fn run_subscription(shared: Arc<Shared>, mut target: watch::Receiver<Arc<T
             wait_ms: Some(PUSH_RECEIVE_WAIT_MS),
             visibility_timeout_ms: Some(shared.config.request_timeout_ms + PUSH_VISIBILITY_MARGIN_MS),
         };
-        let received = match shared.store.receive(&current.record.queue, request).await {
+        let received = match shared.store.receive(&current.queue, request).await {
             Ok(received) => received,
             Err(e) => {
-                tracing::debug!(queue = %current.record.queue, "push worker: receive failed: {e}");
+                tracing::debug!(queue = %current.queue, "push worker: receive failed: {e}");
                 drop(held);
                 // Real time, not the clock's: a pause before asking a failing store again.
                 tokio::time::sleep(Duration::from_millis(PUSH_STORE_RETRY_MS)).await;
@@ -424,7 +485,7 @@ async fn run_subscription(shared: Arc<Shared>, mut target: watch::Receiver<Arc<T
 
 /// One delivery: POST it, then ack, retry later, or dead-letter.
 async fn deliver(shared: &Shared, target: &Target, skips: &Mutex<HashMap<String, u32>>, message: ReceivedMessage) {
-    let queue = &target.record.queue;
+    let queue = &target.queue;
     let message_id = message.message.meta.id.to_string();
     let lock = || skips.lock().unwrap_or_else(PoisonError::into_inner);
     let skipped = lock().get(&message_id).copied().unwrap_or(0);
@@ -474,7 +535,7 @@ async fn deliver(shared: &Shared, target: &Target, skips: &Mutex<HashMap<String,
         }
         Err(error) => match after_failure(&target.policy, attempt, draw(&message_id, attempt)) {
             AfterFailure::RetryInMs(delay) => {
-                tracing::debug!(subscription = %target.record.id, attempt, delay, "push failed: {error}");
+                tracing::debug!(target = %target.id, attempt, delay, "push failed: {error}");
                 nack(shared, queue, &message, delay, Some(error)).await;
             }
             AfterFailure::DeadLetter => {
@@ -487,25 +548,32 @@ async fn deliver(shared: &Shared, target: &Target, skips: &Mutex<HashMap<String,
 
 /// POSTs a delivery; `Err` names why it failed.
 async fn post(shared: &Shared, target: &Target, delivery: &PushDelivery) -> Result<(), String> {
-    let content_type = target.policy.header_content_type.as_deref().unwrap_or("text/plain; charset=UTF-8");
     let message_type = match delivery.message_type {
         MessageType::Notification => "Notification",
         MessageType::SubscriptionConfirmation => "SubscriptionConfirmation",
+        MessageType::Alert => "Alert",
     };
-    let mut request = shared
-        .client
-        .post(&target.record.endpoint)
-        .header("content-type", content_type)
-        .header("x-amz-sns-message-type", message_type)
-        .header("x-amz-sns-message-id", &delivery.message_id)
-        .header("x-amz-sns-topic-arn", &delivery.topic_arn);
-    if let Some(arn) = &delivery.subscription_arn {
-        request = request.header("x-amz-sns-subscription-arn", arn);
+    let mut request = shared.client.post(&target.url);
+    if delivery.message_type == MessageType::Alert {
+        request = request
+            .header("content-type", "application/json")
+            .header("x-sluice-message-type", message_type)
+            .header("x-sluice-message-id", &delivery.message_id);
+    } else {
+        let content_type = target.policy.header_content_type.as_deref().unwrap_or("text/plain; charset=UTF-8");
+        request = request
+            .header("content-type", content_type)
+            .header("x-amz-sns-message-type", message_type)
+            .header("x-amz-sns-message-id", &delivery.message_id)
+            .header("x-amz-sns-topic-arn", &delivery.topic_arn);
+        if let Some(arn) = &delivery.subscription_arn {
+            request = request.header("x-amz-sns-subscription-arn", arn);
+        }
+        if delivery.raw {
+            request = request.header("x-amz-sns-rawdelivery", "true");
+        }
     }
-    if delivery.raw {
-        request = request.header("x-amz-sns-rawdelivery", "true");
-    }
-    if let Some(secret) = &target.record.signing_secret {
+    if let Some(secret) = &target.signing_secret {
         let timestamp = shared.clock.now_ms() / 1000;
         request = request
             .header(TIMESTAMP_HEADER, timestamp.to_string())
@@ -543,10 +611,10 @@ fn truncate(mut text: String) -> String {
 /// dropped with a warning when it has none. Acked either way, unless the dead-letter queue
 /// refuses it, in which case it is tried again after `PUSH_STORE_RETRY_MS`.
 async fn give_up(shared: &Shared, target: &Target, message: &ReceivedMessage, body: &str, error: &str) {
-    let queue = &target.record.queue;
+    let queue = &target.queue;
     let endpoint = target.endpoint.clone();
-    let Some(dead_letter_queue) = &target.record.dead_letter_queue else {
-        tracing::warn!(subscription = %target.record.id, endpoint = %target.record.endpoint,
+    let Some(dead_letter_queue) = &target.dead_letter_queue else {
+        tracing::warn!(target = %target.id, endpoint = %target.url,
             "push delivery dropped after its last attempt (no dead-letter queue): {error}");
         metrics::counter!("sluice_push_dropped_total", "endpoint" => endpoint).increment(1);
         ack(shared, queue, message).await;
@@ -555,7 +623,7 @@ async fn give_up(shared: &Shared, target: &Target, message: &ReceivedMessage, bo
     let text = |value: String| AttributeValue { data_type: "String".to_string(), value: AttributeData::Text(value) };
     let mut dead = NewMessage { body: body.as_bytes().to_vec(), ..Default::default() };
     dead.attributes.insert(LAST_ERROR_ATTRIBUTE.to_string(), text(truncate(error.to_string())));
-    dead.attributes.insert("SluicePushEndpoint".to_string(), text(target.record.endpoint.clone()));
+    dead.attributes.insert("SluicePushEndpoint".to_string(), text(target.url.clone()));
     let sent = shared.store.send(dead_letter_queue, vec![dead]).await;
     match sent.as_ref().map(|results| results.iter().all(Result::is_ok)) {
         Ok(true) => {
@@ -563,7 +631,7 @@ async fn give_up(shared: &Shared, target: &Target, message: &ReceivedMessage, bo
             ack(shared, queue, message).await;
         }
         _ => {
-            tracing::warn!(subscription = %target.record.id, queue = %dead_letter_queue,
+            tracing::warn!(target = %target.id, queue = %dead_letter_queue,
                 "push delivery not dead-lettered (the queue refused it), kept: {sent:?}");
             nack(shared, queue, message, PUSH_STORE_RETRY_MS, Some(error.to_string())).await;
         }

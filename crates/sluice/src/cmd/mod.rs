@@ -2,6 +2,7 @@
 //! how to parse durations, tags and attributes from flags.
 
 mod ack;
+mod alert;
 mod bench;
 mod dlq;
 mod migrate;
@@ -30,6 +31,7 @@ pub enum Command {
     Topic(topic::Args),
     Schedule(schedule::Args),
     Stream(stream::Args),
+    Alert(alert::Args),
     // Boxed: the benchmark's many flags would make every command as large as it.
     Bench(Box<bench::Args>),
     Migrate(migrate::Args),
@@ -48,6 +50,7 @@ impl Command {
             Command::Topic(args) => topic::run(args).await,
             Command::Schedule(args) => schedule::run(args).await,
             Command::Stream(args) => stream::run(args).await,
+            Command::Alert(args) => alert::run(args).await,
             Command::Bench(args) => bench::run(*args).await,
             Command::Migrate(args) => migrate::run(args).await,
         }

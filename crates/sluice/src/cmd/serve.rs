@@ -63,6 +63,16 @@ pub struct Args {
     /// any, every request is accepted whatever it is signed with.
     #[arg(long = "access-key", env = "SLUICE_ACCESS_KEYS", value_name = "ID:SECRET", value_delimiter = ',')]
     access_keys: Vec<sluice_server::AccessKey>,
+    /// How often the dashboard's history (`/v1/stats`) is sampled, in milliseconds (1,000 to
+    /// 600,000); 360 samples are kept, an hour at the default.
+    #[arg(
+        long,
+        env = "SLUICE_STATS_SAMPLE_MS",
+        default_value_t = sluice_server::STATS_SAMPLE_MS_DEFAULT,
+        value_name = "MS",
+        value_parser = clap::value_parser!(u64).range(1_000..=600_000)
+    )]
+    stats_sample_ms: u64,
 }
 
 fn parse_durability(s: &str) -> Result<Durability, String> {
@@ -111,6 +121,8 @@ fn server_config(args: &Args) -> sluice_server::ServerConfig {
         account: args.account.clone(),
         region: args.region.clone(),
         access_keys: args.access_keys.clone(),
+        stats_sample_ms: args.stats_sample_ms,
+        ..sluice_server::ServerConfig::default()
     }
 }
 

@@ -1,0 +1,321 @@
+// The dashboard in a real browser: headless Chromium (Debian's /usr/bin/chromium, never a
+// downloaded one) driven by playwright-core, against a real `sluice serve` on port 0 with its
+// own data directory, sampling every second so that charts have points within seconds.
+//
+// Every test opens pages as a person would, acts through the page (clicks, keys, forms), checks
+// the result through the API as well, and fails on any console error or uncaught exception.
+// Waiting is for conditions (a selector, a status), bounded by WAIT_MS, never for a fixed time.
+// Screenshots go to SLUICE_UI_SCREENSHOTS (default target/ui-screenshots); the README's are
+// copies of these (docs/ui-*.png).
+
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const BIN = process.env.SLUICE_BIN || join(ROOT, 'target/debug/sluice');
+const SHOTS = process.env.SLUICE_UI_SCREENSHOTS || join(ROOT, 'target/ui-screenshots');
+const CHROMIUM = process.env.SLUICE_CHROMIUM || '/usr/bin/chromium';
+const WAIT_MS = 20_000;
+// Chromium on a closed network: no background calls, no component updates, no sync.
+const FLAGS = ['--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync'];
+
+let server;
+let base;
+let browser;
+let dataDir;
+let traffic;
+
+async function call(method, path, body) {
+  const response = await fetch(base + path, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text}`);
+  return data;
+}
+
+const send = (queue, bodies, extra = {}) =>
+  call('POST', `/v1/queues/${queue}/messages`, { messages: bodies.map((body) => ({ body, ...extra })) });
+
+async function startServer() {
+  dataDir = mkdtempSync(join(tmpdir(), 'sluice-ui-'));
+  server = spawn(BIN, ['serve', '--addr', '127.0.0.1:0', '--data-dir', dataDir, '--stats-sample-ms', '1000', '--log-level', 'warn'],
+    { stdio: ['ignore', 'pipe', 'inherit'] });
+  base = await new Promise((done, fail) => {
+    let out = '';
+    server.stdout.on('data', (chunk) => {
+      out += chunk;
+      const found = out.match(/sluice listening on (http:\/\/\S+)/);
+      if (found) done(found[1]);
+    });
+    server.on('exit', (code) => fail(new Error(`sluice serve exited with ${code} before listening`)));
+  });
+}
+
+/** Queues, dead letters with their errors, a topic with subscriptions, and steady traffic. */
+async function seed() {
+  await call('POST', '/v1/queues', { name: 'orders-dlq' });
+  await call('POST', '/v1/queues', { name: 'orders', dead_letter: { queue: 'orders-dlq', max_receive_count: 1 } });
+  await call('POST', '/v1/queues', { name: 'billing' });
+  await call('POST', '/v1/queues', { name: 'emails.fifo', fifo: true });
+  await send('orders', Array.from({ length: 30 }, (_, i) => JSON.stringify({ order: i + 1, total: 10 + i })),
+    { attributes: { tenant: { type: 'String', value: 'acme' } } });
+  const received = await call('POST', '/v1/queues/orders/receive', { max: 8, visibility_timeout_ms: 30000 });
+  await call('POST', '/v1/queues/orders/nack',
+    { entries: received.messages.map((m) => ({ receipt: m.receipt, delay_ms: 0, error: 'payment service timed out' })) });
+  await send('emails.fifo', ['welcome'], { group_id: 'user-1' });
+  await call('POST', '/v1/topics', { name: 'events' });
+  await call('POST', '/v1/topics/events/subscriptions', { queue: 'billing', raw: true, filter_policy: { kind: ['invoice'] } });
+  await call('POST', '/v1/topics/events/subscriptions', { queue: 'orders' });
+  await call('POST', '/v1/alerts/rules', { name: 'orders-late', kind: 'oldest_age_above_ms', target: 'orders', threshold: 1000, for_ms: 0 });
+  let round = 0;
+  traffic = setInterval(async () => {
+    round += 1;
+    if (round > 2000) return clearInterval(traffic);
+    try {
+      await send('billing', ['a', 'b', 'c', 'd']);
+      const got = await call('POST', '/v1/queues/billing/receive', { max: 8 });
+      if (got.messages.length) await call('POST', '/v1/queues/billing/ack', { receipts: got.messages.map((m) => m.receipt) });
+    } catch { /* the server is stopping */ }
+  }, 250);
+}
+
+before(async () => {
+  mkdirSync(SHOTS, { recursive: true });
+  await startServer();
+  await seed();
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, chromiumSandbox: false, args: FLAGS });
+});
+
+after(async () => {
+  clearInterval(traffic);
+  await browser?.close();
+  if (server && server.exitCode === null) {
+    const exited = new Promise((done) => server.on('exit', done));
+    server.kill('SIGTERM');
+    await exited;
+  }
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+/** A page that records console errors and uncaught exceptions, for `done` to check. */
+async function open(hash, { colorScheme = 'light', width = 1400, height = 900 } = {}) {
+  const context = await browser.newContext({ viewport: { width, height }, colorScheme });
+  const page = await context.newPage();
+  const errors = [];
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  page.on('pageerror', (e) => errors.push(e.message));
+  page.setDefaultTimeout(WAIT_MS);
+  await page.goto(`${base}/ui/#/${hash}`);
+  page.done = async () => {
+    await context.close();
+    assert.deepEqual(errors, [], 'no console errors');
+  };
+  return page;
+}
+
+const shot = (page, name) => page.screenshot({ path: join(SHOTS, `ui-${name}.png`) });
+
+/** Waits until a chart inside `scope` has drawn its lines. */
+async function chartDrawn(page, scope) {
+  await page.waitForFunction((sel) => {
+    const lines = [...document.querySelectorAll(`${sel} .chart polyline`)];
+    return lines.length > 0 && lines.every((l) => l.getAttribute('points').split(' ').length >= 2);
+  }, scope);
+}
+
+test('the overview shows totals, draws its charts and lists firing alerts', async () => {
+  const page = await open('');
+  await page.waitForSelector('[data-page=overview]');
+  await chartDrawn(page, '[data-page=overview]');
+  await page.waitForFunction(() => document.querySelector('[data-stat=queues]').textContent === '4');
+  // The built-in rule fires for the dead letters, the seeded rule for the old orders.
+  await page.waitForFunction(() => /dlq-not-empty/.test(document.querySelector('[data-page=overview]').textContent)
+    && /orders-late/.test(document.querySelector('[data-page=overview]').textContent));
+  await page.waitForFunction(() => Number(document.querySelector('[data-stat=sent]').textContent.replace(/[^0-9.]/g, '')) > 0);
+  assert.equal(await page.textContent('[data-stat=store]'), 'OK');
+  assert.equal(await page.title(), 'Overview · Sluice');
+  await shot(page, 'overview');
+  await page.done();
+});
+
+test('the queues table sorts, filters and leads to a queue page with charts and messages', async () => {
+  const page = await open('queues');
+  await page.waitForSelector('[data-page=queues] tbody tr[data-key=orders]');
+  const names = () => page.$$eval('[data-page=queues] tbody tr', (rows) => rows.map((r) => r.dataset.key));
+  assert.deepEqual(await names(), ['billing', 'emails.fifo', 'orders', 'orders-dlq']);
+  await page.click('th[data-col=visible] button');
+  await page.click('th[data-col=visible] button');
+  assert.equal((await names())[0], 'orders', 'the deepest queue first');
+  assert.equal(await page.getAttribute('th[data-col=visible]', 'aria-sort'), 'descending');
+  await page.fill('[data-page=queues] input[type=search]', 'orders');
+  assert.deepEqual((await names()).sort(), ['orders', 'orders-dlq']);
+
+  await page.click('a[href="#/queues/orders"]');
+  await page.waitForSelector('[data-page=queue]');
+  await chartDrawn(page, '[data-page=queue]');
+  await page.waitForSelector('[data-page=queue] tbody tr details');
+  assert.match(await page.textContent('[data-page=queue] tbody'), /"order":9/);
+  assert.match(await page.textContent('[data-page=queue] tbody'), /tenant=acme/);
+  await page.click('[data-page=queue] tbody tr:first-child summary');
+  assert.match(await page.textContent('[data-page=queue] tbody tr:first-child pre'), /"total": 18/);
+  await shot(page, 'queue');
+
+  // A test message through the form.
+  await page.fill('#send-form textarea[name=body]', 'sent from the dashboard');
+  await page.fill('#send-form input[name=attr_name]', 'origin');
+  await page.fill('#send-form input[name=attr_value]', 'ui');
+  await page.selectOption('[data-page=queue] select[aria-label="Messages shown"]', '50');
+  await page.click('#send-form button[type=submit]');
+  await page.waitForFunction(() => /sent from the dashboard/.test(document.querySelector('[data-page=queue] tbody').textContent));
+  const peeked = await call('GET', '/v1/queues/orders/messages?limit=100');
+  const mine = peeked.messages.find((m) => m.body === 'sent from the dashboard');
+  assert.equal(mine.attributes.origin.value, 'ui');
+  await page.done();
+});
+
+test('a dead-letter queue shows why, and redrives through the UI with progress', async () => {
+  const page = await open('dlqs');
+  await page.waitForSelector('[data-page=dlqs] tbody tr[data-key=orders-dlq]');
+  assert.match(await page.textContent('[data-page=dlqs] tbody tr[data-key=orders-dlq]'), /orders/);
+  await page.click('a[href="#/dlqs/orders-dlq"]');
+  await page.waitForSelector('[data-page=dlq] tbody tr details');
+  assert.match(await page.textContent('[data-page=dlq] tbody'), /payment service timed out/);
+  assert.equal(await page.textContent('[data-stat=depth]'), '8');
+  await shot(page, 'dlq');
+
+  await page.fill('#redrive-rate', '20');
+  await page.click('#redrive-start');
+  await page.waitForSelector('#redrive-status[data-status=completed]');
+  assert.match(await page.textContent('#redrive-status'), /8 of 8 moved at 20\/s/);
+  await page.waitForFunction(() => document.querySelector('[data-stat=depth]').textContent === '0');
+  const dlq = await call('GET', '/v1/queues/orders-dlq');
+  assert.equal(dlq.counts.visible, 0);
+  const orders = await call('GET', '/v1/queues/orders');
+  assert.equal(orders.counts.visible + orders.counts.in_flight, 31, 'every message back in its source');
+  await page.done();
+});
+
+test('a slow redrive can be cancelled, and a purge asks first', async () => {
+  await send('orders-dlq', Array.from({ length: 40 }, (_, i) => `stuck ${i}`));
+  const page = await open('dlqs/orders-dlq');
+  await page.waitForFunction(() => document.querySelector('[data-stat=depth]').textContent === '40');
+  await page.fill('#redrive-rate', '2');
+  await page.selectOption('#redrive-to', 'orders');
+  await page.click('#redrive-start');
+  await page.waitForSelector('#redrive-cancel:not([hidden])');
+  await page.waitForFunction(() => /^running: [1-9]/.test(document.querySelector('#redrive-status').textContent));
+  await page.click('#redrive-cancel');
+  await page.waitForSelector('#redrive-status[data-status=cancelled]');
+  const left = (await call('GET', '/v1/queues/orders-dlq')).counts.visible;
+  assert.ok(left > 0 && left < 40, `a cancelled redrive leaves the rest (${left} left)`);
+
+  // Dismissed: nothing purged.
+  await page.click('#purge');
+  await page.waitForSelector('#confirm[open]');
+  await page.keyboard.press('Escape');
+  await page.waitForSelector('#confirm', { state: 'hidden' });
+  assert.equal((await call('GET', '/v1/queues/orders-dlq')).counts.visible, left);
+  // Confirmed: empty.
+  await page.click('#purge');
+  await page.waitForSelector('#confirm[open]');
+  assert.match(await page.textContent('#confirm-text'), new RegExp(`all ${left} dead-lettered messages`));
+  await page.click('#confirm-ok');
+  await page.waitForFunction(() => document.querySelector('[data-stat=depth]').textContent === '0');
+  assert.equal((await call('GET', '/v1/queues/orders-dlq')).counts.visible, 0);
+  await page.done();
+});
+
+test('everything is reachable from the keyboard', async () => {
+  const page = await open('');
+  await page.waitForSelector('[data-page=overview]');
+  await page.keyboard.press('2');
+  await page.waitForSelector('[data-page=queues] tbody tr[data-key=billing]');
+  await page.keyboard.press('/');
+  assert.equal(await page.evaluate(() => document.activeElement.type), 'search');
+  await page.keyboard.type('bill');
+  // Tab from the filter to the first sortable header, sort with Enter, then on to the row's link.
+  let reached = null;
+  for (let i = 0; i < 20 && !reached; i++) {
+    await page.keyboard.press('Tab');
+    reached = await page.evaluate(() => (document.activeElement.closest('tbody') ? document.activeElement.getAttribute('href') : null));
+    if (!reached && (await page.evaluate(() => document.activeElement.closest('th')?.dataset.col)) === 'name') {
+      await page.keyboard.press('Enter');
+      assert.equal(await page.getAttribute('th[data-col=name]', 'aria-sort'), 'descending');
+    }
+  }
+  assert.equal(reached, '#/queues/billing');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('[data-page=queue]');
+  assert.equal(await page.evaluate(() => location.hash), '#/queues/billing');
+  // A chart takes focus and moves its cursor with the arrow keys.
+  await chartDrawn(page, '[data-page=queue]');
+  await page.focus('[data-page=queue] .chart');
+  await page.keyboard.press('ArrowLeft');
+  assert.match(await page.textContent('[data-page=queue] .legend'), /at \d/);
+  await page.done();
+});
+
+test('topics show their subscriptions with filter policies and backlogs', async () => {
+  const page = await open('topics');
+  await page.waitForSelector('[data-page=topics] tbody tr[data-key=events]');
+  await page.click('a[href="#/topics/events"]');
+  await page.waitForSelector('[data-page=topic] tbody tr details');
+  const text = await page.textContent('[data-page=topic] tbody');
+  assert.match(text, /"invoice"/);
+  assert.match(text, /billing/);
+  assert.match(text, /confirmed/);
+  await shot(page, 'topic');
+  await page.done();
+});
+
+test('alerts: firing now, and rules created and deleted through the form', async () => {
+  const page = await open('alerts');
+  await page.waitForSelector('[data-page=alerts] tr[data-key="dlq-not-empty/orders-dlq"], [data-page=alerts] tr[data-key="orders-late/orders"]');
+  await page.fill('#rule-form input[name=name]', 'billing-backlog');
+  await page.selectOption('#rule-form select[name=kind]', 'lag_above');
+  await page.fill('#rule-form input[name=target]', 'events/*');
+  await page.fill('#rule-form input[name=threshold]', '100');
+  await page.fill('#rule-form input[name=for_s]', '30');
+  await page.click('#rule-form button[type=submit]');
+  await page.waitForSelector('[data-page=alerts] tr[data-key=billing-backlog]');
+  assert.equal(await page.inputValue('#rule-form input[name=target]'), '*', 'the form is back to its defaults');
+  const rule = await call('GET', '/v1/alerts/rules/billing-backlog');
+  assert.deepEqual([rule.kind, rule.target, rule.threshold, rule.for_ms], ['lag_above', 'events/*', 100, 30000]);
+  await page.waitForSelector('[data-page=alerts] tr[data-key="orders-late/orders"]');
+  await shot(page, 'alerts');
+  await page.click('button[aria-label="Delete rule billing-backlog"]');
+  await page.click('#confirm-ok');
+  await page.waitForSelector('[data-page=alerts] tr[data-key=billing-backlog]', { state: 'detached' });
+  const rules = await call('GET', '/v1/alerts/rules');
+  assert.deepEqual(rules.rules.map((r) => r.name), ['dlq-not-empty', 'orders-late']);
+  await page.done();
+});
+
+test('dark mode follows the system and the toggle, and small screens keep everything', async () => {
+  const page = await open('', { colorScheme: 'dark' });
+  await chartDrawn(page, '[data-page=overview]');
+  const background = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  assert.equal(await background(), 'rgb(13, 17, 23)', 'dark when the system is');
+  await shot(page, 'overview-dark');
+  await page.click('#theme');
+  assert.equal(await page.getAttribute('html', 'data-theme'), 'light');
+  assert.equal(await background(), 'rgb(246, 247, 249)');
+  await page.done();
+
+  const phone = await open('queues', { width: 390, height: 844 });
+  await phone.waitForSelector('[data-page=queues] tbody tr[data-key=orders]');
+  const overflow = await phone.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 0, `no sideways scrolling of the page (${overflow}px)`);
+  await shot(phone, 'queues-phone');
+  await phone.done();
+});
