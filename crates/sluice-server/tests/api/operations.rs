@@ -88,6 +88,22 @@ async fn openapi_lists_every_route() {
         ("/v1/alerts/rules", &["get", "post"]),
         ("/v1/alerts/rules/{name}", &["get", "delete"]),
         ("/ui", &["get"]),
+        ("/v1/schedules", &["get", "post"]),
+        ("/v1/schedules/{name}", &["get", "delete"]),
+        ("/v1/schedules/{name}/pause", &["post"]),
+        ("/v1/schedules/{name}/resume", &["post"]),
+        ("/v1/streams", &["get", "post"]),
+        ("/v1/streams/{name}", &["get", "patch", "delete"]),
+        ("/v1/streams/{name}/records", &["post"]),
+        ("/v1/streams/{name}/partitions/{partition}/records", &["get"]),
+        ("/v1/streams/{name}/groups", &["get", "post"]),
+        ("/v1/streams/{name}/groups/{group}", &["get", "delete"]),
+        ("/v1/streams/{name}/groups/{group}/fetch", &["post"]),
+        ("/v1/streams/{name}/groups/{group}/commit", &["post"]),
+        ("/v1/streams/{name}/groups/{group}/seek", &["post"]),
+        ("/v1/streams/{name}/groups/{group}/ack", &["post"]),
+        ("/v1/streams/{name}/groups/{group}/release", &["post"]),
+        ("/v1/streams/{name}/groups/{group}/nack", &["post"]),
     ];
     for (path, methods) in want {
         let item = paths.get(path).unwrap_or_else(|| panic!("{path} missing from the OpenAPI document"));
