@@ -101,4 +101,9 @@ codes! {
     // Alerts
     AlertRuleNotFound = "alert_rule_not_found", 404, "No alert rule has this name.";
     AlertRuleExists = "alert_rule_exists", 409, "An alert rule of this name exists with other settings; delete it first.";
+    // Schemas
+    SchemaNotFound = "schema_not_found", 404, "No schema is registered for this type (or it has no such version).";
+    SchemaInvalid = "schema_invalid", 400, "The schema is not a valid JSON Schema 2020-12 document (`details.reason` says why), or is larger than 256 KiB.";
+    SchemaIncompatible = "schema_incompatible", 409, "The new version breaks the type's compatibility mode with an earlier version; `details.reasons` lists each way.";
+    SchemaValidationFailed = "schema_validation_failed", 400, "The message breaks the schema of its type and version, or names none; `details.pointer` is where in the body.";
 }

@@ -7,6 +7,7 @@
 pub mod alerts;
 pub mod error;
 pub mod schedules;
+pub mod schemas;
 pub mod stats;
 pub mod streams;
 pub mod topics;
@@ -19,6 +20,10 @@ use utoipa::ToSchema;
 pub use alerts::{Alert, AlertKind, AlertList, AlertNotify, AlertRule, AlertRuleList, CreateAlertRuleRequest};
 pub use error::{ErrorBody, ErrorCode, ErrorResponse};
 pub use schedules::{CatchUp, CreateScheduleRequest, Schedule, ScheduleList, ScheduleTarget};
+pub use schemas::{
+    CheckSchemaRequest, CheckSchemaResponse, Compatibility, IncompatibilityReason, RegisterSchemaRequest,
+    RegisteredSchema, SchemaConfig, SchemaFailure, SchemaType, SchemaTypeList, SchemaVersion,
+};
 pub use stats::{QueueHistory, QueuePoint, QueueRates, QueueRatesList, Stats, StoreHealth, TotalsPoint};
 pub use streams::{
     AppendRecord, AppendRequest, AppendResponse, AppendResult, CommitRequest, CreateGroupRequest, CreateStreamRequest,
@@ -73,6 +78,10 @@ pub struct CreateQueueRequest {
     pub dedup_scope: Option<DedupScope>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<BTreeMap<String, String>>,
+    /// Refuse a message whose body breaks the schema registered for its `type` and
+    /// `version` (`/v1/schemas`); default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_validation: Option<bool>,
 }
 
 /// What a FIFO dedup id is unique within.
@@ -107,6 +116,8 @@ pub struct UpdateQueueRequest {
     pub dedup_window_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_validation: Option<bool>,
 }
 
 fn double_option<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
@@ -151,6 +162,9 @@ pub struct Queue {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dedup_scope: Option<DedupScope>,
     pub tags: BTreeMap<String, String>,
+    /// Sends are checked against the schema registry.
+    #[serde(default)]
+    pub schema_validation: bool,
     pub created_at: String,
     pub created_at_ms: u64,
     pub counts: QueueCounts,

@@ -36,6 +36,10 @@ pub struct CreateTopicRequest {
     pub attributes: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<BTreeMap<String, String>>,
+    /// Refuse a publish whose body breaks the schema registered for its `type` and `version`
+    /// (the topic attribute `SchemaValidation`); default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_validation: Option<bool>,
 }
 
 /// How many subscriptions a topic has.
@@ -61,6 +65,9 @@ pub struct Topic {
     /// Every attribute set on the topic, by its SNS name.
     pub attributes: BTreeMap<String, String>,
     pub tags: BTreeMap<String, String>,
+    /// Publishes are checked against the schema registry.
+    #[serde(default)]
+    pub schema_validation: bool,
     /// Present on a single topic (`GET /v1/topics/{name}`), absent in lists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subscriptions: Option<SubscriptionCounts>,
@@ -179,6 +186,13 @@ pub struct PublishMessage {
     /// FIFO topics only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dedup_id: Option<String>,
+    /// The message's type: the schema a topic with `schema_validation` checks it against.
+    /// Carried to subscribers as the attribute `sluice.type`.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub message_type: Option<String>,
+    /// The schema version (default: the type's latest), carried as `sluice.version`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 /// `POST /v1/topics/{name}/publish`: 1 to 100 messages.

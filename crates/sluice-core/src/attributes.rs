@@ -70,6 +70,10 @@ pub struct QueueAttributes {
     /// `RedriveAllowPolicy`, `KmsMasterKeyId`, `KmsDataKeyReusePeriodSeconds`,
     /// `SqsManagedSseEnabled`), so that SQS clients read back what they set.
     pub sqs_attributes: BTreeMap<String, String>,
+    /// Refuse a message whose body breaks the JSON Schema registered for its `type` and
+    /// `version` (checked at the door, by the services; the broker does not act on it).
+    #[serde(default)]
+    pub schema_validation: bool,
 }
 
 impl Default for QueueAttributes {
@@ -87,6 +91,7 @@ impl Default for QueueAttributes {
             dedup_scope: DedupScope::Queue,
             tags: BTreeMap::new(),
             sqs_attributes: BTreeMap::new(),
+            schema_validation: false,
         }
     }
 }
@@ -105,6 +110,7 @@ pub struct QueueAttributesPatch {
     pub tags: Option<BTreeMap<String, String>>,
     /// Entries to set (`Some`) or remove (`None`) in `sqs_attributes`.
     pub sqs_attributes: BTreeMap<String, Option<String>>,
+    pub schema_validation: Option<bool>,
 }
 
 impl QueueAttributes {
@@ -142,6 +148,9 @@ impl QueueAttributes {
         }
         if let Some(v) = &patch.tags {
             next.tags = v.clone();
+        }
+        if let Some(v) = patch.schema_validation {
+            next.schema_validation = v;
         }
         for (name, value) in &patch.sqs_attributes {
             match value {

@@ -351,7 +351,7 @@ impl Engine {
         for effect in effects.drain(..) {
             match effect {
                 Effect::PutQueue { id, name, attributes, created_at, modified_at } => {
-                    queues.insert(id, Some(codec::encode(&QueueRecord { name, attributes, created_at, modified_at })));
+                    queues.insert(id, Some(codec::encode_queue(&QueueRecord { name, attributes, created_at, modified_at })));
                 }
                 Effect::DeleteQueue { id } => {
                     queues.insert(id, None);

@@ -80,7 +80,7 @@ pub(crate) fn recover(path: &Path, now: TimeMs) -> Result<Recovered, OpenError> 
     for item in ks.queues.iter() {
         let (k, v) = item.into_inner().map_err(|e| unreadable(&ks.queues, e))?;
         let id = codec::decode_key(&k).map_err(|e| corrupt(format!("queues: {e}")))?;
-        let record: QueueRecord = codec::decode(&v).map_err(|e| corrupt(format!("queues/{id}: {e}")))?;
+        let record: QueueRecord = codec::decode_queue(&v).map_err(|e| corrupt(format!("queues/{id}: {e}")))?;
         broker.restore_queue(id, record.name, record.attributes, record.created_at, record.modified_at);
         queues += 1;
     }

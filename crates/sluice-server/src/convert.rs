@@ -58,6 +58,7 @@ pub fn queue(view: &QueueView) -> api::Queue {
             sluice_core::attributes::DedupScope::MessageGroup => api::DedupScope::MessageGroup,
         }),
         tags: a.tags.clone(),
+        schema_validation: a.schema_validation,
         created_at: rfc3339(view.created_at),
         created_at_ms: view.created_at,
         counts: api::QueueCounts {
@@ -97,6 +98,7 @@ pub fn create_attributes(r: api::CreateQueueRequest) -> (String, QueueAttributes
         },
         tags: r.tags.unwrap_or_default(),
         sqs_attributes: d.sqs_attributes,
+        schema_validation: r.schema_validation.unwrap_or(d.schema_validation),
     };
     (r.name, attributes)
 }
@@ -113,6 +115,7 @@ pub fn patch(r: api::UpdateQueueRequest) -> QueueAttributesPatch {
         dedup_window_ms: r.dedup_window_ms,
         tags: r.tags,
         sqs_attributes: BTreeMap::new(),
+        schema_validation: r.schema_validation,
     }
 }
 

@@ -206,6 +206,7 @@ impl From<sluice_services::alerts::AlertError> for ApiError {
 pub fn publish_error(e: &sluice_services::topics::PublishError, prefix: &str) -> ErrorBody {
     use sluice_services::topics::PublishError as P;
     match e {
+        P::Schema(v) => crate::schema_routes::violation_body(v),
         P::Invalid(i) => ErrorBody {
             code: ErrorCode::InvalidArgument.as_str().to_string(),
             message: i.message.clone(),

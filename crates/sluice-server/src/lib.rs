@@ -28,6 +28,7 @@ mod paging;
 mod queues;
 mod redrive;
 mod schedule_routes;
+mod schema_routes;
 mod stats_routes;
 mod streams;
 mod topic_routes;
@@ -185,6 +186,7 @@ pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
         .route("/v1/redrives", get(redrive::list))
         .route("/v1/redrives/{id}", get(redrive::get).delete(redrive::cancel))
         .merge(schedule_routes::routes())
+        .merge(schema_routes::routes())
         .merge(streams::routes())
         .route("/v1/openapi.json", get(openapi::openapi_json))
         .route("/metrics", get(metrics::scrape))

@@ -7,7 +7,7 @@ use sluice_api::{
     AckRequest, BatchResponse, EntryResult, ErrorBody, ErrorCode, ErrorResponse, MessageList, NackRequest,
     ReceiveRequest, SendRequest, SendResponse, SendResult, VisibilityRequest,
 };
-use sluice_core::EntryError;
+use sluice_core::{EntryError, NewMessage};
 use sluice_core::limits::{BATCH_ENTRIES_MAX, PEEK_MESSAGES_MAX};
 use sluice_store::{EntryResults, VisibilityRule};
 use utoipa::IntoParams;
@@ -102,6 +102,11 @@ pub async fn send(
             }
         }
     }
+    let mut entries: Vec<(usize, NewMessage)> = positions.into_iter().zip(accepted).collect();
+    for (i, violation) in crate::schema_routes::refuse_invalid(&state, &name, &mut entries).await? {
+        results[i] = Some(SendResult { id: None, error: Some(crate::schema_routes::violation_body(&violation)) });
+    }
+    let (positions, accepted): (Vec<usize>, Vec<NewMessage>) = entries.into_iter().unzip();
     if accepted.is_empty() {
         // Nothing to send, but an unknown queue must still be a 404, not a list of errors.
         state.store().get_queue(&name).await?;

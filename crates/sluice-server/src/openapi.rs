@@ -72,6 +72,7 @@ pub async fn openapi_json() -> axum::Json<&'static utoipa::openapi::OpenApi> {
 pub fn document() -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();
     doc.merge(crate::schedule_routes::ScheduleDoc::openapi());
+    doc.merge(crate::schema_routes::SchemaDoc::openapi());
     doc.merge(crate::stats_routes::StatsDoc::openapi());
     doc.merge(crate::alert_routes::AlertsDoc::openapi());
     doc.merge(crate::ui::UiDoc::openapi());

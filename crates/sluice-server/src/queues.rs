@@ -31,6 +31,7 @@ pub async fn create_queue(
 ) -> Result<(StatusCode, axum::Json<Queue>), ApiError> {
     let (name, attributes) = convert::create_attributes(request);
     let (view, created) = state.store().create_queue(&name, attributes).await?;
+    state.services.schemas().forget_queue(&name);
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, axum::Json(convert::queue(&view))))
 }
@@ -99,6 +100,7 @@ pub async fn update_queue(
     Json(request): Json<UpdateQueueRequest>,
 ) -> JsonResult<Queue> {
     let view = state.store().update_queue(&name, convert::patch(request)).await?;
+    state.services.schemas().forget_queue(&name);
     Ok(axum::Json(convert::queue(&view)))
 }
 
@@ -112,6 +114,7 @@ pub async fn update_queue(
 )]
 pub async fn delete_queue(State(state): State<AppState>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
     state.store().delete_queue(&name).await?;
+    state.services.schemas().forget_queue(&name);
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -13,6 +13,9 @@ use sluice_api::{
     SubscribeRequest, Subscription, SubscriptionCounts, SubscriptionList, Topic, TopicList,
 };
 use sluice_core::filter::FilterScope;
+use sluice_core::message::AttributeData;
+use sluice_core::{AttributeValue, ValidationError};
+use sluice_services::schemas::{ATTRIBUTE_TYPE, ATTRIBUTE_VERSION};
 use utoipa::IntoParams;
 
 use crate::AppState;
@@ -37,6 +40,7 @@ fn topic(record: &TopicRecord, arn: String, counts: Option<SubscriptionCounts>) 
         display_name: record.attributes.get("DisplayName").cloned(),
         attributes: record.attributes.clone(),
         tags: record.tags.clone(),
+        schema_validation: record.schema_validation(),
         subscriptions: counts,
         created_at: rfc3339(record.created_at_ms),
         created_at_ms: record.created_at_ms,
@@ -94,6 +98,7 @@ fn native(e: TopicError) -> ApiError {
         "attributes.DeliveryPolicy" => "delivery_policy",
         "attributes.DisplayName" => "display_name",
         "attributes.ContentBasedDeduplication" => "content_based_dedup",
+        "attributes.SchemaValidation" => "schema_validation",
         "endpoint" => "endpoint",
         other => other,
     };
@@ -133,6 +138,9 @@ pub async fn create_topic(
     };
     if let Some(dedup) = request.content_based_dedup {
         attributes.insert("ContentBasedDeduplication".into(), dedup.to_string());
+    }
+    if let Some(on) = request.schema_validation {
+        attributes.insert(sluice_services::topics::SCHEMA_VALIDATION.into(), on.to_string());
     }
     if let Some(name) = request.display_name {
         attributes.insert("DisplayName".into(), name);
@@ -372,6 +380,23 @@ pub async fn publish(
                     bad = Some(crate::error::entry_validation_error(
                         &e.within(&format!("messages[{i}].attributes.{attribute}")),
                     ))
+                }
+            }
+        }
+        for (field, name, value) in [
+            ("type", ATTRIBUTE_TYPE, message.message_type),
+            ("version", ATTRIBUTE_VERSION, message.version),
+        ] {
+            let Some(value) = value else { continue };
+            match attributes.get(name) {
+                Some(given) if given.value != AttributeData::Text(value.clone()) => {
+                    bad = Some(crate::error::entry_validation_error(&ValidationError::new(
+                        format!("messages[{i}].{field}"),
+                        format!("{field} {value:?} differs from the attribute {name} given too; give one of them"),
+                    )));
+                }
+                _ => {
+                    attributes.insert(name.to_owned(), AttributeValue { data_type: "String".into(), value: AttributeData::Text(value) });
                 }
             }
         }

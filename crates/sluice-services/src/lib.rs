@@ -5,6 +5,8 @@
 //! - `topics`: topics and subscriptions (store records), fan-out publish, and the HTTP/S push
 //!   worker (`topics/worker.rs`) with its breakers per endpoint.
 //! - `redrive`: redrive tasks that move a dead-letter queue's messages back at a bounded rate.
+//! - `schemas`: the schema registry (JSON Schema versions per message type, compatibility
+//!   modes) and the check at the door of queues, topics and streams with `schema_validation`.
 //! - `schedules`: cron or fixed-interval recurring sends, each tick fired exactly once by an
 //!   atomic commit of the schedule's record and the tick's message.
 //! - `sqs`: the state only the SQS API has (its 60-second rules, FIFO receive attempts).
@@ -22,6 +24,7 @@
 
 pub mod alerts;
 pub mod redrive;
+pub mod schemas;
 pub mod schedules;
 pub mod sqs;
 pub mod stats;
@@ -37,6 +40,7 @@ use tokio::task::JoinHandle;
 use alerts::{Alerts, AlertsConfig};
 use redrive::Redrives;
 use schedules::Schedules;
+use schemas::Schemas;
 use sqs::SqsState;
 use stats::{CallCounts, CountingQueues, STATS_SAMPLE_MS_DEFAULT, Stats};
 use topics::worker::{Endpoints, PushConfig};
@@ -69,6 +73,7 @@ pub struct Services {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     topics: Arc<Topics>,
+    schemas: Arc<Schemas>,
     redrives: Arc<Redrives>,
     schedules: Arc<Schedules>,
     /// The push worker's breakers and permits per endpoint (shown in subscription views).
@@ -90,8 +95,10 @@ impl Services {
             logs: store.clone(),
             status: store,
         });
-        let topics = Arc::new(Topics::new(store.clone(), config.arns, clock.clone()));
+        let schemas = Schemas::new(store.clone(), clock.clone());
+        let topics = Arc::new(Topics::new(store.clone(), config.arns, clock.clone(), schemas.clone()));
         Arc::new(Services {
+            schemas,
             schedules: Schedules::new(store.clone(), clock.clone(), topics.clone()),
             topics,
             redrives: Redrives::new(store.clone(), clock.clone()),
@@ -114,6 +121,10 @@ impl Services {
 
     pub fn topics(&self) -> &Topics {
         &self.topics
+    }
+
+    pub fn schemas(&self) -> &Arc<Schemas> {
+        &self.schemas
     }
 
     pub fn redrives(&self) -> &Arc<Redrives> {

@@ -110,6 +110,14 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         WrongGroupMode => "see the group's mode with `sluice stream group get STREAM NAME`",
         AlertRuleNotFound => "list alert rules with `sluice alert list`",
         AlertRuleExists => "see it with `sluice alert get NAME`; delete it first to change it",
+        SchemaNotFound => "list registered types with `sluice schema list`, or register one with `sluice schema register`",
+        SchemaInvalid => "fix the schema (JSON Schema 2020-12, local $refs only) and register it again",
+        SchemaIncompatible => {
+            "change the schema as the reasons say, or relax the mode with `sluice schema config TYPE --compatibility none`"
+        }
+        SchemaValidationFailed => {
+            "fix the message at the pointer shown, or check it first with `sluice schema check TYPE --message FILE`"
+        }
         InvalidJson | InvalidArgument | EmptyBatch | NotFound | MethodNotAllowed | UnsupportedMediaType => {
             return None;
         }

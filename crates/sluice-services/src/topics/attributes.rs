@@ -9,7 +9,7 @@ use sluice_core::limits::{FIFO_SUFFIX, TAG_KEY_LEN_MAX, TAG_VALUE_LEN_MAX, TAGS_
 
 use super::error::{Invalid, TAG_LIMIT_EXCEEDED};
 use super::limits::{TOPIC_ATTRIBUTE_BYTES_MAX, TOPIC_NAME_LEN_MAX};
-use super::model::{Arns, CONTENT_BASED_DEDUPLICATION, FIFO_TOPIC};
+use super::model::{Arns, CONTENT_BASED_DEDUPLICATION, FIFO_TOPIC, SCHEMA_VALIDATION};
 
 /// 1 to 256 characters of ASCII letters, digits, `-` and `_`; a FIFO topic's name ends in
 /// `.fifo` and only a FIFO topic's may.
@@ -105,6 +105,7 @@ pub fn check_topic_attribute(fifo: bool, name: &str, value: &str) -> Result<Stri
             _ => Err(value_error(name, "must be 1 or 2")),
         },
         CONTENT_BASED_DEDUPLICATION if fifo => boolean(name, value),
+        SCHEMA_VALIDATION => boolean(name, value),
         "FifoThroughputScope" if fifo => match value {
             "Topic" | "MessageGroup" => Ok(value.to_string()),
             _ => Err(value_error(name, "must be Topic or MessageGroup")),

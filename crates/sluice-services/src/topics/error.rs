@@ -3,6 +3,8 @@
 
 use sluice_store::StoreError;
 
+use crate::schemas::Violation;
+
 /// SNS's code for more tags than a topic may have (HTTP 400, `TagLimitExceededException`).
 pub const TAG_LIMIT_EXCEEDED: &str = "TagLimitExceeded";
 
@@ -73,6 +75,9 @@ impl From<Invalid> for TopicError {
 pub enum PublishError {
     #[error("{}", .0.message)]
     Invalid(Invalid),
+    /// The topic checks schemas and the message breaks its own (or names none).
+    #[error("{0}")]
+    Schema(Violation),
     /// The message is durable for some matching subscriptions but the store refused it for
     /// others (poisoned, disk full, shutting down): not acknowledged. A retry may deliver it a
     /// second time to the subscriptions that have it, as at-least-once allows.

@@ -37,10 +37,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use sluice_clock::Clock;
 use sluice_store::Store;
 
+use crate::schemas::Schemas;
+
 pub use attributes::fifo_topic_value;
 pub use envelope::SIGNING_CERT_FILE;
 pub use error::{Invalid, PublishError, TAG_LIMIT_EXCEEDED, TopicError};
-pub use model::{ArnError, Arns, Protocol, SUBSCRIPTION_KIND, SubscriptionRecord, TopicRecord, decode_subscription};
+pub use model::{
+    ArnError, Arns, Protocol, SCHEMA_VALIDATION, SUBSCRIPTION_KIND, SubscriptionRecord, TopicRecord, decode_subscription,
+};
 pub use publish::Publication;
 
 use cache::{Cached, Live, Snapshot};
@@ -81,11 +85,13 @@ pub struct Topics {
     cache: Mutex<HashMap<String, Cached>>,
     /// The last FIFO sequence number handed out (see `next_sequence`).
     sequence: AtomicU64,
+    /// Checks publishes to topics with `SchemaValidation`.
+    schemas: Arc<Schemas>,
 }
 
 impl Topics {
-    pub fn new(store: Arc<dyn Store>, arns: Arns, clock: Arc<dyn Clock>) -> Topics {
-        Topics { store, clock, arns, cache: Mutex::new(HashMap::new()), sequence: AtomicU64::new(0) }
+    pub fn new(store: Arc<dyn Store>, arns: Arns, clock: Arc<dyn Clock>, schemas: Arc<Schemas>) -> Topics {
+        Topics { store, clock, arns, cache: Mutex::new(HashMap::new()), sequence: AtomicU64::new(0), schemas }
     }
 
     pub fn arns(&self) -> &Arns {

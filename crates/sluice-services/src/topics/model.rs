@@ -23,6 +23,9 @@ pub const RECORD_FORMAT: u8 = 1;
 /// The SNS attribute that makes a FIFO topic, settable only at creation.
 pub const FIFO_TOPIC: &str = "FifoTopic";
 pub const CONTENT_BASED_DEDUPLICATION: &str = "ContentBasedDeduplication";
+/// Sluice's own topic attribute (not AWS's): publishes are checked against the schema
+/// registry; `true` or `false`, settable over SNS and the native API alike.
+pub const SCHEMA_VALIDATION: &str = "SchemaValidation";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopicRecord {
@@ -39,6 +42,10 @@ pub struct TopicRecord {
 impl TopicRecord {
     pub fn content_based_dedup(&self) -> bool {
         self.attributes.get(CONTENT_BASED_DEDUPLICATION).is_some_and(|v| v == "true")
+    }
+
+    pub fn schema_validation(&self) -> bool {
+        self.attributes.get(SCHEMA_VALIDATION).is_some_and(|v| v == "true")
     }
 }
 

@@ -30,6 +30,7 @@ use super::limits::{FIFO_ID_LEN_MAX, PUBLISH_ATTRIBUTES_MAX, PUBLISH_BYTES_MAX, 
 use super::model::{Protocol, SubscriptionRecord, TopicRecord};
 use super::push::{MessageType, PUSH_FORMAT, PushDelivery};
 use super::{Live, Origin, SIGNING_CERT_FILE, Snapshot, Topics};
+use crate::schemas::{ATTRIBUTE_TYPE, ATTRIBUTE_VERSION, Violation};
 
 /// The system attributes a copy carries in its queue (the names the SQS layer shows).
 const SENDER_ID: &str = "SenderId";
@@ -112,8 +113,18 @@ impl Topics {
     ) -> Result<Vec<Result<Published, PublishError>>, TopicError> {
         let snapshot = self.snapshot(topic).await?;
         let mut results: Vec<Option<Result<Published, PublishError>>> = vec![None; publications.len()];
+        if snapshot.topic.schema_validation() {
+            for (index, publication) in publications.iter().enumerate() {
+                if let Err(violation) = self.check_schema(publication).await? {
+                    results[index] = Some(Err(PublishError::Schema(violation)));
+                }
+            }
+        }
         let mut accepted = Vec::new();
         for (index, publication) in publications.into_iter().enumerate() {
+            if results[index].is_some() {
+                continue;
+            }
             match self.accept(&snapshot, index, publication) {
                 Ok(message) => accepted.push(message),
                 Err(invalid) => results[index] = Some(Err(PublishError::Invalid(invalid))),
@@ -222,6 +233,26 @@ impl Topics {
     }
 
     /// Checks one message and gives it its id (and sequence number on a FIFO topic).
+    /// A publication against the schema its attributes `sluice.type` and `sluice.version` name
+    /// (with `MessageStructure=json`, its `default` text is checked).
+    async fn check_schema(&self, p: &Publication) -> Result<Result<(), Violation>, StoreError> {
+        let text = |name: &str| match p.attributes.get(name).map(|a| &a.value) {
+            Some(AttributeData::Text(t)) => Some(t.as_str()),
+            _ => None,
+        };
+        let default;
+        let body = if p.structure_json {
+            default = serde_json::from_str::<serde_json::Value>(&p.message)
+                .ok()
+                .and_then(|v| v.get("default").and_then(|d| d.as_str().map(str::to_owned)))
+                .unwrap_or_default();
+            default.as_str()
+        } else {
+            p.message.as_str()
+        };
+        self.schemas.check_message(text(ATTRIBUTE_TYPE), text(ATTRIBUTE_VERSION), body.as_bytes(), false).await
+    }
+
     fn accept(&self, snapshot: &Snapshot, index: usize, publication: Publication) -> Result<Accepted, Invalid> {
         let Checked { default_text, per_protocol, dedup_id } = check(&snapshot.topic, &publication)?;
         Ok(Accepted {

@@ -41,6 +41,10 @@ fn origin() -> Origin {
     Origin { base_url: "http://localhost:9324".into(), sender: "000000000000".into() }
 }
 
+fn schemas(store: &Arc<dyn Store>) -> Arc<crate::schemas::Schemas> {
+    crate::schemas::Schemas::new(store.clone(), Arc::new(sluice_clock::SystemClock))
+}
+
 fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let embedded = Arc::new(
@@ -49,7 +53,7 @@ fn fixture() -> Fixture {
     );
     let store: Arc<dyn Store> = embedded.clone();
     Fixture {
-        topics: Topics::new(store.clone(), arns(), Arc::new(sluice_clock::SystemClock)),
+        topics: Topics::new(store.clone(), arns(), Arc::new(sluice_clock::SystemClock), schemas(&store)),
         store,
         embedded,
         _dir: dir,
@@ -434,7 +438,7 @@ async fn a_store_failure_for_one_subscription_is_reported_and_the_others_get_the
         logs: f.store.clone(),
         status: f.store.clone(),
     };
-    let failing = Topics::new(Arc::new(failing), arns(), Arc::new(sluice_clock::SystemClock));
+    let failing = Topics::new(Arc::new(failing), arns(), Arc::new(sluice_clock::SystemClock), schemas(&f.store));
     failing.create_topic("t", false, BTreeMap::new(), BTreeMap::new()).await.unwrap();
     for q in ["a", "broken", "b"] {
         f.queue(q, false).await;
@@ -452,7 +456,7 @@ async fn a_store_failure_for_one_subscription_is_reported_and_the_others_get_the
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_node_sees_a_new_subscription_within_the_cache_time() {
     let f = fixture();
-    let other = Topics::new(f.store.clone(), arns(), Arc::new(sluice_clock::SystemClock));
+    let other = Topics::new(f.store.clone(), arns(), Arc::new(sluice_clock::SystemClock), schemas(&f.store));
     f.topics.create_topic("t", false, BTreeMap::new(), BTreeMap::new()).await.unwrap();
     f.queue("q", false).await;
     assert_eq!(

@@ -57,6 +57,10 @@ struct AttributeArgs {
     /// A tag; repeat for several. On update, the given tags replace all current ones.
     #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
     tags: Vec<(String, String)>,
+    /// Check every send against the schema registered for its type and version
+    /// (`sluice schema register`): `true` or `false`.
+    #[arg(long, value_name = "BOOL")]
+    schema_validation: Option<bool>,
 }
 
 impl AttributeArgs {
@@ -179,6 +183,7 @@ async fn create(args: CreateArgs) -> Result<()> {
             if s == "message-group" { sluice_api::DedupScope::MessageGroup } else { sluice_api::DedupScope::Queue }
         }),
         tags: a.tags(),
+        schema_validation: a.schema_validation,
     };
     let created = args.client.client()?.create_queue(&request).await?;
     if args.client.json {
@@ -257,6 +262,7 @@ async fn update(args: UpdateArgs) -> Result<()> {
         content_based_dedup: None,
         dedup_window_ms: None,
         tags: a.tags(),
+        schema_validation: a.schema_validation,
     };
     if request == UpdateQueueRequest::default() {
         bail!("nothing to change: give at least one attribute flag (see `sluice queue update --help`)");
@@ -301,6 +307,7 @@ fn print_queue(q: &Queue, json: bool) -> Result<()> {
         ("receive wait", output::duration_ms(q.receive_wait_ms)),
         ("dead letter", dead_letter),
         ("tags", output::pairs(&q.tags)),
+        ("schema validation", if q.schema_validation { "on" } else { "off" }.to_owned()),
         ("created at", q.created_at.clone()),
         ("visible", q.counts.visible.to_string()),
         ("in flight", q.counts.in_flight.to_string()),

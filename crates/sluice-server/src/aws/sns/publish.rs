@@ -166,9 +166,16 @@ pub async fn publish(ctx: &Ctx<'_>, input: Value) -> Outcome {
             output(out)
         }
         Some(Err(PublishError::Invalid(invalid))) => Err(topic_error(TopicError::Invalid(invalid))),
+        Some(Err(PublishError::Schema(violation))) => Err(schema_refusal(&violation)),
         Some(Err(e @ PublishError::Incomplete { .. })) => Err(incomplete(&e)),
         None => Err(errors::internal("The request processing has failed because of an unknown error.")),
     }
+}
+
+/// A message that breaks its schema (the topic has `SchemaValidation`). Sluice's own refusal,
+/// so not one AWS words: the code is `InvalidParameterValue`, as for SQS.
+fn schema_refusal(violation: &sluice_services::schemas::Violation) -> AwsError {
+    AwsError::new("InvalidParameterValueException", "InvalidParameterValue", axum::http::StatusCode::BAD_REQUEST, violation.to_string())
 }
 
 /// A message some subscriptions have and others could not take now.
@@ -265,6 +272,7 @@ pub async fn publish_batch(ctx: &Ctx<'_>, input: Value) -> Outcome {
             Err(e) => {
                 let error = match &e {
                     PublishError::Invalid(invalid) => topic_error(TopicError::Invalid(invalid.clone())),
+                    PublishError::Schema(violation) => schema_refusal(violation),
                     PublishError::Incomplete { .. } => incomplete(&e),
                 };
                 failed.push(error.entry(&id));

@@ -172,6 +172,7 @@ pub async fn delete_queue(ctx: &Ctx<'_>, input: Value) -> Outcome {
     let input: QueueUrlInput = parse(input)?;
     let name = ctx.queue_name(&input.queue_url)?;
     ctx.store().delete_queue(&name).await?;
+    ctx.state.services.schemas().forget_queue(&name);
     ctx.state.sqs().record_delete(&name, ctx.state.now_ms());
     Ok(None)
 }

@@ -221,6 +221,10 @@ pub async fn send_message(ctx: &Ctx<'_>, input: Value) -> Outcome {
         Ok(p) => p,
         Err(e) => return Err(ctx.after_queue_check(&name, e).await),
     };
+    let mut entry = vec![(0, &prepared.message)];
+    if let Some((_, violation)) = crate::schema_routes::refuse_invalid(ctx.state, &name, &mut entry).await?.pop() {
+        return Err(AwsError::invalid_parameter_value(violation.to_string()));
+    }
     let mut results = ctx.store().send(&name, vec![prepared.message]).await?;
     match results.pop() {
         Some(Ok(sent)) => output(SendMessageOutput {

@@ -1,0 +1,208 @@
+//! The check at the door: a message sent to a queue, topic or stream with `schema_validation`
+//! must name a registered `type` (and optionally `version`), be JSON text, and pass that
+//! version's schema. Refusals are [`Violation`]s, which every protocol reports in its own way
+//! (`schema_validation_failed` natively, `InvalidParameterValue` over SQS and SNS).
+//!
+//! Two short-lived caches keep the check off the store on the hot path: a type's latest version
+//! (for messages without a version) and whether a queue validates, each trusted for
+//! [`CACHE_TTL_MS`] on the injected clock. A change made through this node takes effect at once;
+//! one made on another node of a shared database takes effect within that time.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use serde_json::Value;
+use sluice_core::BrokerError;
+use sluice_store::StoreError;
+
+use super::validate::{self, Failure};
+use super::{SchemaError, Schemas};
+
+/// The SQS/SNS message attribute that names a message's type.
+pub const ATTRIBUTE_TYPE: &str = "sluice.type";
+/// The SQS/SNS message attribute that names a message's schema version.
+pub const ATTRIBUTE_VERSION: &str = "sluice.version";
+
+/// How long a cached latest version or queue setting is trusted, in milliseconds.
+pub const CACHE_TTL_MS: u64 = 1_000;
+/// Most compiled schemas kept; past it the cache starts again empty.
+pub const VALIDATORS_CACHED_MAX: usize = 4_096;
+/// Most entries each of the other caches keeps.
+const ENTRIES_CACHED_MAX: usize = 65_536;
+
+/// Why a message was refused at the door.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub r#type: Option<String>,
+    pub version: Option<u32>,
+    /// The JSON pointer of the (first) failure in the body; `""` for the whole message.
+    pub pointer: String,
+    /// The first failure, for people.
+    pub reason: String,
+    /// Every failure found (at most `VIOLATION_ERRORS_MAX`), empty when the message could not
+    /// be checked at all (no type, not JSON).
+    pub failures: Vec<Failure>,
+}
+
+impl Violation {
+    fn whole(r#type: Option<&str>, version: Option<u32>, reason: impl Into<String>) -> Violation {
+        Violation {
+            r#type: r#type.map(str::to_owned),
+            version,
+            pointer: String::new(),
+            reason: reason.into(),
+            failures: Vec::new(),
+        }
+    }
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.r#type, self.version) {
+            (Some(t), Some(v)) => write!(f, "the message breaks schema {t} version {v}")?,
+            (Some(t), None) => write!(f, "the message breaks the schema of {t}")?,
+            _ => write!(f, "the message cannot be checked against a schema")?,
+        }
+        if self.pointer.is_empty() { write!(f, ": {}", self.reason) } else { write!(f, " at {}: {}", self.pointer, self.reason) }
+    }
+}
+
+#[derive(Default)]
+pub(super) struct Caches {
+    /// Type → (latest version, 0 when none; when it was read).
+    latest: Mutex<HashMap<String, (u32, u64)>>,
+    /// Queue → (validates; when it was read).
+    queues: Mutex<HashMap<String, (bool, u64)>>,
+}
+
+impl Caches {
+    pub(super) fn latest_changed(&self, name: &str, version: u32, now_ms: u64) {
+        put(&self.latest, name, (version, now_ms));
+    }
+}
+
+fn fresh<T: Copy>(cache: &Mutex<HashMap<String, (T, u64)>>, key: &str, now_ms: u64) -> Option<T> {
+    let map = cache.lock().expect("schema cache");
+    map.get(key).filter(|(_, at)| now_ms.saturating_sub(*at) < CACHE_TTL_MS).map(|(v, _)| *v)
+}
+
+fn put<T>(cache: &Mutex<HashMap<String, (T, u64)>>, key: &str, entry: (T, u64)) {
+    let mut map = cache.lock().expect("schema cache");
+    if map.len() >= ENTRIES_CACHED_MAX {
+        map.clear();
+    }
+    map.insert(key.to_owned(), entry);
+}
+
+impl Schemas {
+    /// Checks one message: `Ok(Err(violation))` refuses it; `Err` is the store failing.
+    pub async fn check_message(
+        &self,
+        r#type: Option<&str>,
+        version: Option<&str>,
+        body: &[u8],
+        binary: bool,
+    ) -> Result<Result<(), Violation>, StoreError> {
+        let outcome = self.check_inner(r#type, version, body, binary).await;
+        let result = match &outcome {
+            Ok(Ok(())) => "valid",
+            Ok(Err(_)) => "refused",
+            Err(_) => "error",
+        };
+        metrics::counter!("sluice_schema_checks_total", "result" => result).increment(1);
+        outcome
+    }
+
+    async fn check_inner(
+        &self,
+        r#type: Option<&str>,
+        version: Option<&str>,
+        body: &[u8],
+        binary: bool,
+    ) -> Result<Result<(), Violation>, StoreError> {
+        let Some(name) = r#type else {
+            return Ok(Err(Violation::whole(
+                None,
+                None,
+                "the message has no type; give `type` (over SQS and SNS the attribute sluice.type) naming its schema",
+            )));
+        };
+        let version = match version {
+            Some(text) => match text.trim().parse::<u32>() {
+                Ok(v) if v > 0 => v,
+                _ => {
+                    return Ok(Err(Violation::whole(
+                        Some(name),
+                        None,
+                        format!("the version {text:?} is not a schema version number (1, 2, ...)"),
+                    )));
+                }
+            },
+            None => match self.latest(name).await? {
+                0 => return Ok(Err(Violation::whole(Some(name), None, format!("no schema is registered for type {name:?}")))),
+                v => v,
+            },
+        };
+        let validator = match self.validator(name, version).await {
+            Ok(Some(v)) => v,
+            Ok(None) => {
+                return Ok(Err(Violation::whole(Some(name), Some(version), format!("type {name:?} has no version {version}"))));
+            }
+            Err(SchemaError::Store(e)) => return Err(e),
+            Err(e) => return Ok(Err(Violation::whole(Some(name), Some(version), e.to_string()))),
+        };
+        if binary {
+            return Ok(Err(Violation::whole(Some(name), Some(version), "the body is binary; a schema checks JSON text")));
+        }
+        let instance: Value = match serde_json::from_slice(body) {
+            Ok(v) => v,
+            Err(e) => return Ok(Err(Violation::whole(Some(name), Some(version), format!("the body is not JSON: {e}")))),
+        };
+        let failures = validate::failures(&validator, &instance);
+        let Some(first) = failures.first() else { return Ok(Ok(())) };
+        Ok(Err(Violation {
+            r#type: Some(name.to_owned()),
+            version: Some(version),
+            pointer: first.pointer.clone(),
+            reason: first.message.clone(),
+            failures,
+        }))
+    }
+
+    /// A type's latest version, 0 when it has none (cached).
+    async fn latest(&self, name: &str) -> Result<u32, StoreError> {
+        let now = self.clock.now_ms();
+        if let Some(v) = fresh(&self.caches.latest, name, now) {
+            return Ok(v);
+        }
+        let latest = match self.type_record(name).await {
+            Ok(record) => record.map_or(0, |t| t.latest),
+            Err(SchemaError::Store(e)) => return Err(e),
+            // An unreadable type record names no usable version.
+            Err(_) => 0,
+        };
+        put(&self.caches.latest, name, (latest, now));
+        Ok(latest)
+    }
+
+    /// Whether sends into `queue` are checked (cached); an unknown queue is not (its send
+    /// answers `queue_not_found` anyway).
+    pub async fn queue_validates(&self, queue: &str) -> Result<bool, StoreError> {
+        let now = self.clock.now_ms();
+        if let Some(v) = fresh(&self.caches.queues, queue, now) {
+            return Ok(v);
+        }
+        let validates = match self.store.get_queue(queue).await {
+            Ok(view) => view.attributes.schema_validation,
+            Err(StoreError::Broker(BrokerError::QueueNotFound(_))) => false,
+            Err(e) => return Err(e),
+        };
+        put(&self.caches.queues, queue, (validates, now));
+        Ok(validates)
+    }
+
+    /// Forgets what is cached about a queue, after it was created, changed or deleted here.
+    pub fn forget_queue(&self, queue: &str) {
+        self.caches.queues.lock().expect("schema cache").remove(queue);
+    }
+}
