@@ -261,4 +261,28 @@ mod tests {
         assert!(decode_queue(&[3, b'{', b'}']).unwrap_err().contains("format 3"));
         assert!(decode_queue(&[]).is_err());
     }
+
+    /// The format is a contract: these bytes were written by format 2 and must always decode.
+    #[test]
+    fn format_2_fixture() {
+        let json = br#"{"name":"jobs","attributes":{"visibility_timeout_ms":30000,"delay_ms":0,"retention_ms":345600000,"message_bytes_max":262144,"receive_wait_ms":0,"dead_letter":{"queue":"dlq","max_receive_count":3},"fifo":false,"content_based_dedup":false,"dedup_window_ms":300000,"dedup_scope":"Queue","tags":{"team":"a"},"sqs_attributes":{"Policy":"{}"},"schema_validation":true},"created_at":1700000000000,"modified_at":1700000000001}"#;
+        let mut bytes = vec![2];
+        bytes.extend(json);
+        let record = decode_queue(&bytes).unwrap();
+        let expected = QueueRecord {
+            name: "jobs".into(),
+            attributes: QueueAttributes {
+                message_bytes_max: 262_144,
+                dead_letter: Some(sluice_core::DeadLetter { queue: "dlq".into(), max_receive_count: 3 }),
+                tags: [("team".to_string(), "a".to_string())].into(),
+                sqs_attributes: [("Policy".to_string(), "{}".to_string())].into(),
+                schema_validation: true,
+                ..QueueAttributes::default()
+            },
+            created_at: 1_700_000_000_000,
+            modified_at: 1_700_000_000_001,
+        };
+        assert_eq!(record, expected);
+        assert_eq!(encode_queue(&expected), bytes, "format 2 writes what it wrote when the fixture was taken");
+    }
 }

@@ -4,5 +4,6 @@
 //! store's to change (with a new format byte) and the store's API is the `Store` trait.
 
 pub use crate::codec::{
-    DedupRecord, HighWater, QueueRecord, decode, decode_dedup_key, decode_key, dedup_key, encode, key,
+    DedupRecord, HighWater, QUEUE_RECORD_VERSION, QueueRecord, RECORD_VERSION, decode, decode_dedup_key, decode_key,
+    decode_queue, dedup_key, encode, encode_queue, key,
 };
