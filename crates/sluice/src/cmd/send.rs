@@ -53,9 +53,13 @@ pub struct Args {
     /// several.
     #[arg(long = "attr", value_name = "NAME=TYPE:VALUE", value_parser = parse_attribute)]
     attributes: Vec<(String, Attribute)>,
-    /// The message's type, e.g. invoice.created.
+    /// The message's type, e.g. invoice.created: on a queue with schema validation, the
+    /// schema its body is checked against.
     #[arg(long = "type", value_name = "TYPE")]
     message_type: Option<String>,
+    /// The schema version to check against; default: the type's latest.
+    #[arg(long = "version", value_name = "N", requires = "message_type")]
+    schema_version: Option<u32>,
     /// Where the message comes from, e.g. billing-service.
     #[arg(long)]
     source: Option<String>,
@@ -85,6 +89,7 @@ pub async fn run(args: Args) -> Result<()> {
         deliver_at: args.deliver_at.clone(),
         priority: args.priority,
         message_type: args.message_type.clone(),
+        version: args.schema_version.map(|v| v.to_string()),
         source: args.source.clone(),
         correlation_id: args.correlation_id.clone(),
         group_id: args.group.clone(),

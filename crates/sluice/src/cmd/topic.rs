@@ -159,6 +159,14 @@ struct PublishArgs {
     /// FIFO: a publish with the same id inside the dedup window is delivered once.
     #[arg(long, value_name = "ID")]
     dedup_id: Option<String>,
+    /// The message's type (the attribute `sluice.type`): the schema a topic with schema
+    /// validation checks the body against.
+    #[arg(long = "type", value_name = "TYPE")]
+    message_type: Option<String>,
+    /// The schema version to check against (the attribute `sluice.version`); default: the
+    /// type's latest.
+    #[arg(long = "version", value_name = "N", requires = "message_type")]
+    schema_version: Option<u32>,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -329,6 +337,8 @@ async fn publish(args: PublishArgs) -> Result<()> {
         attributes: args.attributes.iter().cloned().collect(),
         group_id: args.group.clone(),
         dedup_id: args.dedup_id.clone(),
+        message_type: args.message_type.clone(),
+        version: args.schema_version.map(|v| v.to_string()),
     };
     let response = args.client.client()?.publish(&args.topic, &PublishRequest { messages: vec![message] }).await?;
     if args.client.json {
