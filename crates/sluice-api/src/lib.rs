@@ -33,7 +33,7 @@ pub use streams::{
 };
 pub use topics::{
     CreateTopicRequest, FilterPolicyScope, PublishMessage, PublishRequest, PublishResponse, PublishResult,
-    SubscribeRequest, Subscription, SubscriptionCounts, SubscriptionList, Topic, TopicList,
+    SubscribeRequest, Subscription, SubscriptionCounts, SubscriptionList, Topic, TopicList, UpdateTopicRequest,
 };
 
 /// Dead-letter policy of a queue.

@@ -42,6 +42,28 @@ pub struct CreateTopicRequest {
     pub schema_validation: Option<bool>,
 }
 
+/// `PATCH /v1/topics/{name}`: the settings given change, the others stay (all in one write).
+/// `fifo` and the tags are not changed here.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateTopicRequest {
+    /// FIFO topics only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_based_dedup: Option<bool>,
+    /// `""` removes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub delivery_policy: Option<serde_json::Value>,
+    /// Other SNS topic attributes, by their SNS names (`""` removes an optional one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attributes: Option<BTreeMap<String, String>>,
+    /// Check publishes against the schema registry (the topic attribute `SchemaValidation`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_validation: Option<bool>,
+}
+
 /// How many subscriptions a topic has.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct SubscriptionCounts {

@@ -22,6 +22,7 @@ mod alerts;
 mod error;
 mod retry;
 mod schedules;
+mod schemas;
 pub mod streams;
 
 use std::time::Duration;
@@ -34,7 +35,7 @@ use sluice_api::{
     AckRequest, BatchResponse, CreateQueueRequest, CreateTopicRequest, ErrorResponse, Message, MessageList,
     NackRequest, PublishRequest, PublishResponse, PurgeResponse, Queue, QueueList, ReceiveRequest, RedriveRequest,
     RedriveTask, RedriveTaskList, SendMessage, SendRequest, SendResponse, SubscribeRequest, Subscription,
-    SubscriptionList, Topic, TopicList, UpdateQueueRequest, VisibilityRequest,
+    SubscriptionList, Topic, TopicList, UpdateQueueRequest, UpdateTopicRequest, VisibilityRequest,
 };
 use sluice_core::backoff::Backoff;
 use sluice_core::limits::RECEIVE_WAIT_MS_MAX;
@@ -43,6 +44,7 @@ pub use alerts::CreatedAlertRule;
 pub use error::ClientError;
 pub use retry::RetryPolicy;
 pub use schedules::CreatedSchedule;
+pub use schemas::RegisteredSchemaVersion;
 pub use sluice_api;
 
 use retry::Failure;
@@ -253,6 +255,11 @@ impl Client {
     /// `GET /v1/topics/{name}`: the topic with its subscription counts.
     pub async fn get_topic(&self, name: &str) -> Result<Topic> {
         self.json(Method::GET, &["v1", "topics", name], &[], None::<&()>).await
+    }
+
+    /// `PATCH /v1/topics/{name}`: changes the settings given, in one write.
+    pub async fn update_topic(&self, name: &str, request: &UpdateTopicRequest) -> Result<Topic> {
+        self.json(Method::PATCH, &["v1", "topics", name], &[], Some(request)).await
     }
 
     /// `DELETE /v1/topics/{name}`: deletes the topic and its subscriptions.

@@ -172,7 +172,10 @@ pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
         .route("/v1/queues/{name}/nack", post(messages::nack))
         .route("/v1/queues/{name}/redrive", post(redrive::start).get(redrive::list_for_queue))
         .route("/v1/topics", get(topic_routes::list_topics).post(topic_routes::create_topic))
-        .route("/v1/topics/{name}", get(topic_routes::get_topic).delete(topic_routes::delete_topic))
+        .route(
+            "/v1/topics/{name}",
+            get(topic_routes::get_topic).patch(topic_routes::update_topic).delete(topic_routes::delete_topic),
+        )
         .route(
             "/v1/topics/{name}/subscriptions",
             get(topic_routes::list_topic_subscriptions).post(topic_routes::subscribe),

@@ -35,6 +35,7 @@ use crate::{health, messages, metrics, queues, redrive, topic_routes};
         topic_routes::create_topic,
         topic_routes::list_topics,
         topic_routes::get_topic,
+        topic_routes::update_topic,
         topic_routes::delete_topic,
         topic_routes::subscribe,
         topic_routes::list_topic_subscriptions,

@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 use sluice_api::{
     CreateTopicRequest, ErrorCode, ErrorResponse, FilterPolicyScope, PublishRequest, PublishResponse, PublishResult,
-    SubscribeRequest, Subscription, SubscriptionCounts, SubscriptionList, Topic, TopicList,
+    SubscribeRequest, Subscription, SubscriptionCounts, SubscriptionList, Topic, TopicList, UpdateTopicRequest,
 };
 use sluice_core::filter::FilterScope;
 use sluice_core::message::AttributeData;
@@ -191,6 +191,41 @@ pub async fn list_topics(State(state): State<AppState>, Query(params): Query<Lis
     )
 )]
 pub async fn get_topic(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<Topic> {
+    Ok(axum::Json(topic_view(&state.topics().get_topic(&name).await?)))
+}
+
+#[utoipa::path(
+    patch, path = "/v1/topics/{name}", tag = "topics",
+    params(("name" = String, Path, description = "Topic name")),
+    request_body = UpdateTopicRequest,
+    responses(
+        (status = 200, description = "The topic as it is now, with its subscription counts", body = Topic),
+        (status = 400, description = "A setting breaks a rule (nothing changed)", body = ErrorResponse),
+        (status = 404, description = "`topic_not_found`", body = ErrorResponse),
+    )
+)]
+pub async fn update_topic(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(request): Json<UpdateTopicRequest>,
+) -> JsonResult<Topic> {
+    let mut changes = request.attributes.unwrap_or_default();
+    if let Some(dedup) = request.content_based_dedup {
+        changes.insert("ContentBasedDeduplication".into(), dedup.to_string());
+    }
+    if let Some(on) = request.schema_validation {
+        changes.insert(sluice_services::topics::SCHEMA_VALIDATION.into(), on.to_string());
+    }
+    if let Some(display_name) = request.display_name {
+        changes.insert("DisplayName".into(), display_name);
+    }
+    if let Some(policy) = request.delivery_policy {
+        changes.insert("DeliveryPolicy".into(), policy.to_string());
+    }
+    // Like a queue's PATCH, an empty one changes nothing and answers the topic.
+    if !changes.is_empty() {
+        state.topics().set_topic_attributes(&name, &changes).await.map_err(native)?;
+    }
     Ok(axum::Json(topic_view(&state.topics().get_topic(&name).await?)))
 }
 

@@ -26,9 +26,13 @@ pub fn hinted(message: impl Into<String>, hint: impl Into<String>) -> anyhow::Er
     Hinted { message: message.into(), hint: hint.into() }.into()
 }
 
-/// Prints `error` and, when one is known, a hint.
+/// Prints `error`, the reasons its details list (a schema's incompatibilities, a message's
+/// schema failures) and, when one is known, a hint.
 pub fn print(error: &anyhow::Error) {
     eprintln!("error: {error:#}");
+    for line in detail_lines(error) {
+        eprintln!("  {line}");
+    }
     if let Some(hint) = hint(error) {
         eprintln!("hint: {hint}");
     }
@@ -44,6 +48,27 @@ fn hint(error: &anyhow::Error) -> Option<String> {
         }
     }
     None
+}
+
+/// One line per entry of `details.reasons` (`schema_incompatible`) or `details.errors`
+/// (`schema_validation_failed`): what a user needs to fix, which the message alone only names.
+fn detail_lines(error: &anyhow::Error) -> Vec<String> {
+    let details = error.chain().find_map(|cause| match cause.downcast_ref::<ClientError>() {
+        Some(ClientError::Api { details: Some(d), .. } | ClientError::Rejected { details: Some(d), .. }) => Some(d),
+        _ => None,
+    });
+    let Some(details) = details else { return Vec::new() };
+    let text = |v: &serde_json::Value, key: &str| v[key].as_str().unwrap_or_default().to_owned();
+    let mut lines = Vec::new();
+    for r in details["reasons"].as_array().into_iter().flatten() {
+        let at = text(r, "path");
+        lines.push(format!("version {} ({}): {} at {}: {}", r["version"], text(r, "direction"), text(r, "kind"), if at.is_empty() { "/" } else { &at }, text(r, "message")));
+    }
+    for e in details["errors"].as_array().into_iter().flatten() {
+        let pointer = text(e, "pointer");
+        lines.push(format!("at {}: {}", if pointer.is_empty() { "(the body)" } else { &pointer }, text(e, "message")));
+    }
+    lines
 }
 
 fn client_hint(error: &ClientError) -> Option<&'static str> {
@@ -116,7 +141,7 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
             "change the schema as the reasons say, or relax the mode with `sluice schema config TYPE --compatibility none`"
         }
         SchemaValidationFailed => {
-            "fix the message at the pointer shown, or check it first with `sluice schema check TYPE --message FILE`"
+            "fix the message at the pointer shown, or check it first with `sluice schema check TYPE --body JSON`"
         }
         InvalidJson | InvalidArgument | EmptyBatch | NotFound | MethodNotAllowed | UnsupportedMediaType => {
             return None;
@@ -139,6 +164,30 @@ mod tests {
         .context("sending to x");
         assert_eq!(format!("{error:#}"), "sending to x: no queue named x (queue_not_found)");
         assert!(hint(&error).unwrap().contains("sluice queue list"));
+    }
+
+    #[test]
+    fn schema_errors_list_their_reasons_and_failures() {
+        let incompatible = anyhow::Error::from(ClientError::Api {
+            status: 409,
+            code: "schema_incompatible".into(),
+            message: "the schema is not backward compatible with version 2".into(),
+            details: Some(serde_json::json!({"compatibility": "backward", "reasons": [
+                {"version": 2, "direction": "backward", "kind": "required_added", "path": "/required", "message": "note is required now"}
+            ]})),
+        });
+        assert_eq!(detail_lines(&incompatible), ["version 2 (backward): required_added at /required: note is required now"]);
+        let refused = anyhow::Error::from(ClientError::Rejected {
+            code: "schema_validation_failed".into(),
+            message: "the body breaks order version 1".into(),
+            details: Some(serde_json::json!({"pointer": "/total", "errors": [
+                {"pointer": "/total", "schema_path": "/properties/total/minimum", "message": "-1 is less than 0"},
+                {"pointer": "", "schema_path": "/required", "message": "\"id\" is required"}
+            ]})),
+        });
+        assert_eq!(detail_lines(&refused), ["at /total: -1 is less than 0", "at (the body): \"id\" is required"]);
+        assert!(hint(&refused).unwrap().contains("sluice schema check"));
+        assert!(detail_lines(&hinted("no", "do this")).is_empty());
     }
 
     #[test]

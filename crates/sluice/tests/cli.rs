@@ -233,6 +233,13 @@ fn every_command_explains_itself_with_an_example() {
         &["alert", "get"],
         &["alert", "delete"],
         &["alert", "firing"],
+        &["topic", "update"],
+        &["schema"],
+        &["schema", "register"],
+        &["schema", "list"],
+        &["schema", "get"],
+        &["schema", "check"],
+        &["schema", "config"],
     ];
     for command in commands {
         let mut args = command.to_vec();
@@ -324,6 +331,88 @@ fn topic_commands_fan_out_into_queues() {
     assert!(server.cli(&["topic", "unsubscribe", "orders", id]).failed().contains("subscription_not_found"));
     assert!(server.cli(&["topic", "delete", "orders"]).ok().starts_with("deleted topic orders"));
     assert!(server.cli(&["topic", "delete", "orders"]).failed().contains("topic_not_found"));
+}
+
+#[test]
+fn schema_commands_register_check_and_enforce() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let v1 = dir.path().join("order.v1.json");
+    std::fs::write(
+        &v1,
+        r#"{"type": "object", "properties": {"id": {"type": "string"}, "total": {"type": "integer", "minimum": 0}}, "required": ["id", "total"]}"#,
+    )
+    .unwrap();
+    let v2 = dir.path().join("order.v2.json");
+    std::fs::write(
+        &v2,
+        r#"{"type": "object", "properties": {"id": {"type": "string"}, "total": {"type": "integer", "minimum": 0}, "note": {"type": "string"}}, "required": ["id", "total", "note"]}"#,
+    )
+    .unwrap();
+    let (v1, v2) = (v1.to_str().unwrap(), v2.to_str().unwrap());
+
+    let no_schemas = server.cli(&["schema", "list"]);
+    assert!(no_schemas.ok().is_empty() && no_schemas.stderr.contains("sluice schema register"), "{no_schemas:?}");
+    assert_eq!(server.cli(&["schema", "register", "order", "--file", v1]).ok(), "registered order version 1\n");
+    assert!(server.cli(&["schema", "register", "order", "--file", v1]).ok().contains("already this schema"));
+    assert_eq!(server.cli(&["schema", "register", "order", "--file", v1, "--json"]).json()["version"], 1);
+
+    // A new required property breaks backward compatibility: the check says why and fails,
+    // and so does the registration, with the reasons and what to do.
+    let checked = server.cli(&["schema", "check", "order", "--file", v2]);
+    let stderr = checked.failed();
+    assert!(checked.stdout.contains("required_added") && checked.stdout.contains("/required"), "{checked:?}");
+    assert!(stderr.contains("not compatible") && stderr.contains("--compatibility none"), "{stderr}");
+    let refused = server.cli(&["schema", "register", "order", "--file", v2]).failed().to_owned();
+    assert!(refused.contains("(schema_incompatible)"), "{refused}");
+    assert!(refused.contains("version 1 (backward): required_added at /required"), "{refused}");
+    assert!(refused.contains("hint: "), "{refused}");
+    let not_json = dir.path().join("broken.json");
+    std::fs::write(&not_json, "{").unwrap();
+    assert!(server.cli(&["schema", "register", "order", "--file", not_json.to_str().unwrap()]).failed().contains("is not JSON"));
+
+    let configured = server.cli(&["schema", "config", "order", "--compatibility", "none"]).ok().to_owned();
+    assert_eq!(configured, "order: new versions are checked as none\n");
+    assert!(server.cli(&["schema", "config", "order", "--compatibility", "sideways"]).code == Some(2), "clap refuses it");
+    assert_eq!(server.cli(&["schema", "register", "order", "--file", v2]).ok(), "registered order version 2\n");
+    let listed = server.cli(&["schema", "list"]).ok().to_owned();
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), ["TYPE", "LATEST", "COMPATIBILITY", "UPDATED", "AT"]);
+    assert_eq!(lines[1].split_whitespace().take(3).collect::<Vec<_>>(), ["order", "2", "none"]);
+    let ty = server.cli(&["schema", "get", "order", "--json"]).json();
+    assert_eq!((ty["versions"].clone(), ty["compatibility"].clone()), (serde_json::json!([1, 2]), Value::from("none")));
+    assert!(server.cli(&["schema", "get", "order"]).ok().contains("versions        1, 2"));
+    let first = server.cli(&["schema", "get", "order", "--version", "1", "--json"]).json();
+    assert_eq!(first["schema"]["required"], serde_json::json!(["id", "total"]));
+    let latest = server.cli(&["schema", "get", "order", "--version", "latest"]).ok().to_owned();
+    assert!(latest.contains("version     2") && latest.contains("\"note\""), "{latest}");
+    assert!(server.cli(&["schema", "get", "nope"]).failed().contains("(schema_not_found)"));
+
+    let valid = server.cli(&["schema", "check", "order", "--body", r#"{"id": "o-1", "total": 5}"#, "--version", "1"]);
+    assert_eq!(valid.ok(), "valid: the body passes order version 1\n");
+    let invalid = server.cli(&["schema", "check", "order", "--body", r#"{"id": "o-1", "total": -5}"#, "--json"]);
+    assert_eq!(invalid.code, Some(1));
+    let answer: Value = serde_json::from_str(&invalid.stdout).unwrap();
+    assert_eq!((answer["valid"].clone(), answer["version"].clone()), (Value::from(false), Value::from(2)));
+    assert!(invalid.stderr.contains("breaks order version 2"), "{invalid:?}");
+
+    // Enforced at the door of a queue and a topic with validation on.
+    server.cli(&["queue", "create", "orders", "--schema-validation", "true"]).ok();
+    assert!(server.cli(&["send", "orders", r#"{"id": "o-1", "total": 1}"#, "--type", "order", "--version", "1"]).code == Some(0));
+    let bad_send = server.cli(&["send", "orders", r#"{"id": "o-2", "total": -1}"#, "--type", "order", "--version", "1"]);
+    let stderr = bad_send.failed();
+    assert!(stderr.contains("(schema_validation_failed)") && stderr.contains("/total"), "{stderr}");
+    assert!(server.cli(&["send", "orders", "untyped"]).failed().contains("(schema_validation_failed)"));
+    server.cli(&["queue", "create", "copies"]).ok();
+    let topic = server.cli(&["topic", "create", "events", "--schema-validation", "true", "--json"]).json();
+    assert_eq!(topic["schema_validation"], true);
+    server.cli(&["topic", "subscribe", "events", "--queue", "copies", "--raw"]).ok();
+    let bad_publish = server.cli(&["topic", "publish", "events", r#"{"id": "o-3"}"#, "--type", "order", "--version", "1"]);
+    assert!(bad_publish.failed().contains("(schema_validation_failed)"), "{bad_publish:?}");
+    let turned_off = server.cli(&["topic", "update", "events", "--schema-validation", "false"]).ok().to_owned();
+    assert!(turned_off.contains("schema validation     false"), "{turned_off}");
+    assert!(server.cli(&["topic", "publish", "events", "anything"]).ok().contains("to 1 subscriptions"));
+    assert!(server.cli(&["topic", "update", "events"]).failed().contains("nothing to change"));
 }
 
 #[test]

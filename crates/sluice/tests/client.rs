@@ -382,3 +382,74 @@ async fn stats_history_and_alert_rules_through_the_client() {
     client.delete_alert_rule("jobs-deep").await.unwrap();
     assert_code(client.delete_alert_rule("jobs-deep").await, ErrorCode::AlertRuleNotFound);
 }
+
+#[tokio::test]
+async fn schemas_are_registered_read_checked_and_enforced_through_the_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let client = server.client();
+    let v1 = serde_json::json!({
+        "type": "object",
+        "properties": {"id": {"type": "string"}, "total": {"type": "integer", "minimum": 0}},
+        "required": ["id", "total"],
+    });
+    let first = client.register_schema("order", &v1).await.unwrap();
+    assert!(first.created);
+    assert_eq!((first.registered.message_type.as_str(), first.registered.version), ("order", 1));
+    assert!(!client.register_schema("order", &v1).await.unwrap().created, "the same schema again adds nothing");
+
+    let mut v2 = v1.clone();
+    v2["required"] = serde_json::json!(["id", "total", "note"]);
+    let refused = client.register_schema("order", &v2).await.unwrap_err();
+    assert_eq!(refused.code(), Some(ErrorCode::SchemaIncompatible), "{refused}");
+    let check = sluice_api::CheckSchemaRequest { schema: Some(v2.clone()), ..Default::default() };
+    let answer = client.check_schema("order", &check).await.unwrap();
+    assert_eq!((answer.compatible, answer.reasons[0].kind.as_str()), (Some(false), "required_added"));
+
+    let ty = client.set_schema_compatibility("order", sluice_api::Compatibility::None).await.unwrap();
+    assert_eq!(ty.compatibility, sluice_api::Compatibility::None);
+    assert_eq!(client.register_schema("order", &v2).await.unwrap().registered.version, 2);
+    let ty = client.get_schema_type("order").await.unwrap();
+    assert_eq!((ty.latest_version, ty.versions), (Some(2), Some(vec![1, 2])));
+    assert_eq!(client.get_schema_version("order", Some(1)).await.unwrap().schema, v1);
+    assert_eq!(client.get_schema_version("order", None).await.unwrap().version, 2);
+    assert_code(client.get_schema_version("order", Some(9)).await, ErrorCode::SchemaNotFound);
+    assert_code(client.get_schema_type("missing").await, ErrorCode::SchemaNotFound);
+    let listed = client.list_all_schemas().await.unwrap();
+    assert_eq!(listed.iter().map(|t| t.message_type.as_str()).collect::<Vec<_>>(), ["order"]);
+    assert_eq!(client.list_schemas(Some(1), None).await.unwrap().types.len(), 1);
+
+    let body = |text: &str, version| sluice_api::CheckSchemaRequest {
+        body: Some(text.into()),
+        version,
+        ..Default::default()
+    };
+    let valid = client.check_schema("order", &body(r#"{"id": "a", "total": 1}"#, Some(1))).await.unwrap();
+    assert_eq!((valid.valid, valid.version), (Some(true), Some(1)));
+    let invalid = client.check_schema("order", &body(r#"{"id": "a", "total": -1}"#, Some(1))).await.unwrap();
+    assert_eq!((invalid.valid, invalid.errors[0].pointer.as_str()), (Some(false), "/total"));
+
+    // A queue that validates refuses what breaks the schema, per entry.
+    let validating = CreateQueueRequest { schema_validation: Some(true), ..queue("orders") };
+    client.create_queue(&validating).await.unwrap();
+    let typed = |text: &str| SendMessage {
+        body: Some(text.into()),
+        message_type: Some("order".into()),
+        version: Some("1".into()),
+        ..Default::default()
+    };
+    let sent = client
+        .send_messages("orders", &SendRequest { messages: vec![typed(r#"{"id": "a", "total": 1}"#), typed("[]")] })
+        .await
+        .unwrap();
+    assert!(sent.results[0].id.is_some());
+    let error = sent.results[1].error.as_ref().unwrap();
+    assert_eq!(error.code, "schema_validation_failed");
+
+    // A topic's validation is changed with update_topic.
+    let topic = sluice_api::CreateTopicRequest { name: "events".into(), schema_validation: Some(true), ..Default::default() };
+    assert!(client.create_topic(&topic).await.unwrap().topic.schema_validation);
+    let off = sluice_api::UpdateTopicRequest { schema_validation: Some(false), ..Default::default() };
+    assert!(!client.update_topic("events", &off).await.unwrap().schema_validation);
+    assert!(!client.get_topic("events").await.unwrap().schema_validation);
+}

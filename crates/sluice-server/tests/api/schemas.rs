@@ -180,4 +180,17 @@ async fn topics_with_schema_validation_refuse_what_breaks_the_schema() {
     let copies = s.receive("copies", json!({"max": 10})).await;
     assert_eq!(copies.len(), 1);
     assert_eq!(copies[0]["attributes"]["sluice.type"]["value"], "order", "the type travels to subscribers");
+
+    // PATCH turns it off (at once on this node); a bad setting changes nothing.
+    let bad = s.expect("PATCH", "/v1/topics/orders", Some(json!({"schema_validation": false, "content_based_dedup": true})), 400).await;
+    assert_eq!(bad["error"]["details"]["field"], "content_based_dedup", "{bad}");
+    assert_eq!(s.expect("GET", "/v1/topics/orders", None, 200).await["schema_validation"], true, "nothing changed");
+    let patched = s.expect("PATCH", "/v1/topics/orders", Some(json!({"schema_validation": false, "display_name": "Orders"})), 200).await;
+    assert_eq!((patched["schema_validation"].clone(), patched["display_name"].clone()), (json!(false), json!("Orders")));
+    assert_eq!(patched["subscriptions"]["confirmed"], 1);
+    let free = s.expect("POST", "/v1/topics/orders/publish", Some(json!({"messages": [{"body": "not json"}]})), 200).await;
+    assert_eq!(free["results"][0]["deliveries"], 1, "{free}");
+    assert_eq!(s.expect("PATCH", "/v1/topics/orders", Some(json!({})), 200).await["display_name"], "Orders");
+    s.expect("PATCH", "/v1/topics/nope", Some(json!({"schema_validation": true})), 404).await;
+    s.expect("PATCH", "/v1/topics/orders", Some(json!({"fifo": true})), 400).await;
 }

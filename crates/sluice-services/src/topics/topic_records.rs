@@ -129,17 +129,29 @@ impl Topics {
 
     /// Sets one topic attribute by its SNS name; an empty value removes optional ones.
     pub async fn set_topic_attribute(&self, name: &str, attribute: &str, value: &str) -> Result<(), TopicError> {
+        self.set_topic_attributes(name, &BTreeMap::from([(attribute.to_string(), value.to_string())])).await.map(|_| ())
+    }
+
+    /// Sets several topic attributes by their SNS names in one write (all or none: the first
+    /// that breaks a rule refuses the lot); an empty value removes optional ones. Returns the
+    /// topic as it is now.
+    pub async fn set_topic_attributes(
+        &self,
+        name: &str,
+        changes: &BTreeMap<String, String>,
+    ) -> Result<TopicRecord, TopicError> {
         self.update_topic(name, |record| {
-            let value = attributes::check_topic_attribute(record.fifo, attribute, value)?;
-            if value.is_empty() {
-                record.attributes.remove(attribute);
-            } else {
-                record.attributes.insert(attribute.to_string(), value);
+            for (attribute, value) in changes {
+                let value = attributes::check_topic_attribute(record.fifo, attribute, value)?;
+                if value.is_empty() {
+                    record.attributes.remove(attribute);
+                } else {
+                    record.attributes.insert(attribute.to_string(), value);
+                }
             }
             Ok(())
         })
         .await
-        .map(|_| ())
     }
 
     /// Adds or replaces tags.

@@ -10,6 +10,7 @@ mod peek;
 mod queue;
 mod receive;
 mod schedule;
+mod schema;
 mod send;
 mod serve;
 mod stream;
@@ -30,6 +31,7 @@ pub enum Command {
     Dlq(dlq::Args),
     Topic(topic::Args),
     Schedule(schedule::Args),
+    Schema(schema::Args),
     Stream(stream::Args),
     Alert(alert::Args),
     // Boxed: the benchmark's many flags would make every command as large as it.
@@ -49,6 +51,7 @@ impl Command {
             Command::Dlq(args) => dlq::run(args).await,
             Command::Topic(args) => topic::run(args).await,
             Command::Schedule(args) => schedule::run(args).await,
+            Command::Schema(args) => schema::run(args).await,
             Command::Stream(args) => stream::run(args).await,
             Command::Alert(args) => alert::run(args).await,
             Command::Bench(args) => bench::run(*args).await,

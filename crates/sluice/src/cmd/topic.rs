@@ -1,5 +1,5 @@
-//! `sluice topic ...`: create, list, inspect and delete topics; subscribe queues and HTTP(S)
-//! endpoints, list and remove subscriptions; publish.
+//! `sluice topic ...`: create, list, inspect, change and delete topics; subscribe queues and
+//! HTTP(S) endpoints, list and remove subscriptions; publish.
 
 use std::io::Read;
 
@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use sluice_api::{
     Attribute, CreateTopicRequest, FilterPolicyScope, PublishMessage, PublishRequest, SubscribeRequest, Subscription,
-    Topic,
+    Topic, UpdateTopicRequest,
 };
 
 use super::{ClientArgs, parse_attribute, parse_tag};
@@ -29,6 +29,7 @@ enum TopicCommand {
     Create(CreateArgs),
     List(ListArgs),
     Get(NameArgs),
+    Update(UpdateArgs),
     Delete(NameArgs),
     Subscribe(SubscribeArgs),
     Unsubscribe(UnsubscribeArgs),
@@ -39,7 +40,7 @@ enum TopicCommand {
 /// Create a topic (succeeds without change if a matching one exists).
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  sluice topic create orders\n  sluice topic create orders.fifo --fifo --content-based-dedup\n  sluice topic create orders --tag team=billing"
+    after_help = "Examples:\n  sluice topic create orders\n  sluice topic create orders.fifo --fifo --content-based-dedup\n  sluice topic create orders --tag team=billing\n  sluice topic create orders --schema-validation true"
 )]
 struct CreateArgs {
     /// Topic name: letters, digits, `-` and `_`, up to 256 characters (FIFO topics end in .fifo).
@@ -57,6 +58,31 @@ struct CreateArgs {
     /// A tag; repeat for several.
     #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
     tags: Vec<(String, String)>,
+    /// Check every publish against the schema registered for its type and version
+    /// (`sluice schema register`): `true` or `false`.
+    #[arg(long, value_name = "BOOL")]
+    schema_validation: Option<bool>,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+/// Change a topic's settings; those not given keep their current values.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  sluice topic update orders --schema-validation true\n  sluice topic update orders --display-name 'Order events'\n  sluice topic update orders --display-name ''"
+)]
+struct UpdateArgs {
+    name: String,
+    /// Check every publish against the schema registered for its type and version: `true`
+    /// or `false`. Other nodes see the change within a second.
+    #[arg(long, value_name = "BOOL")]
+    schema_validation: Option<bool>,
+    /// The topic's display name (`''` removes it).
+    #[arg(long, value_name = "TEXT")]
+    display_name: Option<String>,
+    /// FIFO topics: deduplicate publishes without --dedup-id by the SHA-256 of their body.
+    #[arg(long, value_name = "BOOL")]
+    content_based_dedup: Option<bool>,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -176,6 +202,7 @@ pub async fn run(args: Args) -> Result<()> {
         TopicCommand::Create(args) => create(args).await,
         TopicCommand::List(args) => list(args).await,
         TopicCommand::Get(args) => get(args).await,
+        TopicCommand::Update(args) => update(args).await,
         TopicCommand::Delete(args) => delete(args).await,
         TopicCommand::Subscribe(args) => subscribe(args).await,
         TopicCommand::Unsubscribe(args) => unsubscribe(args).await,
@@ -191,6 +218,7 @@ async fn create(args: CreateArgs) -> Result<()> {
         content_based_dedup: args.content_based_dedup.then_some(true),
         display_name: args.display_name.clone(),
         tags: (!args.tags.is_empty()).then(|| args.tags.iter().cloned().collect()),
+        schema_validation: args.schema_validation,
         ..Default::default()
     };
     let created = args.client.client()?.create_topic(&request).await?;
@@ -225,6 +253,20 @@ async fn get(args: NameArgs) -> Result<()> {
     print_topic(&topic, args.client.json)
 }
 
+async fn update(args: UpdateArgs) -> Result<()> {
+    let request = UpdateTopicRequest {
+        content_based_dedup: args.content_based_dedup,
+        display_name: args.display_name.clone(),
+        schema_validation: args.schema_validation,
+        ..Default::default()
+    };
+    if request == UpdateTopicRequest::default() {
+        bail!("nothing to change: give at least one setting flag (see `sluice topic update --help`)");
+    }
+    let topic = args.client.client()?.update_topic(&args.name, &request).await?;
+    print_topic(&topic, args.client.json)
+}
+
 fn print_topic(t: &Topic, json: bool) -> Result<()> {
     if json {
         return output::json(t);
@@ -235,6 +277,7 @@ fn print_topic(t: &Topic, json: bool) -> Result<()> {
         ("arn", t.arn.clone()),
         ("fifo", t.fifo.to_string()),
         ("content-based dedup", t.content_based_dedup.map_or("-".to_owned(), |b| b.to_string())),
+        ("schema validation", t.schema_validation.to_string()),
         ("attributes", output::pairs(&t.attributes)),
         ("tags", output::pairs(&t.tags)),
         ("subscriptions", counts.map_or("-".to_owned(), |c| c.confirmed.to_string())),
