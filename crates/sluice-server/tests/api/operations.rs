@@ -72,7 +72,7 @@ async fn openapi_lists_every_route() {
         ("/v1/redrives", &["get"]),
         ("/v1/redrives/{id}", &["get", "delete"]),
         ("/v1/topics", &["get", "post"]),
-        ("/v1/topics/{name}", &["get", "delete"]),
+        ("/v1/topics/{name}", &["get", "patch", "delete"]),
         ("/v1/topics/{name}/subscriptions", &["get", "post"]),
         ("/v1/topics/{name}/subscriptions/{id}", &["get", "delete"]),
         ("/v1/topics/{name}/publish", &["post"]),
@@ -104,6 +104,12 @@ async fn openapi_lists_every_route() {
         ("/v1/streams/{name}/groups/{group}/ack", &["post"]),
         ("/v1/streams/{name}/groups/{group}/release", &["post"]),
         ("/v1/streams/{name}/groups/{group}/nack", &["post"]),
+        ("/v1/schemas", &["get"]),
+        ("/v1/schemas/{type}", &["get"]),
+        ("/v1/schemas/{type}/versions", &["post"]),
+        ("/v1/schemas/{type}/versions/{version}", &["get"]),
+        ("/v1/schemas/{type}/config", &["put"]),
+        ("/v1/schemas/{type}/check", &["post"]),
     ];
     for (path, methods) in want {
         let item = paths.get(path).unwrap_or_else(|| panic!("{path} missing from the OpenAPI document"));
@@ -129,8 +135,32 @@ async fn openapi_lists_every_route() {
         "AlertRule",
         "CreateAlertRuleRequest",
         "AlertList",
+        "UpdateTopicRequest",
+        "RegisterSchemaRequest",
+        "RegisteredSchema",
+        "SchemaType",
+        "SchemaTypeList",
+        "SchemaVersion",
+        "SchemaConfig",
+        "Compatibility",
+        "CheckSchemaRequest",
+        "CheckSchemaResponse",
+        "IncompatibilityReason",
+        "SchemaFailure",
     ] {
         assert!(schemas.contains_key(name), "schema {name} missing");
+    }
+    for (schema, field) in [
+        ("Queue", "schema_validation"),
+        ("CreateQueueRequest", "schema_validation"),
+        ("UpdateQueueRequest", "schema_validation"),
+        ("Topic", "schema_validation"),
+        ("CreateTopicRequest", "schema_validation"),
+        ("SendMessage", "version"),
+        ("PublishMessage", "type"),
+        ("PublishMessage", "version"),
+    ] {
+        assert!(schemas[schema]["properties"].get(field).is_some(), "{schema}.{field} missing from the document");
     }
 }
 
