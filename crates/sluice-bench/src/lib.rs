@@ -20,6 +20,9 @@
 //! The `fanout` scenario (module `fanout`) publishes to one topic with 1, 10 and 100 queue
 //! subscriptions and reports publishes and durable deliveries per second.
 //!
+//! The `schema` scenario (module `schemas`) sends the same 1 KiB JSON body into a queue without
+//! and then with schema validation, and reports both send rates and their ratio.
+//!
 //! The `peers` scenario (module `peers`) runs the same workloads against Sluice and against
 //! RabbitMQ, NATS JetStream, Redis Streams and a PostgreSQL queue table on the same machine, and
 //! prints the ratios. It is the only part that needs those systems' clients (and the SVG chart's
@@ -37,6 +40,7 @@ pub mod process;
 mod progress;
 mod report;
 mod schedule;
+mod schemas;
 mod soak;
 mod stats;
 mod target;
@@ -85,6 +89,8 @@ pub enum Scenario {
     Soak,
     /// One topic with 1, 10 and 100 queue subscriptions: publishes and deliveries per second.
     Fanout,
+    /// Sends of a 1 KiB JSON body without and with schema validation, and their ratio.
+    Schema,
 }
 
 impl Scenario {
@@ -97,6 +103,7 @@ impl Scenario {
             Scenario::Peers => "peers",
             Scenario::Soak => "soak",
             Scenario::Fanout => "fanout",
+            Scenario::Schema => "schema",
         }
     }
 }
@@ -115,7 +122,9 @@ pub struct BenchArgs {
     /// needs the `peers` feature, on in the default build)
     /// or `soak` (30 minutes at 70 % of the max rate, sampled every 10 s; exits 1 if a message
     /// was lost or memory passed --memory-max) or `fanout` (one topic with 1, 10 and 100 queue
-    /// subscriptions, batches of 10 published closed-loop, no consumers).
+    /// subscriptions, batches of 10 published closed-loop, no consumers) or `schema` (batches of
+    /// 10 JSON orders, 1 KiB by default, sent closed-loop into a queue without, then with,
+    /// schema validation; no consumers).
     #[arg(long, value_enum, default_value_t = Scenario::Throughput, value_name = "NAME")]
     pub scenario: Scenario,
 
@@ -141,7 +150,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N")]
     pub consumers: Option<usize>,
 
-    /// Size of each message body in bytes, at least 16 [default: 256; `peers` uses --sizes].
+    /// Size of each message body in bytes, at least 16 [default: 256; `schema`: 1024, at least
+    /// the bare order's size; `peers` uses --sizes].
     #[arg(long, value_name = "BYTES")]
     pub body_bytes: Option<usize>,
 
@@ -277,13 +287,13 @@ impl Plan {
         if args.scenario != Scenario::Fairness && args.noisy_backlog.is_some() {
             bail!("--noisy-backlog applies to the fairness scenario only");
         }
-        if args.scenario == Scenario::Fanout {
+        if matches!(args.scenario, Scenario::Fanout | Scenario::Schema) {
             if args.consumers.is_some() {
-                bail!("--consumers does not apply to the fanout scenario: it measures publishes, nobody consumes");
+                bail!("--consumers does not apply to the {scenario} scenario: it measures the sending side, nobody consumes");
             }
             if args.backlog_max.is_some() {
                 bail!(
-                    "--backlog-max does not apply to the fanout scenario: its queues keep every copy until the phase ends"
+                    "--backlog-max does not apply to the {scenario} scenario: its queues keep every message until the phase ends"
                 );
             }
         }
@@ -336,6 +346,7 @@ impl Plan {
             Scenario::Peers => bail!(PEERS_MISSING),
             Scenario::Soak => vec![soak::SOAK_BATCH],
             Scenario::Fanout => vec![fanout::PUBLISH_BATCH],
+            Scenario::Schema => vec![schemas::SEND_BATCH],
         };
         let soak = match args.scenario {
             Scenario::Soak => Some(soak::SoakPlan::new(args.rate, args.sample_every, args.memory_max, args.quick)?),
@@ -347,13 +358,20 @@ impl Plan {
         // The peers scenario's ceilings use these: an empty-handler client per producer and consumer.
         let producers = args.producers.unwrap_or(4);
         let consumers = args.consumers.unwrap_or(4);
-        let body_bytes = args.body_bytes.unwrap_or(256);
+        let body_bytes = args.body_bytes.unwrap_or(match args.scenario {
+            Scenario::Schema => schemas::BODY_BYTES_DEFAULT,
+            _ => 256,
+        });
         for (flag, n) in [("--producers", producers), ("--consumers", consumers)] {
             if n == 0 || n > TASKS_MAX {
                 bail!("{flag} {n}: use 1 to {TASKS_MAX}");
             }
         }
-        let body_bytes_min = if args.scenario == Scenario::Soak { soak::SOAK_BODY_BYTES_MIN } else { BODY_BYTES_MIN };
+        let body_bytes_min = match args.scenario {
+            Scenario::Soak => soak::SOAK_BODY_BYTES_MIN,
+            Scenario::Schema => schemas::body_bytes_min(),
+            _ => BODY_BYTES_MIN,
+        };
         if body_bytes < body_bytes_min || body_bytes as u64 > MESSAGE_BYTES_LIMIT {
             bail!("--body-bytes {body_bytes}: use {body_bytes_min} to {MESSAGE_BYTES_LIMIT}");
         }
@@ -445,6 +463,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         #[cfg(not(feature = "peers"))]
         Scenario::Peers => bail!(PEERS_MISSING),
         Scenario::Fanout => fanout::run(&plan).await,
+        Scenario::Schema => schemas::run(&plan).await,
         Scenario::Soak => {
             let soak = plan.soak.clone().expect("the soak scenario has a soak plan");
             soak::run(&plan, &soak).await
@@ -540,6 +559,8 @@ mod tests {
         check("--batch 5,50", &[5, 50], 100_000);
         check("--scenario fifo", &[10], 100_000);
         check("--scenario fanout", &[10], 100_000);
+        check("--scenario schema", &[10], 100_000);
+        assert_eq!(plan("--scenario schema").map(|p| p.body_bytes), Ok(schemas::BODY_BYTES_DEFAULT));
         check("--scenario fairness --quick", &[10], 20_000);
         check("--scenario fairness --noisy-backlog 500", &[10], 500);
         assert_eq!(plan("--scenario fifo").map(|p| p.scenario), Ok(Scenario::Fifo));
@@ -572,6 +593,9 @@ mod tests {
         refused("--scenario fanout --consumers 2", "--consumers does not apply to the fanout scenario");
         refused("--scenario fanout --backlog-max 10", "--backlog-max does not apply to the fanout scenario");
         refused("--scenario fanout --batch 10", "--batch applies to the throughput and peers scenarios only");
+        refused("--scenario schema --consumers 2", "--consumers does not apply to the schema scenario");
+        refused("--scenario schema --backlog-max 10", "--backlog-max does not apply to the schema scenario");
+        refused("--scenario schema --body-bytes 64", "--body-bytes 64: use");
     }
 
     #[cfg(feature = "peers")]
