@@ -214,9 +214,11 @@ pub struct SendMessage {
     /// 0 (default) to 9; higher first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<u8>,
+    /// The message's type; on a queue with `schema_validation`, the schema its body must pass.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub message_type: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The schema version to check against (default: the type's latest); `"2"` or `2`.
+    #[serde(default, deserialize_with = "schemas::version_text", skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,

@@ -144,3 +144,34 @@ pub struct CheckSchemaResponse {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<SchemaFailure>,
 }
+
+/// A message's schema `version` as sent: a string (`"2"`, as the attribute `sluice.version`
+/// carries it) or a JSON number (`2`, as `/v1/schemas` answers it); kept as text.
+pub(crate) fn version_text<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Text {
+        Text(String),
+        Number(u64),
+    }
+    Ok(Option::<Text>::deserialize(deserializer)?.map(|v| match v {
+        Text::Text(t) => t,
+        Text::Number(n) => n.to_string(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{PublishMessage, SendMessage};
+
+    #[test]
+    fn a_version_is_a_string_or_a_number() {
+        let text: SendMessage = serde_json::from_str(r#"{"body": "{}", "version": "2"}"#).unwrap();
+        let number: SendMessage = serde_json::from_str(r#"{"body": "{}", "version": 2}"#).unwrap();
+        assert_eq!((text.version.as_deref(), number.version.as_deref()), (Some("2"), Some("2")));
+        let published: PublishMessage = serde_json::from_str(r#"{"body": "{}", "version": 3}"#).unwrap();
+        assert_eq!(published.version.as_deref(), Some("3"));
+        assert!(serde_json::from_str::<SendMessage>(r#"{"body": "{}", "version": [2]}"#).is_err());
+        assert_eq!(serde_json::from_str::<SendMessage>(r#"{"body": "{}"}"#).unwrap().version, None);
+    }
+}

@@ -212,8 +212,9 @@ pub struct PublishMessage {
     /// Carried to subscribers as the attribute `sluice.type`.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub message_type: Option<String>,
-    /// The schema version (default: the type's latest), carried as `sluice.version`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The schema version (default: the type's latest), carried as `sluice.version`; `"2"` or
+    /// `2`.
+    #[serde(default, deserialize_with = "crate::schemas::version_text", skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
 }
 

@@ -124,7 +124,7 @@ async fn queues_with_schema_validation_refuse_what_breaks_the_schema() {
     s.create_queue(json!({"name": "loose"})).await;
 
     let messages = json!({"messages": [
-        {"body": r#"{"id": "o-1", "total": 5}"#, "type": "order", "version": "1"},
+        {"body": r#"{"id": "o-1", "total": 5}"#, "type": "order", "version": 1},
         {"body": r#"{"id": "o-2", "total": -5}"#, "type": "order"},
         {"body": r#"{"id": "o-3", "total": 5}"#},
         {"body": r#"{"id": "o-4", "total": 5}"#, "type": "order", "version": "2"},

@@ -48,7 +48,7 @@ enum SchemaCommand {
     after_help = "Examples:\n  sluice schema register order.created --file order.schema.json\n  sluice schema register order.created --file - < order.schema.json"
 )]
 struct RegisterArgs {
-    /// Message type: letters, digits, `.`, `-` and `_`, e.g. order.created.
+    /// Message type: 1 to 256 letters, digits, `.`, `_`, `-` and `:`, e.g. order.created.
     #[arg(value_name = "TYPE")]
     message_type: String,
     /// The JSON Schema document (`-`: standard input); at most 256 KiB, local `$ref`s only.
@@ -289,7 +289,7 @@ fn verdict(message_type: &str, answer: &CheckSchemaResponse, json: bool) -> Resu
             });
         }
         return Err(hinted(
-            format!("the schema is not compatible with {message_type}'s earlier versions ({} reasons)", answer.reasons.len()),
+            format!("the schema is not compatible with {message_type}'s earlier versions ({})", count(answer.reasons.len(), "reason")),
             format!(
                 "change the schema as the reasons say, or relax the mode with `sluice schema config {message_type} --compatibility none`"
             ),
@@ -309,9 +309,14 @@ fn verdict(message_type: &str, answer: &CheckSchemaResponse, json: bool) -> Resu
         });
     }
     Err(hinted(
-        format!("the body breaks {message_type} version {version} ({} errors)", answer.errors.len()),
+        format!("the body breaks {message_type} version {version} ({})", count(answer.errors.len(), "error")),
         "fix the body at the pointers shown; a destination with schema validation would refuse it",
     ))
+}
+
+/// `1 reason`, `3 reasons`.
+fn count(n: usize, noun: &str) -> String {
+    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
 }
 
 #[cfg(test)]
@@ -328,5 +333,6 @@ mod tests {
         assert_eq!(parse_compatibility("backward-transitive"), Ok(Compatibility::BackwardTransitive));
         assert!(parse_compatibility("sideways").unwrap_err().contains("forward_transitive"));
         assert_eq!(mode_name(Compatibility::None), "none");
+        assert_eq!((count(1, "error"), count(2, "error")), ("1 error".to_owned(), "2 errors".to_owned()));
     }
 }
