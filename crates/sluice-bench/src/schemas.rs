@@ -1,7 +1,8 @@
 //! The `schema` scenario: what checking messages against a JSON Schema at the door costs. The
 //! same closed-loop sends of the same JSON body (1 KiB by default, an order with a customer and
-//! five items) go into a queue without schema validation, then into one with it, in the same
-//! run; the report gives both rates and their ratio. Every message names its type in both
+//! five items) go into queues without and with schema validation, in the same run, in the
+//! order off, on, on, off (so that a store growing or compacting over the run weighs on both
+//! alike); the report gives each phase, both modes' rates over their two phases and the ratio. Every message names its type in both
 //! phases, so the only difference is the check itself (the queue's cached setting, the type's
 //! cached latest version and compiled validator, parsing the body and validating it).
 //!
@@ -100,6 +101,8 @@ pub(crate) fn body_bytes_min() -> usize {
 #[derive(Debug, Clone)]
 struct Row {
     validated: bool,
+    /// Which of the mode's two phases (1 or 2).
+    round: usize,
     /// Messages acknowledged inside the measured window, with the latency of each send call.
     sent: Tally,
     /// Send calls completed inside the window.
@@ -116,6 +119,9 @@ impl Row {
         self.sent.rate(self.window)
     }
 }
+
+/// The phases in the order they run: off, on, on, off.
+const PHASES: [bool; 4] = [false, true, true, false];
 
 /// The check without HTTP or the store: bodies parsed and validated per second on one core.
 #[derive(Debug, Clone, Copy)]
@@ -159,8 +165,8 @@ fn type_name(plan: &Plan) -> String {
     format!("{}.order", plan.queue)
 }
 
-fn queue_name(plan: &Plan, validated: bool) -> String {
-    format!("{}-schema-{}", plan.queue, if validated { "on" } else { "off" })
+fn queue_name(plan: &Plan, validated: bool, round: usize) -> String {
+    format!("{}-schema-{}-{round}", plan.queue, if validated { "on" } else { "off" })
 }
 
 async fn phases(plan: &Plan, url: &str, body: &str) -> anyhow::Result<Vec<Row>> {
@@ -170,16 +176,17 @@ async fn phases(plan: &Plan, url: &str, body: &str) -> anyhow::Result<Vec<Row>> 
     // version of this schema registers it again instead of failing.
     client.set_schema_compatibility(&ty, Compatibility::None).await.with_context(|| format!("configuring type {ty} on {url}"))?;
     client.register_schema(&ty, &schema()).await.with_context(|| format!("registering the schema of {ty}"))?;
-    let mut rows = Vec::new();
-    for validated in [false, true] {
-        let queue = queue_name(plan, validated);
+    let mut rows: Vec<Row> = Vec::new();
+    for validated in PHASES {
+        let round = rows.iter().filter(|r| r.validated == validated).count() + 1;
+        let queue = queue_name(plan, validated, round);
         let request = CreateQueueRequest { name: queue.clone(), schema_validation: Some(validated), ..Default::default() };
         let result = async {
             client.create_queue(&request).await.with_context(|| format!("creating queue {queue}"))?;
             if validated {
                 refused_when_invalid(&client, &queue, &ty).await?;
             }
-            phase(plan, &client, &queue, &ty, body, validated).await
+            phase(plan, &client, &queue, &ty, body, validated).await.map(|row| Row { round, ..row })
         }
         .await;
         // Deleted even after a failed phase, so that an external server is left as it was found.
@@ -240,6 +247,7 @@ async fn phase(plan: &Plan, client: &Client, queue: &str, ty: &str, body: &str, 
     let counts = client.get_queue(queue).await.with_context(|| format!("reading queue {queue}"))?.counts;
     Ok(Row {
         validated,
+        round: 1,
         sent,
         calls,
         window: plan.duration,
@@ -287,10 +295,16 @@ async fn producer(
     (tally, calls)
 }
 
+/// A mode's messages per second over all its phases; `None` when it has none.
+fn mode_rate(rows: &[Row], validated: bool) -> Option<f64> {
+    let of_mode = || rows.iter().filter(move |r| r.validated == validated);
+    let window: f64 = of_mode().map(|r| r.window.as_secs_f64()).sum();
+    (window > 0.0).then(|| of_mode().map(|r| r.sent.count as f64).sum::<f64>() / window)
+}
+
 /// With validation over without, by messages per second; `None` without a baseline.
 fn ratio(rows: &[Row]) -> Option<f64> {
-    let rate = |validated: bool| rows.iter().find(|r| r.validated == validated).map(Row::rate);
-    match (rate(true), rate(false)) {
+    match (mode_rate(rows, true), mode_rate(rows, false)) {
         (Some(with), Some(without)) if without > 0.0 => Some(with / without),
         _ => None,
     }
@@ -309,9 +323,9 @@ fn render(
     report::header(w, plan, server, elapsed, load_average);
     let _ = writeln!(
         w,
-        "workload   one queue without schema validation, then one with it; the same {}-byte JSON order in every message,\n           \
-         typed in both phases (latest version); {} producers, closed loop over HTTP/1.1 (sluice-client), {SEND_BATCH} messages\n           \
-         per send; no consumers (the queue's depth is checked at the end); {} warm-up, then {} measured per queue",
+        "workload   a queue per phase, schema validation off, on, on, off; the same {}-byte JSON order in every message,\n           \
+         typed in every phase (latest version); {} producers, closed loop over HTTP/1.1 (sluice-client), {SEND_BATCH} messages\n           \
+         per send; no consumers (the queue's depth is checked at the end); {} warm-up, then {} measured per phase",
         plan.body_bytes,
         plan.producers,
         humantime::format_duration(plan.warmup),
@@ -320,8 +334,14 @@ fn render(
     let _ = writeln!(w, "reproduce  {}", command_line(plan));
     let _ = writeln!(w);
     let _ = writeln!(w, "{}", table(rows));
+    let rate_text = |validated| mode_rate(rows, validated).map_or_else(|| "-".into(), thousands);
     let ratio_text = ratio(rows).map_or_else(|| "-".into(), |x| format!("{x:.2}"));
-    let _ = writeln!(w, "with / without validation: {ratio_text} (messages per second)");
+    let _ = writeln!(
+        w,
+        "without validation {} msg/s, with validation {} msg/s (each over its two phases): with / without = {ratio_text}",
+        rate_text(false),
+        rate_text(true),
+    );
     let _ = writeln!(
         w,
         "the check alone (parse + validate this body, one core, no HTTP or store): {} msg/s, {:.1} us per message",
@@ -335,7 +355,8 @@ fn render(
     );
     for row in rows {
         if let Some(first) = &row.sent.first_error {
-            let _ = writeln!(w, "{}: {} send errors, first: {first}", queue_name(plan, row.validated), row.sent.errors);
+            let queue = queue_name(plan, row.validated, row.round);
+            let _ = writeln!(w, "{queue}: {} send errors, first: {first}", row.sent.errors);
         }
     }
     out
@@ -344,6 +365,7 @@ fn render(
 fn table(rows: &[Row]) -> Table {
     let mut table = Table::new();
     table.load_preset(presets::ASCII_MARKDOWN).set_header([
+        "phase",
         "schema validation",
         "sends/s",
         "sent msg/s",
@@ -351,8 +373,9 @@ fn table(rows: &[Row]) -> Table {
         "stored / acked",
         "errors",
     ]);
-    for row in rows {
+    for (i, row) in rows.iter().enumerate() {
         table.add_row([
+            (i + 1).to_string(),
             if row.validated { "on" } else { "off" }.to_owned(),
             thousands(row.calls as f64 / row.window.as_secs_f64()),
             thousands(row.rate()),
@@ -361,7 +384,7 @@ fn table(rows: &[Row]) -> Table {
             row.sent.errors.to_string(),
         ]);
     }
-    for column in table.column_iter_mut().skip(1) {
+    for column in table.column_iter_mut().skip(2) {
         column.set_cell_alignment(CellAlignment::Right);
     }
     table
@@ -384,6 +407,7 @@ fn command_line(plan: &Plan) -> String {
 
 fn json(plan: &Plan, server: &str, rows: &[Row], alone: CheckAlone) -> Value {
     let ratio = ratio(rows);
+    let rows_all = rows;
     let rows = rows.iter().map(|row| {
         report::json_row(
             plan,
@@ -393,6 +417,7 @@ fn json(plan: &Plan, server: &str, rows: &[Row], alone: CheckAlone) -> Value {
                 "workload": "queue-send-json",
                 "server": server,
                 "schema_validation": row.validated,
+                "round": row.round,
                 "batch": SEND_BATCH,
                 "producers": plan.producers,
                 "body_bytes": plan.body_bytes,
@@ -401,6 +426,7 @@ fn json(plan: &Plan, server: &str, rows: &[Row], alone: CheckAlone) -> Value {
                 "msgs_per_sec": row.rate(),
                 "p50_ms": row.sent.latency.quantile_ms(0.5),
                 "p99_ms": row.sent.latency.quantile_ms(0.99),
+                "mode_msgs_per_sec": mode_rate(rows_all, row.validated),
                 "ratio_with_to_without": ratio,
                 "check_alone_msgs_per_sec": alone.per_second,
                 "stored_at_end": row.stored,
@@ -435,9 +461,13 @@ mod tests {
         let row = |validated, count| {
             let mut sent = Tally::new();
             sent.count = count;
-            Row { validated, sent, calls: 0, window: Duration::from_secs(1), acked_total: 0, stored: 0 }
+            Row { validated, round: 1, sent, calls: 0, window: Duration::from_secs(1), acked_total: 0, stored: 0 }
         };
         assert_eq!(ratio(&[row(false, 1_000), row(true, 800)]), Some(0.8));
+        // Each mode over its phases: (1,000 + 600) / 2 s over (1,200 + 800) / 2 s.
+        let abba = [row(false, 1_200), row(true, 1_000), row(true, 600), row(false, 800)];
+        assert_eq!((mode_rate(&abba, false), mode_rate(&abba, true), ratio(&abba)), (Some(1_000.0), Some(800.0), Some(0.8)));
         assert_eq!(ratio(&[row(true, 800)]), None);
+        assert_eq!(PHASES.iter().filter(|&&on| on).count(), 2, "two phases per mode");
     }
 }
