@@ -51,6 +51,9 @@ pub const SYNC_BATCHES: &str = "sluice_store_sync_batches";
 /// stand-in around it to hold a sync back or make it fail, and see what is answered meanwhile.
 pub type SyncFile = Arc<dyn Fn(&File) -> std::io::Result<()> + Send + Sync>;
 
+/// Most threads that sync stream segment files at once, beside the journal's own sync.
+const LOG_SYNC_THREADS_MAX: usize = 16;
+
 /// `fdatasync` of one file: what [`SyncFile`] is outside tests.
 pub fn sync_data() -> SyncFile {
     Arc::new(|file: &File| file.sync_data())
@@ -168,7 +171,7 @@ impl Stage {
     /// Syncs the journal once for `jobs`; on failure poisons the store and returns its refusal.
     fn sync(&mut self, jobs: &[Job]) -> Result<(), StoreError> {
         let started = Instant::now();
-        if let Err(e) = self.journal.sync().and_then(|()| self.sync_log_files()) {
+        if let Err(e) = self.sync_journal_and_log_files() {
             let reason = format!("syncing a batch: {e}");
             self.shared.poison(&reason);
             return Err(self.shared.refusal().unwrap_or(StoreError::Poisoned(reason)));
@@ -181,16 +184,38 @@ impl Stage {
 }
 
 impl Stage {
-    /// `fdatasync` of every stream segment file the writer wrote to and handed over before
-    /// this sync started (`log`), each once, after the journal.
-    fn sync_log_files(&mut self) -> std::io::Result<()> {
+    /// `fdatasync` of the journal and of every stream segment file the writer wrote to and
+    /// handed over before this sync started, each once, all at the same time: the kernel's
+    /// flushes of separate files overlap (on ext4, fsyncs that run together share one commit of
+    /// the filesystem's journal), so a turn that appended to several partitions waits about one
+    /// sync rather than one per file. Their order does not matter for what is acknowledged,
+    /// which waits for all of them; a crash between them leaves at worst a dedup id past its
+    /// partition's end (dropped when the store opens) or a record without its dedup id (an
+    /// append never acknowledged, which a retry can append again).
+    fn sync_journal_and_log_files(&mut self) -> std::io::Result<()> {
         let mut files = std::mem::take(&mut *self.shared.log_files.lock().unwrap_or_else(|e| e.into_inner()));
+        if files.is_empty() {
+            return self.journal.sync();
+        }
         files.sort_by_key(|f| Arc::as_ptr(f) as usize);
         files.dedup_by(|a, b| Arc::ptr_eq(a, b));
-        for file in files {
-            (self.journal.sync_file)(&file)?;
-        }
-        Ok(())
+        let threads = files.len().min(LOG_SYNC_THREADS_MAX);
+        let sync_file = self.journal.sync_file.clone();
+        let journal = &mut self.journal;
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (files, sync_file) = (&files, sync_file.clone());
+                    scope.spawn(move || files.iter().skip(t).step_by(threads).try_for_each(|f| sync_file(f)))
+                })
+                .collect();
+            let mut outcome = journal.sync();
+            for worker in workers {
+                let synced = worker.join().unwrap_or_else(|_| Err(std::io::Error::other("a sync thread panicked")));
+                outcome = outcome.and(synced);
+            }
+            outcome
+        })
     }
 }
 
