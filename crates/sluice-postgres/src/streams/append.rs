@@ -6,6 +6,12 @@
 //! order so that two appends never deadlock), then the records go in with one `INSERT ... SELECT
 //! FROM unnest(...)`. The partition row stays locked until commit, so commit order is offset
 //! order and no reader ever sees an offset before those below it.
+//!
+//! The dedup ids a stream remembers are not counted against `STREAM_DEDUP_ENTRIES_MAX` here:
+//! that bound protects the embedded store's memory, which holds every live id, while these are
+//! rows on disk, deleted by the sweep 5 minutes after their append. An exact count would be a
+//! row that every append to any partition of the stream updates, serializing appends that the
+//! per-partition offset rows let run side by side on every node (README, "Streams").
 
 use std::collections::{BTreeMap, HashMap};
 
