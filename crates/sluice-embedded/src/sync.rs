@@ -192,10 +192,16 @@ impl Stage {
     /// which waits for all of them; a crash between them leaves at worst a dedup id past its
     /// partition's end (dropped when the store opens) or a record without its dedup id (an
     /// append never acknowledged, which a retry can append again).
+    ///
+    /// The journal is synced only if the writer appended to it since the last journal sync
+    /// began (`journal_dirty`): the writer sets the flag before it hands the turn over, and this
+    /// stage clears it just before syncing, so a write the flag no longer shows was covered by an
+    /// earlier sync that started after it.
     fn sync_journal_and_log_files(&mut self) -> std::io::Result<()> {
         let mut files = std::mem::take(&mut *self.shared.log_files.lock().unwrap_or_else(|e| e.into_inner()));
+        let journal_dirty = self.shared.journal_dirty.swap(false, Ordering::AcqRel);
         if files.is_empty() {
-            return self.journal.sync();
+            return if journal_dirty { self.journal.sync() } else { Ok(()) };
         }
         files.sort_by_key(|f| Arc::as_ptr(f) as usize);
         files.dedup_by(|a, b| Arc::ptr_eq(a, b));
@@ -209,7 +215,7 @@ impl Stage {
                     scope.spawn(move || files.iter().skip(t).step_by(threads).try_for_each(|f| sync_file(f)))
                 })
                 .collect();
-            let mut outcome = journal.sync();
+            let mut outcome = if journal_dirty { journal.sync() } else { Ok(()) };
             for worker in workers {
                 let synced = worker.join().unwrap_or_else(|_| Err(std::io::Error::other("a sync thread panicked")));
                 outcome = outcome.and(synced);
