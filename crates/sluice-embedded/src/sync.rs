@@ -295,6 +295,8 @@ mod tests {
     /// it started and then waits for the test's verdict before syncing for real.
     struct Gate {
         held: AtomicBool,
+        /// Every sync call, held or not.
+        calls: AtomicUsize,
         started: Mutex<mpsc::Sender<()>>,
         verdicts: Mutex<mpsc::Receiver<std::io::Result<()>>>,
     }
@@ -311,6 +313,7 @@ mod tests {
             let (verdicts, verdicts_rx) = mpsc::channel();
             let gate = Arc::new(Gate {
                 held: AtomicBool::new(false),
+                calls: AtomicUsize::new(0),
                 started: Mutex::new(started_tx),
                 verdicts: Mutex::new(verdicts_rx),
             });
@@ -320,6 +323,7 @@ mod tests {
         fn sync_file(&self) -> SyncFile {
             let gate = self.gate.clone();
             Arc::new(move |file: &File| {
+                gate.calls.fetch_add(1, Ordering::SeqCst);
                 if gate.held.load(Ordering::SeqCst) {
                     let _ = gate.started.lock().expect("lock").send(());
                     // A test that forgets a held sync fails it rather than hanging.
@@ -384,6 +388,47 @@ mod tests {
         while store.counters().messages_sent < sent {
             assert!(Instant::now() < deadline, "the writer never ran the sends");
             tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    // Several threads: the test blocks on the gate while its spawned calls go on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_append_is_answered_only_after_its_segment_files_are_synced() {
+        use sluice_core::stream::{NewRecord, StreamConfig};
+        use sluice_store::LogStore;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let driver = Driver::new();
+        let store = open(dir.path(), Durability::Fsync, &driver);
+        store.create_stream("s", StreamConfig { partitions: 2, ..Default::default() }).await.expect("create");
+        let record = |partition, dedup: Option<&str>| NewRecord {
+            partition: Some(partition),
+            body: b"r".to_vec(),
+            dedup_id: dedup.map(str::to_owned),
+            ..Default::default()
+        };
+        let append = |records: Vec<NewRecord>| {
+            let store = store.clone();
+            tokio::spawn(async move { store.append("s", records, None).await })
+        };
+        for (dedup, files) in [(None, 2), (Some("d"), 3)] {
+            // One record into each partition: two segment files, and the journal too when a
+            // dedup id went into fjall.
+            let before = driver.gate.calls.load(Ordering::SeqCst);
+            driver.hold();
+            let appended = append(vec![record(0, dedup), record(1, None)]);
+            for n in 0..files {
+                driver.sync_started(&format!("sync {n} of the append's {files} files"));
+            }
+            assert!(!appended.is_finished(), "the append was answered before its files were synced");
+            for _ in 0..files - 1 {
+                driver.finish_sync(Ok(()));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert!(!appended.is_finished(), "answered before the last of its files was synced");
+            driver.release();
+            let results = appended.await.expect("task").expect("append");
+            assert!(results.iter().all(Result::is_ok), "{results:?}");
+            assert_eq!(driver.gate.calls.load(Ordering::SeqCst) - before, files, "files synced for the append");
         }
     }
 
