@@ -13,7 +13,8 @@ pub struct ScheduleTarget {
     pub queue: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic: Option<String>,
-    /// Reserved for streams (refused until they are available).
+    /// A stream: each tick appends one record keyed by the schedule's name, with the tick's
+    /// `scheduled_at` as a header and `NAME/TICK_MS` as its dedup id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<String>,
     /// Reserved for jobs (refused until they are available).

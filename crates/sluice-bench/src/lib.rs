@@ -39,6 +39,7 @@ mod report;
 mod schedule;
 mod soak;
 mod stats;
+mod streams;
 mod target;
 mod workload;
 
@@ -85,6 +86,10 @@ pub enum Scenario {
     Soak,
     /// One topic with 1, 10 and 100 queue subscriptions: publishes and deliveries per second.
     Fanout,
+    /// Streams: appends, group consumption, end-to-end latency beside Redis Streams, NATS
+    /// JetStream and RabbitMQ streams (those need the `peers` feature); replay and restart of a
+    /// large stream against the disk's read rate.
+    Streams,
 }
 
 impl Scenario {
@@ -97,6 +102,7 @@ impl Scenario {
             Scenario::Peers => "peers",
             Scenario::Soak => "soak",
             Scenario::Fanout => "fanout",
+            Scenario::Streams => "streams",
         }
     }
 }
@@ -115,7 +121,9 @@ pub struct BenchArgs {
     /// needs the `peers` feature, on in the default build)
     /// or `soak` (30 minutes at 70 % of the max rate, sampled every 10 s; exits 1 if a message
     /// was lost or memory passed --memory-max) or `fanout` (one topic with 1, 10 and 100 queue
-    /// subscriptions, batches of 10 published closed-loop, no consumers).
+    /// subscriptions, batches of 10 published closed-loop, no consumers) or `streams` (appends,
+    /// group consumption and end-to-end latency beside Redis Streams, NATS JetStream and
+    /// RabbitMQ streams; replay and restart of a large stream beside the disk's read rate).
     #[arg(long, value_enum, default_value_t = Scenario::Throughput, value_name = "NAME")]
     pub scenario: Scenario,
 
@@ -214,6 +222,14 @@ pub struct BenchArgs {
     #[arg(long, value_name = "MIB")]
     pub memory_max: Option<u64>,
 
+    /// Streams scenario: records of the stream that is replayed from the start and restarted
+    /// with [default: 10000000, or 1000000 with --quick]. The append, consume and end-to-end
+    /// phases take --sizes, --batch (default 1,10,100), --only (sluice, redis, nats, rabbitmq or
+    /// a system name) and the peers' URLs; --drain-messages is the consume phase's preload
+    /// [default: 1000000, or 50000 with --quick].
+    #[arg(long, value_name = "RECORDS")]
+    pub stream_records: Option<u64>,
+
     #[command(flatten)]
     pub peers: PeerArgs,
 }
@@ -248,6 +264,7 @@ pub(crate) struct Plan {
     pub peers: Option<peers::PeerPlan>,
     /// Soak scenario: its own settings; `None` for the other scenarios.
     pub soak: Option<soak::SoakPlan>,
+    pub streams: Option<streams::StreamPlan>,
 }
 
 impl Plan {
@@ -260,16 +277,20 @@ impl Plan {
         // Refused rather than ignored, so that nobody reads figures for settings that did not apply.
         let scenario = args.scenario.name();
         // The peers scenario takes one batch size and measures ceilings too.
-        if !matches!(args.scenario, Scenario::Throughput | Scenario::Peers) {
-            if !args.batch.is_empty() {
-                bail!("--batch applies to the throughput and peers scenarios only; {scenario} uses fixed batch sizes");
-            }
-            if args.ceiling_duration.is_some() {
-                bail!(
-                    "--ceiling-duration applies to the throughput and peers scenarios only; {scenario} measures no \
-                     ceilings"
-                );
-            }
+        if !matches!(args.scenario, Scenario::Throughput | Scenario::Peers | Scenario::Streams)
+            && !args.batch.is_empty()
+        {
+            bail!(
+                "--batch applies to the throughput, peers and streams scenarios only; {scenario} uses fixed batch sizes"
+            );
+        }
+        if args.scenario != Scenario::Streams && args.stream_records.is_some() {
+            bail!("--stream-records applies to the streams scenario only");
+        }
+        if !matches!(args.scenario, Scenario::Throughput | Scenario::Peers) && args.ceiling_duration.is_some() {
+            bail!(
+                "--ceiling-duration applies to the throughput and peers scenarios only; {scenario} measures no ceilings"
+            );
         }
         if args.scenario == Scenario::Fairness && args.backlog_max.is_some() {
             bail!("--backlog-max does not apply to the fairness scenario; use --noisy-backlog");
@@ -299,10 +320,10 @@ impl Plan {
             bail!("{} applies to the soak scenario only", soak_flags.join(", "));
         }
         let peer_flags = args.peers.given();
-        if args.scenario != Scenario::Peers && !peer_flags.is_empty() {
-            bail!("{} applies to the peers scenario only", peer_flags.join(", "));
+        if !matches!(args.scenario, Scenario::Peers | Scenario::Streams) && !peer_flags.is_empty() {
+            bail!("{} applies to the peers and streams scenarios only", peer_flags.join(", "));
         }
-        if args.scenario == Scenario::Peers {
+        if matches!(args.scenario, Scenario::Peers | Scenario::Streams) {
             let sluice_only = [
                 ("--server", args.server.is_some(), "peers starts its own Sluice servers"),
                 ("--durability", args.durability.is_some(), "peers runs both fsync and --sluice-interval-ms"),
@@ -311,9 +332,9 @@ impl Plan {
                 ("--body-bytes", args.body_bytes.is_some(), "use --sizes"),
             ];
             if let Some((flag, _, instead)) = sluice_only.iter().find(|(_, given, _)| *given) {
-                bail!("{flag} does not apply to the peers scenario: {instead}");
+                bail!("{flag} does not apply to the {scenario} scenario: {instead}");
             }
-            if args.batch.len() > 1 {
+            if args.scenario == Scenario::Peers && args.batch.len() > 1 {
                 bail!("--batch takes one size in the peers scenario");
             }
         }
@@ -336,6 +357,15 @@ impl Plan {
             Scenario::Peers => bail!(PEERS_MISSING),
             Scenario::Soak => vec![soak::SOAK_BATCH],
             Scenario::Fanout => vec![fanout::PUBLISH_BATCH],
+            Scenario::Streams if args.batch.is_empty() => THROUGHPUT_BATCHES_DEFAULT.to_vec(),
+            Scenario::Streams => args.batch.clone(),
+        };
+        let streams = match args.scenario {
+            Scenario::Streams => Some(
+                streams::StreamPlan::new(&args.peers, args.stream_records, &batches, args.quick)
+                    .map_err(anyhow::Error::msg)?,
+            ),
+            _ => None,
         };
         let soak = match args.scenario {
             Scenario::Soak => Some(soak::SoakPlan::new(args.rate, args.sample_every, args.memory_max, args.quick)?),
@@ -392,6 +422,7 @@ impl Plan {
             #[cfg(feature = "peers")]
             peers,
             soak,
+            streams,
         };
         for (flag, d) in
             [("--duration", plan.duration), ("--warmup", plan.warmup), ("--ceiling-duration", plan.ceiling_duration)]
@@ -445,6 +476,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         #[cfg(not(feature = "peers"))]
         Scenario::Peers => bail!(PEERS_MISSING),
         Scenario::Fanout => fanout::run(&plan).await,
+        Scenario::Streams => {
+            let streams = plan.streams.clone().expect("the streams scenario has a streams plan");
+            streams::run(&plan, &streams).await
+        }
         Scenario::Soak => {
             let soak = plan.soak.clone().expect("the soak scenario has a soak plan");
             soak::run(&plan, &soak).await
@@ -559,7 +594,7 @@ mod tests {
             let error = plan(args).err().unwrap_or_else(|| panic!("{args} was accepted"));
             assert!(error.contains(expected), "{args}: {error}");
         };
-        refused("--scenario fifo --batch 10", "--batch applies to the throughput and peers scenarios only");
+        refused("--scenario fifo --batch 10", "--batch applies to the throughput, peers and streams scenarios only");
         refused("--scenario fairness --ceiling-duration 1s", "--ceiling-duration applies");
         refused("--scenario fairness --backlog-max 10", "use --noisy-backlog");
         refused("--noisy-backlog 10", "--noisy-backlog applies to the fairness scenario only");
@@ -571,7 +606,7 @@ mod tests {
         refused("--scenario soak --sample-every 0s", "--sample-every: use");
         refused("--scenario fanout --consumers 2", "--consumers does not apply to the fanout scenario");
         refused("--scenario fanout --backlog-max 10", "--backlog-max does not apply to the fanout scenario");
-        refused("--scenario fanout --batch 10", "--batch applies to the throughput and peers scenarios only");
+        refused("--scenario fanout --batch 10", "--batch applies to the throughput, peers and streams scenarios only");
     }
 
     #[cfg(feature = "peers")]

@@ -30,6 +30,8 @@ mod sluice;
 mod sluice_pg;
 mod sluice_sqs;
 mod spawned;
+mod stream_sluice;
+pub(crate) mod streams;
 mod system;
 
 use std::path::PathBuf;

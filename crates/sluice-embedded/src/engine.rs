@@ -420,6 +420,8 @@ impl Engine {
             // Into the kernel's hands before the sync stage is told: its `fdatasync` covers only
             // what was written to the file when it starts.
             disk.db.persist(PersistMode::Buffer).map_err(|e| Failure::of_write("writing a batch", e))?;
+            // Before the turn is handed over, so that the sync that answers it syncs the journal.
+            self.shared.journal_dirty.store(true, Ordering::Release);
         }
         // Stream records after the batch, so that a dedup id is never on disk before the
         // batch that holds it was written; their files go to the sync stage with this turn.

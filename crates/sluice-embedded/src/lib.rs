@@ -127,6 +127,10 @@ struct Shared {
     counters: Counters,
     /// Stream segment files written since the last sync, for the sync stage (`log`).
     log_files: Mutex<Vec<Arc<std::fs::File>>>,
+    /// Set by the writer after it appended a batch to fjall's journal, cleared by the sync stage
+    /// right before it syncs the journal: a turn that only appended stream records (nothing in
+    /// fjall) needs no journal sync.
+    journal_dirty: std::sync::atomic::AtomicBool,
     /// Long polls on streams, woken after durable appends (`log::wake`).
     stream_wakers: log::wake::Wakers,
 }

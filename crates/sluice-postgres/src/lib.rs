@@ -445,7 +445,7 @@ impl RecordStore for PostgresStore {
 #[async_trait]
 impl CommitStore for PostgresStore {
     async fn commit_all(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
-        commit::commit(&self.inner, writes).await
+        commit::commit(&self.inner, &self.round_robin, writes).await
     }
 }
 

@@ -38,7 +38,7 @@ pub fn routes() -> Router<AppState> {
 #[derive(OpenApi)]
 #[openapi(
     paths(create, list, get_one, delete, pause, resume),
-    tags((name = "schedules", description = "Recurring sends into a queue or a topic (cron or fixed interval), each tick fired once"))
+    tags((name = "schedules", description = "Recurring sends into a queue, a topic or a stream (cron or fixed interval), each tick fired once"))
 )]
 pub struct ScheduleDoc;
 
@@ -71,9 +71,7 @@ fn definition(r: api::CreateScheduleRequest) -> Result<Definition, ApiError> {
     let target = match r.target {
         api::ScheduleTarget { queue: Some(q), topic: None, stream: None, job: None } => Target::Queue(q),
         api::ScheduleTarget { queue: None, topic: Some(t), stream: None, job: None } => Target::Topic(t),
-        api::ScheduleTarget { queue: None, topic: None, stream: Some(_), job: None } => {
-            return Err(invalid("target.stream", "streams are not available as a schedule's target yet"));
-        }
+        api::ScheduleTarget { queue: None, topic: None, stream: Some(s), job: None } => Target::Stream(s),
         api::ScheduleTarget { queue: None, topic: None, stream: None, job: Some(_) } => {
             return Err(invalid("target.job", "jobs are not available as a schedule's target yet"));
         }
@@ -122,9 +120,10 @@ fn definition(r: api::CreateScheduleRequest) -> Result<Definition, ApiError> {
 fn view(v: &ScheduleView) -> api::Schedule {
     let d = &v.record.definition;
     let s = &v.record.state;
-    let (queue, topic) = match &d.target {
-        Target::Queue(q) => (Some(q.clone()), None),
-        Target::Topic(t) => (None, Some(t.clone())),
+    let (queue, topic, stream) = match &d.target {
+        Target::Queue(q) => (Some(q.clone()), None, None),
+        Target::Topic(t) => (None, Some(t.clone()), None),
+        Target::Stream(s) => (None, None, Some(s.clone())),
     };
     let status = if s.paused {
         "paused"
@@ -140,7 +139,7 @@ fn view(v: &ScheduleView) -> api::Schedule {
         cron: d.cron.clone(),
         every_ms: d.every_ms,
         timezone: d.timezone.clone(),
-        target: api::ScheduleTarget { queue, topic, stream: None, job: None },
+        target: api::ScheduleTarget { queue, topic, stream, job: None },
         message,
         catch_up: match d.catch_up {
             schedules::CatchUp::None => api::CatchUp::None,

@@ -1,7 +1,8 @@
 //! Schedules on a manual clock over real stores: every tick fires exactly once, on time, across
 //! restarts of the services and of the store, with each catch-up policy after downtime, into a
-//! topic, after a missing target appears, and with two nodes racing for every tick (two services
-//! over one embedded store, and over one PostgreSQL database when `SLUICE_TEST_PG_URL` is set).
+//! topic and into a stream, after a missing target appears, and with two nodes racing for every
+//! tick (two services over one embedded store, and over one PostgreSQL database when
+//! `SLUICE_TEST_PG_URL` is set).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -275,6 +276,83 @@ async fn bad_definitions_are_refused_and_the_same_one_twice_is_one_schedule() {
     assert!(matches!(s.get("nope").await, Err(ScheduleError::NotFound(_))));
     assert!(s.delete("s").await.unwrap());
     assert!(!s.delete("s").await.unwrap());
+}
+
+/// Waits (real time) until stream `name` holds `count` records in all, then a little longer
+/// to see that no more come.
+async fn stream_settles_at(store: &Arc<dyn Store>, name: &str, count: u64) {
+    let records = || async {
+        let view = store.get_stream(name).await.expect("stream");
+        view.partitions.iter().map(|p| p.next_offset - p.first_offset).sum::<u64>()
+    };
+    for _ in 0..500 {
+        if records().await >= count {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(records().await, count, "records in {name}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_target_appends_each_tick_once_keyed_by_the_schedule() {
+    use sluice_core::stream::StreamConfig;
+    use sluice_core::stream::partitioner::partition_for_key;
+    use sluice_store::{ReadFrom, ReadRequest};
+
+    let backend = Embedded::new();
+    let clock = ManualClock::new(T0_MS);
+    let store = backend.open(&clock);
+    let node = services(&store, &clock);
+    let stream = || Target::Stream("audit".into());
+    node.schedules().create(every("s", MINUTE, stream(), CatchUp::All), &origin()).await.unwrap();
+    // The stream does not exist yet: the tick waits for it, and says why.
+    let running = node.start();
+    let mut error = None;
+    for _ in 0..500 {
+        error = node.schedules().get("s").await.unwrap().record.state.last_error;
+        if error.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(error.as_deref().is_some_and(|e| e.contains("audit")), "the failure names the stream: {error:?}");
+    store.create_stream("audit", StreamConfig { partitions: 4, ..Default::default() }).await.expect("stream");
+    clock.advance_to(T0_MS + 10 * SECOND);
+    stream_settles_at(&store, "audit", 1).await;
+    for minute in 1..=2 {
+        clock.advance_to(T0_MS + minute * MINUTE);
+        stream_settles_at(&store, "audit", minute + 1).await;
+    }
+    stop(&node, running).await;
+    drop(node);
+    // A restart of the services and the store between ticks neither repeats nor loses one.
+    tokio::task::spawn_blocking(move || drop(store)).await.unwrap();
+    clock.advance_to(T0_MS + 2 * MINUTE + 30 * SECOND);
+    let store = backend.open(&clock);
+    let node = services(&store, &clock);
+    let running = node.start();
+    stream_settles_at(&store, "audit", 3).await;
+    clock.advance_to(T0_MS + 3 * MINUTE);
+    stream_settles_at(&store, "audit", 4).await;
+    stop(&node, running).await;
+
+    // Every tick in the schedule's key's partition, in tick order, carrying its tick.
+    let partition = partition_for_key(b"s", 4);
+    let request = ReadRequest { partition, from: ReadFrom::Offset(0), max: 100, wait_ms: 0 };
+    let records = store.read("audit", request).await.expect("read").records;
+    let ticks: Vec<u64> = (0..4).map(|m| T0_MS + m * MINUTE).collect();
+    assert_eq!(records.len(), ticks.len(), "{records:?}");
+    for (r, (offset, tick)) in records.iter().zip(ticks.iter().enumerate()) {
+        assert_eq!((r.offset, r.key.as_deref()), (offset as u64, Some(&b"s"[..])));
+        assert_eq!(r.body, b"tick of s");
+        assert_eq!(r.headers.get(SCHEDULED_AT_ATTRIBUTE), Some(&rfc(*tick)));
+        assert_eq!(r.headers.get("sluice.schedule").map(String::as_str), Some("s"));
+        assert_eq!(r.dedup_id, Some(format!("s/{tick}")));
+    }
+    let view = node.schedules().get("s").await.unwrap();
+    assert_eq!((view.record.state.fired, view.record.state.last_error), (4, None));
 }
 
 /// Two nodes over one store race for every tick; each fires once.

@@ -418,6 +418,44 @@ impl Logs {
         Ok(out)
     }
 
+    /// For a commit, which is all or nothing: whether [`Logs::append`] would take every record
+    /// of `new` into `name` now, or the refusal of the first it would not take. `taken` counts
+    /// the dedup ids that earlier appends of the same commit to this stream admitted (and
+    /// grows by this one's).
+    pub fn admit(
+        &self,
+        name: &str,
+        new: &[NewRecord],
+        now: TimeMs,
+        taken: &mut usize,
+    ) -> Result<(), sluice_store::Conflict> {
+        use sluice_store::Conflict;
+        let s = self.streams.get(name).ok_or_else(|| Conflict::StreamNotFound(name.to_owned()))?;
+        // As `append` counts them: after dropping the ids whose window is over.
+        let expired = s
+            .dedup_order
+            .iter()
+            .take_while(|(at, _)| *at <= now)
+            .filter(|(_, id)| s.dedup.get(id).is_some_and(|e| e.expires_at <= now))
+            .count();
+        let mut live = s.dedup.len() - expired + *taken;
+        let mut fresh: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        for (record, r) in new.iter().enumerate() {
+            r.validate(&s.config).map_err(|error| Conflict::RecordRefused { record, error })?;
+            if let Some(id) = &r.dedup_id
+                && !s.dedup.get(id).is_some_and(|e| e.expires_at > now)
+                && fresh.insert(id)
+            {
+                if live >= STREAM_DEDUP_ENTRIES_MAX {
+                    return Err(Conflict::RecordRefused { record, error: RecordError::DedupFull });
+                }
+                live += 1;
+                *taken += 1;
+            }
+        }
+        Ok(())
+    }
+
     /// Writes every staged batch (after the turn's fjall batch); returns the records written
     /// and adds the files written to `dirty`.
     pub fn flush(&mut self, now: TimeMs, dirty: &mut Vec<Arc<File>>) -> std::io::Result<u64> {

@@ -256,7 +256,10 @@ fn check(d: &Definition) -> Result<(), ScheduleError> {
         return Err(invalid("end_at", "the end is before the start"));
     }
     if d.target.name().is_empty() {
-        return Err(invalid("target", "name a queue or a topic"));
+        return Err(invalid("target", "name a queue, a topic or a stream"));
+    }
+    if let Target::Stream(stream) = &d.target {
+        sluice_core::stream::validate_name("target.stream", stream)?;
     }
     let size = sluice_core::NewMessage {
         body: d.message.body.clone(),

@@ -17,12 +17,15 @@ pub const RECORD_FORMAT: u8 = 1;
 pub enum Target {
     Queue(String),
     Topic(String),
+    /// A stream: each tick appends one record keyed by the schedule's name, so that the ticks
+    /// of a schedule keep their order in one partition.
+    Stream(String),
 }
 
 impl Target {
     pub fn name(&self) -> &str {
         match self {
-            Target::Queue(name) | Target::Topic(name) => name,
+            Target::Queue(name) | Target::Topic(name) | Target::Stream(name) => name,
         }
     }
 }

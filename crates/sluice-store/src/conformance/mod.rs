@@ -1,6 +1,5 @@
 //! The conformance suite: the behaviour every backend must show, written once, one module per
-//! store trait (`queues.rs`, `records.rs`, `commit.rs`).
-//! store trait (`queues.rs`, `records.rs`, `log.rs`).
+//! store trait (`queues.rs`, `records.rs`, `commit.rs`, `log.rs`).
 //!
 //! A backend's test file calls [`conformance_tests!`] with an expression that builds a fresh
 //! [`Backend`] (its own empty storage) for each test. Tests use real time with short timeouts;
@@ -57,7 +56,7 @@ macro_rules! conformance_tests {
             records_insert_put_replace_get_delete,
             records_list_by_kind_prefix_and_key_order, records_survive_restart,
             commit_applies_sends_and_records_together, a_refused_commit_changes_nothing,
-            of_commits_racing_on_one_condition_exactly_one_wins,
+            of_commits_racing_on_one_condition_exactly_one_wins, commit_appends_to_streams_with_the_other_writes,
             streams_create_get_list_update_delete, appends_get_gapless_offsets_by_partition_key_and_round_robin,
             reads_from_offsets_and_times_keep_every_field, read_long_polls_wake_on_append_and_time_out,
             dedup_ids_return_the_original_place_across_restart, streams_records_and_groups_survive_restart,
