@@ -6,8 +6,10 @@
 //!   worker (`topics/worker.rs`) with its breakers per endpoint.
 //! - `redrive`: redrive tasks that move a dead-letter queue's messages back at a bounded rate.
 //! - `sqs`: the state only the SQS API has (its 60-second rules, FIFO receive attempts).
+//! - `relays`: outbox relays, publishing the rows of an application's own database (store
+//!   records for configuration and state; one node per relay by lease).
 //!
-//! Every later long-running feature (jobs, sagas, outbox relays, schedules, alerts) is a module
+//! Every later long-running feature (jobs, sagas, schedules, alerts) is a module
 //! here, started by [`Services::start`] and stopped with the [`Running`] handle it returns.
 //!
 //! Time comes from the one [`Clock`] the services are built with, so that every timer here can
@@ -15,6 +17,7 @@
 //! deliveries; they serve nothing.
 
 pub mod redrive;
+pub mod relays;
 pub mod sqs;
 pub mod topics;
 
@@ -25,6 +28,7 @@ use sluice_store::Store;
 use tokio::task::JoinHandle;
 
 use redrive::Redrives;
+use relays::Relays;
 use sqs::SqsState;
 use topics::worker::{Endpoints, PushConfig};
 use topics::{Arns, Topics};
@@ -46,6 +50,7 @@ pub struct Services {
     /// The push worker's breakers and permits per endpoint (shown in subscription views).
     push: Arc<Endpoints>,
     sqs: SqsState,
+    relays: Relays,
 }
 
 impl Services {
@@ -55,6 +60,7 @@ impl Services {
             redrives: Redrives::new(store.clone(), clock.clone()),
             push: Arc::new(Endpoints::new(config.push)),
             sqs: SqsState::default(),
+            relays: Relays::new(),
             store,
             clock,
         })
@@ -84,11 +90,17 @@ impl Services {
         &self.sqs
     }
 
-    /// Starts the background work: the push worker. Redrives start on request.
+    pub fn relays(&self) -> &Relays {
+        &self.relays
+    }
+
+    /// Starts the background work: the push worker and the relays' supervisor. Redrives start
+    /// on request.
     pub fn start(self: &Arc<Self>) -> Running {
         // Stopped with the server: a POST cut short leaves its delivery to reappear after its
         // visibility timeout and be pushed again (at least once).
         let push_worker = topics::worker::spawn(self.store.clone(), self.push.clone(), self.clock.clone());
+        Relays::start(self);
         Running { services: self.clone(), push_worker }
     }
 
@@ -96,6 +108,7 @@ impl Services {
     /// step), so that a long redrive does not keep moving messages while the server winds down.
     pub fn stop(&self) {
         self.redrives.stop_all();
+        self.relays.stop();
     }
 }
 
@@ -107,9 +120,11 @@ pub struct Running {
 }
 
 impl Running {
-    /// Waits for the work that [`Services::stop`] ended, then drops the push worker's tasks.
+    /// Waits for the work that [`Services::stop`] ended (redrives, relays, each after its
+    /// current step), then drops the push worker's tasks.
     pub async fn join(self) {
         self.services.redrives.join_all().await;
+        self.services.relays.join().await;
         self.push_worker.abort();
     }
 }
