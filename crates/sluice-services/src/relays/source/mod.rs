@@ -215,6 +215,7 @@ impl Source {
 /// `cut` for a text field and `measured` for a length and a value bounded by it.
 pub(super) fn select_list(
     spec: &SourceSpec,
+    nulls: Nulls,
     quote: impl Fn(&str) -> String,
     cut: impl Fn(&str) -> String,
     measured: impl Fn(&str, u64) -> (String, String),
@@ -223,9 +224,9 @@ pub(super) fn select_list(
     let (payload_len, payload) = measured(&quote(&c.payload), super::limits::RELAY_PAYLOAD_BYTES_MAX);
     let (headers_len, headers) = match &c.headers {
         Some(h) => measured(&quote(h), super::limits::RELAY_HEADERS_BYTES_MAX as u64),
-        None => ("NULL".to_string(), "NULL".to_string()),
+        None => (nulls.number.to_string(), nulls.bytes.to_string()),
     };
-    let route = spec.route_by.as_deref().map_or("NULL".to_string(), |r| cut(&quote(r)));
+    let route = spec.route_by.as_deref().map_or(nulls.text.to_string(), |r| cut(&quote(r)));
     [
         cut(&quote(&c.id)),
         cut(&quote(&c.aggregate_type)),
@@ -238,6 +239,13 @@ pub(super) fn select_list(
         route,
     ]
     .join(", ")
+}
+
+/// A dialect's typed NULLs, for the columns a relay does not map (PostgreSQL types even those).
+pub(super) struct Nulls {
+    pub number: &'static str,
+    pub bytes: &'static str,
+    pub text: &'static str,
 }
 
 /// The columns a relay needs in the table, for the check when it connects.

@@ -16,7 +16,7 @@ use std::time::Duration;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, Value};
 
-use super::{FIELD_CUT, Row, SourceError, SourceSpec, headers_from, missing_column, payload_from_bytes, quote_table, select_list};
+use super::{FIELD_CUT, Nulls, Row, SourceError, SourceSpec, headers_from, missing_column, payload_from_bytes, quote_table, select_list};
 use crate::relays::limits::{RELAY_CONNECT_MS, RELAY_MYSQL_LOCK_WAIT_S, RELAY_QUERY_MS};
 use crate::relays::model::AfterPublish;
 
@@ -100,6 +100,7 @@ impl MySource {
         let c = &self.spec.columns;
         let list = select_list(
             &self.spec,
+            Nulls { number: "NULL", bytes: "NULL", text: "NULL" },
             quote,
             |e| format!("LEFT(CAST({e} AS CHAR), {FIELD_CUT})"),
             |e, max| (format!("OCTET_LENGTH({e})"), format!("IF(OCTET_LENGTH({e}) <= {max}, {e}, NULL)")),

@@ -21,7 +21,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls};
 
 use super::{Row, SourceError, SourceSpec, headers_from, missing_column, payload_from_bytes, quote_table, select_list};
-use super::FIELD_CUT;
+use super::{FIELD_CUT, Nulls};
 use crate::relays::limits::{RELAY_CONNECT_MS, RELAY_QUERY_MS};
 use crate::relays::model::AfterPublish;
 
@@ -102,8 +102,10 @@ impl PgSource {
         };
         let c = &self.spec.columns;
         let payload_is_bytea = type_of(&c.payload) == "bytea";
+        let nulls = Nulls { number: "NULL::bigint", bytes: "NULL::bytea", text: "NULL::text" };
         let list = select_list(
             &self.spec,
+            nulls,
             |n| format!("t.{}", quote(n)),
             |e| format!("left({e}::text, {FIELD_CUT})"),
             |e, max| {
@@ -148,16 +150,16 @@ impl PgSource {
             let mut bytes = 0u64;
             while let Some(row) = stream.next().await {
                 let row = row?;
-                let length: Option<i64> = row.get(4);
-                let headers_len: Option<i64> = row.get(6);
+                let length: Option<i64> = row.try_get(4)?;
+                let headers_len: Option<i64> = row.try_get(6)?;
                 let parsed = Row {
-                    id: row.get::<_, Option<String>>(0).unwrap_or_default(),
-                    aggregate_type: row.get(1),
-                    aggregate_id: row.get(2),
-                    event_type: row.get(3),
-                    payload: payload_from_bytes(length.map(|n| n as u64), row.get(5)),
-                    headers: headers_from(headers_len.map(|n| n as u64), row.get::<_, Option<Vec<u8>>>(7).map(lossy)),
-                    route: row.get(8),
+                    id: row.try_get::<_, Option<String>>(0)?.unwrap_or_default(),
+                    aggregate_type: row.try_get(1)?,
+                    aggregate_id: row.try_get(2)?,
+                    event_type: row.try_get(3)?,
+                    payload: payload_from_bytes(length.map(|n| n as u64), row.try_get(5)?),
+                    headers: headers_from(headers_len.map(|n| n as u64), row.try_get::<_, Option<Vec<u8>>>(7)?.map(lossy)),
+                    route: row.try_get(8)?,
                 };
                 bytes += parsed.payload_bytes();
                 rows.push(parsed);

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, params_from_iter};
 
-use super::{FIELD_CUT, Row, SourceError, SourceSpec, headers_from, missing_column, payload_from_bytes, quote_table, select_list};
+use super::{FIELD_CUT, Nulls, Row, SourceError, SourceSpec, headers_from, missing_column, payload_from_bytes, quote_table, select_list};
 use crate::relays::limits::RELAY_QUERY_MS;
 use crate::relays::model::AfterPublish;
 
@@ -61,6 +61,7 @@ impl LiteSource {
         let c = &spec.columns;
         let list = select_list(
             spec,
+            Nulls { number: "NULL", bytes: "NULL", text: "NULL" },
             quote,
             |e| format!("substr(CAST({e} AS TEXT), 1, {FIELD_CUT})"),
             |e, max| {
