@@ -84,4 +84,11 @@ codes! {
     InsufficientStorage = "insufficient_storage", 507, "The disk holding the server's data is full; calls are refused until space is freed, then served again without a restart. Retry later.";
     ShuttingDown = "shutting_down", 503, "The server is shutting down.";
     Internal = "internal", 500, "An unexpected server error; the log has the details.";
+    // Relays
+    RelayNotFound = "relay_not_found", 404, "No relay has this name.";
+    RelayExists = "relay_exists", 409, "A relay of this name exists with a different configuration.";
+    RelaySourceInUse = "relay_source_in_use", 409, "Another relay already publishes this table of this source (`details.relay`).";
+    RelaySourceUnreachable = "relay_source_unreachable", 400, "The relay's source database could not be reached (connection refused, wrong host or credentials); nothing was created.";
+    RelaySourceInvalid = "relay_source_invalid", 400, "The relay's source database answered, but the table or a mapped column is missing or cannot be read; nothing was created.";
+    RelayTargetUnavailable = "relay_target_unavailable", 400, "Stream targets are not available yet (streams are being built); relay to a topic or a queue.";
 }

@@ -26,6 +26,7 @@ mod openapi;
 mod paging;
 mod queues;
 mod redrive;
+mod relays;
 mod topic_routes;
 
 use std::future::Future;
@@ -155,6 +156,7 @@ pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
         .route("/v1/subscriptions", get(topic_routes::list_subscriptions))
         .route("/v1/redrives", get(redrive::list))
         .route("/v1/redrives/{id}", get(redrive::get).delete(redrive::cancel))
+        .merge(relays::routes())
         .route("/v1/openapi.json", get(openapi::openapi_json))
         .route("/metrics", get(metrics::scrape))
         .route("/healthz", get(health::healthz))

@@ -63,5 +63,10 @@ pub struct ApiDoc;
 )]
 pub async fn openapi_json() -> axum::Json<&'static utoipa::openapi::OpenApi> {
     static DOC: OnceLock<utoipa::openapi::OpenApi> = OnceLock::new();
-    axum::Json(DOC.get_or_init(ApiDoc::openapi))
+    axum::Json(DOC.get_or_init(document))
+}
+
+/// The whole document: this one and each routes module's own.
+pub fn document() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi().merge_from(crate::relays::RelaysDoc::openapi())
 }

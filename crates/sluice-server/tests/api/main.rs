@@ -8,5 +8,6 @@ mod operations;
 mod poisoned;
 mod queues;
 mod redrive;
+mod relays;
 mod serve;
 mod topics;

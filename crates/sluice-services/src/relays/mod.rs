@@ -38,7 +38,7 @@ pub use model::{
     AfterPublish, Columns, Lease, RELAY_KIND, RELAY_STATE_KIND, ROUTE_PLACEHOLDER, RelayRecord, RelaySpec, RelayState,
     Target,
 };
-pub use redact::redact;
+pub use redact::{redact, scrub as scrub_error};
 pub use source::SourceUrl;
 pub use target::{AGGREGATE_ID, AGGREGATE_TYPE, OUTBOX_ID, OUTBOX_TYPE, RELAY_ERROR, RELAY_NAME};
 
