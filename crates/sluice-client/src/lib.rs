@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 mod error;
+mod relays;
 mod retry;
 
 use std::time::Duration;
@@ -37,6 +38,7 @@ use sluice_core::backoff::Backoff;
 use sluice_core::limits::RECEIVE_WAIT_MS_MAX;
 
 pub use error::ClientError;
+pub use relays::CreatedRelay;
 pub use retry::RetryPolicy;
 pub use sluice_api;
 

@@ -8,6 +8,7 @@ mod migrate;
 mod peek;
 mod queue;
 mod receive;
+mod relay;
 mod send;
 mod serve;
 mod topic;
@@ -26,6 +27,7 @@ pub enum Command {
     Peek(peek::Args),
     Dlq(dlq::Args),
     Topic(topic::Args),
+    Relay(relay::Args),
     // Boxed: the benchmark's many flags would make every command as large as it.
     Bench(Box<bench::Args>),
     Migrate(migrate::Args),
@@ -42,6 +44,7 @@ impl Command {
             Command::Peek(args) => peek::run(args).await,
             Command::Dlq(args) => dlq::run(args).await,
             Command::Topic(args) => topic::run(args).await,
+            Command::Relay(args) => relay::run(args).await,
             Command::Bench(args) => bench::run(*args).await,
             Command::Migrate(args) => migrate::run(args).await,
         }
