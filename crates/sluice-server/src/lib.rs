@@ -61,11 +61,20 @@ pub struct ServerConfig {
     /// Keys that AWS requests must be signed with (SigV4). Empty: any request is accepted,
     /// signed with anything or not at all.
     pub access_keys: Vec<AccessKey>,
+    /// This node's name on outbox relay leases: a node restarted under the same name takes
+    /// its relays back at once. `None`: a random name (a restart then waits for the leases
+    /// to run out, as another node would).
+    pub relay_node: Option<String>,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { account: "000000000000".to_string(), region: "us-east-1".to_string(), access_keys: Vec::new() }
+        ServerConfig {
+            account: "000000000000".to_string(),
+            region: "us-east-1".to_string(),
+            access_keys: Vec::new(),
+            relay_node: None,
+        }
     }
 }
 
@@ -124,7 +133,7 @@ pub fn services(
     push: PushConfig,
 ) -> Arc<Services> {
     let arns = Arns { region: config.region.clone(), account: config.account.clone() };
-    Services::new(store, clock, ServicesConfig { arns, push })
+    Services::new(store, clock, ServicesConfig { arns, push, relay_node: config.relay_node.clone() })
 }
 
 /// Every route, with its middleware, over `services`.

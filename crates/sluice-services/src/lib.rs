@@ -33,12 +33,14 @@ use sqs::SqsState;
 use topics::worker::{Endpoints, PushConfig};
 use topics::{Arns, Topics};
 
-/// How the services are set up: the ARNs they write (account and region) and the push
-/// worker's timeouts and breaker.
+/// How the services are set up: the ARNs they write (account and region), the push
+/// worker's timeouts and breaker, and the node's name on relay leases.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServicesConfig {
     pub arns: Arns,
     pub push: PushConfig,
+    /// This node's name on relay leases; see [`Relays`]. `None`: a random name.
+    pub relay_node: Option<String>,
 }
 
 /// Every service of one server, over one store and one clock. Share it in an `Arc`.
@@ -60,7 +62,7 @@ impl Services {
             redrives: Redrives::new(store.clone(), clock.clone()),
             push: Arc::new(Endpoints::new(config.push)),
             sqs: SqsState::default(),
-            relays: Relays::new(),
+            relays: Relays::new(config.relay_node),
             store,
             clock,
         })

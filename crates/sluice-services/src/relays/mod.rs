@@ -92,16 +92,34 @@ impl RelayView {
         }
     }
 
-    /// The node running the relay now (the lease holder without the runner number).
+    /// The node running the relay now (the lease holder's node name).
     pub fn active_node(&self, now_ms: u64) -> Option<String> {
-        self.state.holder(now_ms).map(|owner| owner.split('#').next().unwrap_or(owner).to_string())
+        self.state.holder(now_ms).map(|owner| Owner::parse(owner).node.to_string())
+    }
+}
+
+/// A lease holder's name, `INCARNATION#GENERATION@NODE`: the node's name, this process's
+/// random incarnation, and the runner's number within it.
+pub(crate) struct Owner<'a> {
+    pub node: &'a str,
+    pub incarnation: &'a str,
+}
+
+impl Owner<'_> {
+    pub fn parse(owner: &str) -> Owner<'_> {
+        let (runner, node) = owner.split_once('@').unwrap_or(("", owner));
+        Owner { node, incarnation: runner.split('#').next().unwrap_or("") }
     }
 }
 
 /// The relays service: configuration through the store, and the runners of this node.
 pub struct Relays {
-    /// This node's name on leases: the process id and a random id.
+    /// This node's name on leases. A node that restarts under the same name takes back its
+    /// leases at once instead of waiting for them to run out: `serve` names an embedded node
+    /// after its data directory (one process per directory); without a name, a random one.
     node: String,
+    /// This process's random part of every lease it holds.
+    incarnation: String,
     generation: AtomicU64,
     /// Wakes the supervisor after a change through this node.
     changed: Notify,
@@ -109,17 +127,13 @@ pub struct Relays {
     supervisor: Mutex<Option<JoinHandle<()>>>,
 }
 
-impl Default for Relays {
-    fn default() -> Self {
-        Relays::new()
-    }
-}
-
 impl Relays {
-    pub fn new() -> Relays {
-        let node = format!("{}-{}", std::process::id(), &uuid::Uuid::now_v7().simple().to_string()[20..]);
+    pub fn new(node: Option<String>) -> Relays {
+        let incarnation = uuid::Uuid::now_v7().simple().to_string()[20..].to_string();
+        let node = node.unwrap_or_else(|| format!("node-{}-{incarnation}", std::process::id()));
         Relays {
             node,
+            incarnation,
             generation: AtomicU64::new(0),
             changed: Notify::new(),
             stop: watch::Sender::new(false),
@@ -129,6 +143,13 @@ impl Relays {
 
     pub fn node(&self) -> &str {
         &self.node
+    }
+
+    /// Whether a lease held by `owner` may be taken now, before it runs out: it was this
+    /// node's in an earlier process (which a restart proves dead).
+    pub(crate) fn stale(&self, owner: &str) -> bool {
+        let owner = Owner::parse(owner);
+        owner.node == self.node && owner.incarnation != self.incarnation
     }
 
     /// Starts this node's supervisor (once).
@@ -291,7 +312,7 @@ async fn supervise(services: Arc<Services>) {
                         continue;
                     }
                     let generation = relays.generation.fetch_add(1, Ordering::Relaxed);
-                    let owner = format!("{}#{generation}", relays.node);
+                    let owner = format!("{}#{generation}@{}", relays.incarnation, relays.node);
                     let (stop, receiver) = watch::channel(false);
                     let runner = runner::Runner::new(services.clone(), record.clone(), owner, receiver);
                     running.insert(name, Running { record, stop, task: tokio::spawn(runner.run()) });

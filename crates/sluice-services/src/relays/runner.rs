@@ -322,6 +322,7 @@ impl Runner {
             self.state_bytes = stored;
             if let Some(holder) = self.state.holder(now)
                 && holder != self.owner
+                && !self.services.relays().stale(holder)
             {
                 return Ok(Some(self.state.lease.as_ref().map_or(now, |l| l.expires_at_ms)));
             }
