@@ -14,9 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
 pub use error::{ErrorBody, ErrorCode, ErrorResponse};
-pub use relays::{
-    AfterPublish, CreateRelayRequest, Relay, RelayColumns, RelayList, RelayStatus, RelayTarget,
-};
+pub use relays::{AfterPublish, CreateRelayRequest, Relay, RelayColumns, RelayList, RelayStatus, RelayTarget};
 pub use topics::{
     CreateTopicRequest, FilterPolicyScope, PublishMessage, PublishRequest, PublishResponse, PublishResult,
     SubscribeRequest, Subscription, SubscriptionCounts, SubscriptionList, Topic, TopicList,

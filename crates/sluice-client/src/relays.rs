@@ -25,8 +25,10 @@ impl Client {
     /// `GET /v1/relays`: one page of relays in name order, each with its status.
     pub async fn list_relays(&self, limit: Option<u32>, next_token: Option<&str>) -> Result<RelayList> {
         let limit = limit.map(|l| l.to_string());
-        let query: Vec<(&str, &str)> =
-            [("limit", limit.as_deref()), ("next_token", next_token)].into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect();
+        let query: Vec<(&str, &str)> = [("limit", limit.as_deref()), ("next_token", next_token)]
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect();
         self.json(Method::GET, &["v1", "relays"], &query, None::<&()>).await
     }
 

@@ -144,14 +144,17 @@ impl From<sluice_services::relays::RelayError> for ApiError {
         use sluice_services::relays::RelayError;
         let message = e.to_string();
         match e {
-            RelayError::NotFound(name) => ApiError::new(ErrorCode::RelayNotFound, message).with_details(json!({ "relay": name })),
-            RelayError::Exists(name) => ApiError::new(ErrorCode::RelayExists, message).with_details(json!({ "relay": name })),
+            RelayError::NotFound(name) => {
+                ApiError::new(ErrorCode::RelayNotFound, message).with_details(json!({ "relay": name }))
+            }
+            RelayError::Exists(name) => {
+                ApiError::new(ErrorCode::RelayExists, message).with_details(json!({ "relay": name }))
+            }
             RelayError::SourceInUse { relay } => {
                 ApiError::new(ErrorCode::RelaySourceInUse, message).with_details(json!({ "relay": relay }))
             }
-            RelayError::StreamsUnavailable => {
-                ApiError::new(ErrorCode::RelayTargetUnavailable, message).with_details(json!({ "field": "target.stream" }))
-            }
+            RelayError::StreamsUnavailable => ApiError::new(ErrorCode::RelayTargetUnavailable, message)
+                .with_details(json!({ "field": "target.stream" })),
             RelayError::Invalid(v) => v.into(),
             RelayError::SourceUnreachable(why) => ApiError::new(ErrorCode::RelaySourceUnreachable, why),
             RelayError::SourceInvalid(why) => ApiError::new(ErrorCode::RelaySourceInvalid, why),

@@ -47,7 +47,9 @@ fn spec(request: CreateRelayRequest) -> Result<RelaySpec, ApiError> {
         (Some(topic), None, None) => Target::Topic(topic),
         (None, Some(queue), None) => Target::Queue(queue),
         (None, None, Some(stream)) => Target::Stream(stream),
-        _ => return Err(ApiError::invalid("target", "give exactly one of target.topic, target.queue and target.stream")),
+        _ => {
+            return Err(ApiError::invalid("target", "give exactly one of target.topic, target.queue and target.stream"));
+        }
     };
     let c = request.columns.unwrap_or_default();
     let d = Columns::default();
@@ -233,18 +235,31 @@ pub async fn render_metrics(state: &AppState) -> Result<String, ApiError> {
     let recorder = PrometheusBuilder::new().build_recorder();
     metrics::with_local_recorder(&recorder, || {
         metrics::describe_gauge!("sluice_relay_lag_seconds", "How long the oldest unpublished outbox row has waited.");
-        metrics::describe_counter!("sluice_relay_rows_published_total", "Outbox rows published, then deleted or marked.");
-        metrics::describe_counter!("sluice_relay_rows_dead_lettered_total", "Outbox rows sent to the relay's dead-letter queue.");
+        metrics::describe_counter!(
+            "sluice_relay_rows_published_total",
+            "Outbox rows published, then deleted or marked."
+        );
+        metrics::describe_counter!(
+            "sluice_relay_rows_dead_lettered_total",
+            "Outbox rows sent to the relay's dead-letter queue."
+        );
         metrics::describe_counter!("sluice_relay_errors_total", "Failed polls and refused rows.");
-        metrics::describe_gauge!("sluice_relay_blocked_rows", "Rows held back behind a row that cannot be published (alert above 0).");
+        metrics::describe_gauge!(
+            "sluice_relay_blocked_rows",
+            "Rows held back behind a row that cannot be published (alert above 0)."
+        );
         metrics::describe_gauge!("sluice_relay_rows_per_second", "Rows published per second over the last 10 s.");
-        metrics::describe_gauge!("sluice_relay_active", "1 while a node holds the relay's lease, 0 when paused or unowned.");
+        metrics::describe_gauge!(
+            "sluice_relay_active",
+            "1 while a node holds the relay's lease, 0 when paused or unowned."
+        );
         for v in &views {
             let name = v.record.spec.name.clone();
             let s = &v.state;
             metrics::gauge!("sluice_relay_lag_seconds", "relay" => name.clone()).set(s.lag_ms as f64 / 1000.0);
             metrics::counter!("sluice_relay_rows_published_total", "relay" => name.clone()).absolute(s.published);
-            metrics::counter!("sluice_relay_rows_dead_lettered_total", "relay" => name.clone()).absolute(s.dead_lettered);
+            metrics::counter!("sluice_relay_rows_dead_lettered_total", "relay" => name.clone())
+                .absolute(s.dead_lettered);
             metrics::counter!("sluice_relay_errors_total", "relay" => name.clone()).absolute(s.errors);
             metrics::gauge!("sluice_relay_blocked_rows", "relay" => name.clone()).set(s.blocked_rows as f64);
             metrics::gauge!("sluice_relay_rows_per_second", "relay" => name.clone()).set(s.rows_per_second);

@@ -74,7 +74,8 @@ impl Db {
     async fn mysql(url: &str) -> Db {
         let pool = mysql_async::Pool::new(mysql_async::Opts::from_url(url).expect("a MySQL URL"));
         let table = format!("crash_relay_{}", std::process::id());
-        let mut conn = pool.get_conn().await.unwrap_or_else(|e| panic!("SLUICE_TEST_MYSQL_URL={url} is set but unreachable: {e}"));
+        let mut conn =
+            pool.get_conn().await.unwrap_or_else(|e| panic!("SLUICE_TEST_MYSQL_URL={url} is set but unreachable: {e}"));
         conn.query_drop(format!(
             "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id BIGINT AUTO_INCREMENT PRIMARY KEY, aggregatetype VARCHAR(64),
              aggregateid VARCHAR(64), type VARCHAR(64), payload TEXT) ENGINE=InnoDB"
@@ -143,10 +144,11 @@ impl Db {
                 let conn = conn.lock().unwrap();
                 conn.query_row("SELECT count(*) FROM outbox", [], |r| r.get::<_, i64>(0)).expect("count") as u64
             }
-            Db::Postgres { schema, client, .. } => {
-                client.query_one(&format!("SELECT count(*) FROM {schema}.outbox"), &[]).await.expect("count").get::<_, i64>(0)
-                    as u64
-            }
+            Db::Postgres { schema, client, .. } => client
+                .query_one(&format!("SELECT count(*) FROM {schema}.outbox"), &[])
+                .await
+                .expect("count")
+                .get::<_, i64>(0) as u64,
             Db::Mysql { table, pool, .. } => {
                 let mut conn = pool.get_conn().await.expect("connection");
                 conn.query_first::<u64, _>(format!("SELECT count(*) FROM {table}")).await.expect("count").unwrap_or(0)
@@ -157,7 +159,9 @@ impl Db {
     async fn drop_table(&self) {
         match self {
             Db::Sqlite { .. } => {}
-            Db::Postgres { schema, client, .. } => client.batch_execute(&format!("DROP SCHEMA {schema} CASCADE")).await.expect("drop"),
+            Db::Postgres { schema, client, .. } => {
+                client.batch_execute(&format!("DROP SCHEMA {schema} CASCADE")).await.expect("drop")
+            }
             Db::Mysql { table, pool, url } => {
                 let mut conn = pool.get_conn().await.unwrap_or_else(|e| panic!("{url}: {e}"));
                 conn.query_drop(format!("DROP TABLE {table}")).await.expect("drop");
@@ -171,13 +175,18 @@ type Ledger = Mutex<Vec<(String, String, String)>>;
 
 async fn consume(url: &ServerUrl, ledger: &Ledger, wait_ms: u64) -> Result<usize, ()> {
     let c = client(&url.get());
-    let request = ReceiveRequest { max: Some(10), wait_ms: Some(wait_ms), visibility_timeout_ms: Some(torture::VISIBILITY_MS) };
+    let request =
+        ReceiveRequest { max: Some(10), wait_ms: Some(wait_ms), visibility_timeout_ms: Some(torture::VISIBILITY_MS) };
     let messages = c.receive_messages("out", &request).await.map_err(|_| ())?.messages;
     let n = messages.len();
     let mut receipts = Vec::new();
     for m in messages {
         let attribute = |name: &str| m.attributes.get(name).map(|a| a.value.clone()).unwrap_or_default();
-        ledger.lock().unwrap().push((attribute("outbox_id"), attribute("aggregate_id"), m.body.clone().unwrap_or_default()));
+        ledger.lock().unwrap().push((
+            attribute("outbox_id"),
+            attribute("aggregate_id"),
+            m.body.clone().unwrap_or_default(),
+        ));
         receipts.extend(m.receipt);
     }
     if !receipts.is_empty() {
@@ -256,13 +265,16 @@ async fn crash(db: Db, label: &str) {
 
     let written = written.lock().unwrap().clone();
     let ledger = ledger.lock().unwrap().clone();
-    let expected: HashMap<&str, (&str, &str)> = written.iter().map(|(i, a, b)| (i.as_str(), (a.as_str(), b.as_str()))).collect();
+    let expected: HashMap<&str, (&str, &str)> =
+        written.iter().map(|(i, a, b)| (i.as_str(), (a.as_str(), b.as_str()))).collect();
     let mut copies: HashMap<&str, usize> = HashMap::new();
     let mut first: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     let mut unexpected = 0;
     for (id, aggregate, body) in &ledger {
         match expected.get(id.as_str()) {
-            Some(&(a, b)) => assert_eq!((aggregate.as_str(), body.as_str()), (a, b), "a copy of row {id} differs from the row"),
+            Some(&(a, b)) => {
+                assert_eq!((aggregate.as_str(), body.as_str()), (a, b), "a copy of row {id} differs from the row")
+            }
             None => {
                 unexpected += 1;
                 continue;

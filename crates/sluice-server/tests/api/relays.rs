@@ -85,20 +85,55 @@ async fn relay_errors() {
     check(
         &s,
         vec![
-            case("POST", "/v1/relays", with(&|r| r["name"] = json!("bad name")), 400, Some("invalid_argument")).field("name"),
-            case("POST", "/v1/relays", with(&|r| r["source"] = json!("redis://x")), 400, Some("invalid_argument")).field("source"),
-            case("POST", "/v1/relays", with(&|r| r["table"] = json!("outbox; drop table x")), 400, Some("invalid_argument"))
-                .field("table"),
-            case("POST", "/v1/relays", with(&|r| r["poll_ms"] = json!(1)), 400, Some("invalid_argument")).field("poll_ms"),
-            case("POST", "/v1/relays", with(&|r| r["batch_max"] = json!(1001)), 400, Some("invalid_argument")).field("batch_max"),
-            case("POST", "/v1/relays", with(&|r| r["target"] = json!({})), 400, Some("invalid_argument")).field("target"),
-            case("POST", "/v1/relays", with(&|r| r["target"] = json!({ "stream": "s" })), 400, Some("relay_target_unavailable"))
-                .field("target.stream"),
-            case("POST", "/v1/relays", with(&|r| r["route_by"] = json!("aggregatetype")), 400, Some("invalid_argument"))
-                .field("target.queue"),
+            case("POST", "/v1/relays", with(&|r| r["name"] = json!("bad name")), 400, Some("invalid_argument"))
+                .field("name"),
+            case("POST", "/v1/relays", with(&|r| r["source"] = json!("redis://x")), 400, Some("invalid_argument"))
+                .field("source"),
+            case(
+                "POST",
+                "/v1/relays",
+                with(&|r| r["table"] = json!("outbox; drop table x")),
+                400,
+                Some("invalid_argument"),
+            )
+            .field("table"),
+            case("POST", "/v1/relays", with(&|r| r["poll_ms"] = json!(1)), 400, Some("invalid_argument"))
+                .field("poll_ms"),
+            case("POST", "/v1/relays", with(&|r| r["batch_max"] = json!(1001)), 400, Some("invalid_argument"))
+                .field("batch_max"),
+            case("POST", "/v1/relays", with(&|r| r["target"] = json!({})), 400, Some("invalid_argument"))
+                .field("target"),
+            case(
+                "POST",
+                "/v1/relays",
+                with(&|r| r["target"] = json!({ "stream": "s" })),
+                400,
+                Some("relay_target_unavailable"),
+            )
+            .field("target.stream"),
+            case(
+                "POST",
+                "/v1/relays",
+                with(&|r| r["route_by"] = json!("aggregatetype")),
+                400,
+                Some("invalid_argument"),
+            )
+            .field("target.queue"),
             case("POST", "/v1/relays", with(&|r| r["table"] = json!("missing")), 400, Some("relay_source_invalid")),
-            case("POST", "/v1/relays", with(&|r| r["columns"] = json!({ "payload": "body" })), 400, Some("relay_source_invalid")),
-            case("POST", "/v1/relays", with(&|r| r["source"] = json!("sqlite:///nonexistent/dir/app.db")), 400, Some("relay_source_unreachable")),
+            case(
+                "POST",
+                "/v1/relays",
+                with(&|r| r["columns"] = json!({ "payload": "body" })),
+                400,
+                Some("relay_source_invalid"),
+            ),
+            case(
+                "POST",
+                "/v1/relays",
+                with(&|r| r["source"] = json!("sqlite:///nonexistent/dir/app.db")),
+                400,
+                Some("relay_source_unreachable"),
+            ),
             case("POST", "/v1/relays", with(&|r| r["after_publish"] = json!("archive")), 400, Some("invalid_json")),
             case("GET", "/v1/relays/none", Payload::None, 404, Some("relay_not_found")),
             case("POST", "/v1/relays/none/pause", Payload::None, 404, Some("relay_not_found")),

@@ -184,9 +184,15 @@ impl Services {
         }
         let existing = self.relay_records().await?;
         if let Some(same) = existing.iter().find(|r| r.spec.name == spec.name) {
-            return if same.spec == spec { Ok((self.relay(&spec.name).await?, false)) } else { Err(RelayError::Exists(spec.name)) };
+            return if same.spec == spec {
+                Ok((self.relay(&spec.name).await?, false))
+            } else {
+                Err(RelayError::Exists(spec.name))
+            };
         }
-        if let Some(other) = existing.iter().find(|r| r.spec.table == spec.table && redact(&r.spec.source) == redact(&spec.source)) {
+        if let Some(other) =
+            existing.iter().find(|r| r.spec.table == spec.table && redact(&r.spec.source) == redact(&spec.source))
+        {
             return Err(RelayError::SourceInUse { relay: other.spec.name.clone() });
         }
         if existing.len() >= RELAYS_MAX {
@@ -204,7 +210,12 @@ impl Services {
             Err(SourceError::Refused(why)) => return Err(RelayError::SourceInvalid(why)),
             Err(e) => return Err(RelayError::SourceUnreachable(e.to_string())),
         }
-        let record = RelayRecord { format: RECORD_FORMAT, spec: spec.clone(), paused: false, created_at_ms: self.clock().now_ms() };
+        let record = RelayRecord {
+            format: RECORD_FORMAT,
+            spec: spec.clone(),
+            paused: false,
+            created_at_ms: self.clock().now_ms(),
+        };
         // A state left by an earlier relay of this name would carry its totals over.
         self.store().delete_record(RELAY_STATE_KIND, &spec.name).await?;
         if !self.store().insert_record(RELAY_KIND, &spec.name, encode(&record)).await? {
@@ -217,7 +228,8 @@ impl Services {
     }
 
     pub async fn relay(&self, name: &str) -> Result<RelayView, RelayError> {
-        let bytes = self.store().get_record(RELAY_KIND, name).await?.ok_or_else(|| RelayError::NotFound(name.into()))?;
+        let bytes =
+            self.store().get_record(RELAY_KIND, name).await?.ok_or_else(|| RelayError::NotFound(name.into()))?;
         let record = decode_record(&bytes).map_err(RelayError::Corrupt)?;
         let state = self.relay_state(name).await?;
         Ok(RelayView { record, state })
@@ -256,7 +268,8 @@ impl Services {
     /// lets go of the lease.
     pub async fn set_relay_paused(&self, name: &str, paused: bool) -> Result<RelayView, RelayError> {
         for _ in 0..8 {
-            let bytes = self.store().get_record(RELAY_KIND, name).await?.ok_or_else(|| RelayError::NotFound(name.into()))?;
+            let bytes =
+                self.store().get_record(RELAY_KIND, name).await?.ok_or_else(|| RelayError::NotFound(name.into()))?;
             let mut record = decode_record(&bytes).map_err(RelayError::Corrupt)?;
             if record.paused != paused {
                 record.paused = paused;

@@ -169,7 +169,8 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 }
 
 pub fn decode_record(bytes: &[u8]) -> Result<RelayRecord, String> {
-    let record: RelayRecord = serde_json::from_slice(bytes).map_err(|e| format!("a relay record does not parse: {e}"))?;
+    let record: RelayRecord =
+        serde_json::from_slice(bytes).map_err(|e| format!("a relay record does not parse: {e}"))?;
     if record.format != RECORD_FORMAT {
         return Err(format!("a relay record has format {}, this server reads {RECORD_FORMAT}", record.format));
     }
@@ -191,7 +192,10 @@ pub fn validate_name(name: &str) -> Result<(), ValidationError> {
     if ok {
         Ok(())
     } else {
-        Err(ValidationError::new("name", format!("a relay name is 1 to {RELAY_NAME_LEN_MAX} letters, digits, '-' and '_'")))
+        Err(ValidationError::new(
+            "name",
+            format!("a relay name is 1 to {RELAY_NAME_LEN_MAX} letters, digits, '-' and '_'"),
+        ))
     }
 }
 
@@ -206,7 +210,9 @@ fn validate_identifier(field: &str, name: &str) -> Result<(), ValidationError> {
     } else {
         Err(ValidationError::new(
             field,
-            format!("{name:?} is not a plain identifier: 1 to {RELAY_IDENTIFIER_LEN_MAX} letters, digits and '_', not starting with a digit"),
+            format!(
+                "{name:?} is not a plain identifier: 1 to {RELAY_IDENTIFIER_LEN_MAX} letters, digits and '_', not starting with a digit"
+            ),
         ))
     }
 }
@@ -216,7 +222,10 @@ impl RelaySpec {
     pub fn validate(&self) -> Result<(), ValidationError> {
         validate_name(&self.name)?;
         if self.source.len() > RELAY_SOURCE_LEN_MAX {
-            return Err(ValidationError::new("source", format!("a source URL is at most {RELAY_SOURCE_LEN_MAX} bytes")));
+            return Err(ValidationError::new(
+                "source",
+                format!("a source URL is at most {RELAY_SOURCE_LEN_MAX} bytes"),
+            ));
         }
         SourceUrl::parse(&self.source)?;
         let parts: Vec<&str> = self.table.split('.').collect();
@@ -255,7 +264,8 @@ impl RelaySpec {
             return Err(ValidationError::new("batch_max", format!("must be 1 to {RELAY_BATCH_MAX_MAX}")));
         }
         if let Some(dlq) = &self.dead_letter_queue {
-            sluice_core::name::validate_queue_name(dlq).map_err(|e| ValidationError::new("dead_letter_queue", e.message))?;
+            sluice_core::name::validate_queue_name(dlq)
+                .map_err(|e| ValidationError::new("dead_letter_queue", e.message))?;
         }
         Ok(())
     }

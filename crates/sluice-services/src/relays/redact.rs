@@ -65,7 +65,10 @@ mod tests {
             ("postgres://app:secret@db:5432/orders", "postgres://app:***@db:5432/orders"),
             ("postgres://app@db/orders", "postgres://app@db/orders"),
             ("mysql://root:p%40ss@127.0.0.1:3306/test", "mysql://root:***@127.0.0.1:3306/test"),
-            ("postgres://db/orders?user=app&password=secret&sslmode=disable", "postgres://db/orders?user=app&password=***&sslmode=disable"),
+            (
+                "postgres://db/orders?user=app&password=secret&sslmode=disable",
+                "postgres://db/orders?user=app&password=***&sslmode=disable",
+            ),
             ("postgres://u:a@b@host/db", "postgres://u:***@host/db"),
             ("sqlite:///var/lib/app.db", "sqlite:///var/lib/app.db"),
         ];

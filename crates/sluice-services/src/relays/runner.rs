@@ -20,6 +20,9 @@ use super::source::{Row, Source, SourceError, SourceSpec};
 use super::target::{self, DeadLetterError, Outcome, Targets};
 use crate::Services;
 
+/// How often the totals are written while rows flow (errors and blocked rows at once).
+const STATE_WRITE_MS: u64 = 500;
+
 /// How long to wait before the next step.
 enum Next {
     /// A full batch was published: poll again at once.
@@ -51,7 +54,10 @@ pub struct Runner {
     state_bytes: Option<Vec<u8>>,
     holding: bool,
     last_write_ms: u64,
+    /// Something changed since the last write: counts (written at most every
+    /// `STATE_WRITE_MS`), or an error or the blocked rows (written at once, for alerts).
     dirty: bool,
+    urgent: bool,
     refusals: HashMap<String, Refusal>,
     /// The oldest unpublished row seen and when it was first seen (for `lag_ms`).
     head: Option<(String, u64)>,
@@ -82,6 +88,7 @@ impl Runner {
             holding: false,
             last_write_ms: 0,
             dirty: false,
+            urgent: false,
             refusals: HashMap::new(),
             head: None,
             samples: VecDeque::new(),
@@ -142,7 +149,7 @@ impl Runner {
         }
         let next = self.poll().await;
         let now = self.now();
-        if self.dirty && now >= self.last_write_ms + RELAY_LEASE_RENEW_MS.min(500) {
+        if self.dirty && (self.urgent || now >= self.last_write_ms + STATE_WRITE_MS) {
             match self.write_state(now).await {
                 Ok(None) => {}
                 Ok(Some(until)) => return Next::Standby(until),
@@ -158,6 +165,7 @@ impl Runner {
         self.state.last_error = Some(text.chars().take(RELAY_ERROR_LEN_MAX).collect());
         self.state.last_error_at_ms = Some(self.now());
         self.dirty = true;
+        self.urgent = true;
     }
 
     async fn poll(&mut self) -> Next {
@@ -239,6 +247,7 @@ impl Runner {
         if self.state.blocked_rows != blocked {
             self.state.blocked_rows = blocked;
             self.dirty = true;
+            self.urgent = true;
         }
     }
 
@@ -354,6 +363,7 @@ impl Runner {
         self.holding = true;
         self.last_write_ms = now;
         self.dirty = false;
+        self.urgent = false;
         Ok(None)
     }
 

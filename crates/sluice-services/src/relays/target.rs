@@ -73,7 +73,9 @@ impl Targets {
             return Ok(info.clone());
         }
         let info = match services.store().get_queue(name).await {
-            Ok(view) => Ok(QueueInfo { fifo: view.attributes.fifo, message_bytes_max: view.attributes.message_bytes_max }),
+            Ok(view) => {
+                Ok(QueueInfo { fifo: view.attributes.fifo, message_bytes_max: view.attributes.message_bytes_max })
+            }
             Err(StoreError::Broker(BrokerError::QueueNotFound(_))) => Err(format!("the queue {name} does not exist")),
             Err(e) => return Err(e),
         };
@@ -125,7 +127,9 @@ fn attributes(row: &Row) -> Result<BTreeMap<String, AttributeValue>, String> {
         }
     }
     attributes.insert(OUTBOX_ID.into(), text(&row.id));
-    for (name, value) in [(OUTBOX_TYPE, &row.event_type), (AGGREGATE_TYPE, &row.aggregate_type), (AGGREGATE_ID, &row.aggregate_id)] {
+    for (name, value) in
+        [(OUTBOX_TYPE, &row.event_type), (AGGREGATE_TYPE, &row.aggregate_type), (AGGREGATE_ID, &row.aggregate_id)]
+    {
         if let Some(v) = value.as_deref().filter(|v| !v.is_empty()) {
             attributes.insert(name.into(), text(v));
         }
@@ -148,7 +152,11 @@ fn queue_message(row: &Row, fifo: bool) -> Result<NewMessage, String> {
         body,
         body_binary,
         attributes: attributes(row)?,
-        envelope: MessageEnvelope { r#type: row.event_type.clone().filter(|t| !t.is_empty()), group_id, ..Default::default() },
+        envelope: MessageEnvelope {
+            r#type: row.event_type.clone().filter(|t| !t.is_empty()),
+            group_id,
+            ..Default::default()
+        },
         dedup_id: fifo.then(|| row.id.clone()),
         ..Default::default()
     })
@@ -244,7 +252,9 @@ impl Call {
             (Call::Queue { name, rows, .. }, Prepared::Queue { name: n, .. }) => {
                 name == n && rows.len() < sluice_core::limits::BATCH_ENTRIES_MAX
             }
-            (Call::Topic { name, rows }, Prepared::Topic { name: n, .. }) => name == n && rows.len() < PUBLISH_BATCH_ENTRIES_MAX,
+            (Call::Topic { name, rows }, Prepared::Topic { name: n, .. }) => {
+                name == n && rows.len() < PUBLISH_BATCH_ENTRIES_MAX
+            }
             _ => false,
         }
     }
@@ -386,7 +396,13 @@ pub enum DeadLetterError {
 }
 
 /// Sends a refused row to the relay's dead-letter queue with the reason.
-pub async fn dead_letter(services: &Services, spec: &RelaySpec, queue: &str, row: &Row, reason: &str) -> Result<(), DeadLetterError> {
+pub async fn dead_letter(
+    services: &Services,
+    spec: &RelaySpec,
+    queue: &str,
+    row: &Row,
+    reason: &str,
+) -> Result<(), DeadLetterError> {
     let fifo = queue.ends_with(FIFO_SUFFIX);
     let mut attributes = attributes(row).unwrap_or_default();
     // The row's own headers may be what was refused; keep only the reserved attributes then.
@@ -407,7 +423,10 @@ pub async fn dead_letter(services: &Services, spec: &RelaySpec, queue: &str, row
         body,
         body_binary,
         attributes,
-        envelope: MessageEnvelope { group_id: if fifo { group.or_else(|| Some("relay".into())) } else { group }, ..Default::default() },
+        envelope: MessageEnvelope {
+            group_id: if fifo { group.or_else(|| Some("relay".into())) } else { group },
+            ..Default::default()
+        },
         dedup_id: fifo.then(|| row.id.chars().take(RELAY_ROW_FIELD_BYTES_MAX).collect()),
         ..Default::default()
     };

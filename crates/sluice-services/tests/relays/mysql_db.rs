@@ -37,8 +37,10 @@ impl Mysql {
 
     async fn count(&self, condition: &str) -> u64 {
         let mut conn = connect(&self.url).await;
-        let n: Option<u64> =
-            conn.query_first(format!("SELECT count(*) FROM outbox_{} WHERE {condition}", self.suffix)).await.expect("count");
+        let n: Option<u64> = conn
+            .query_first(format!("SELECT count(*) FROM outbox_{} WHERE {condition}", self.suffix))
+            .await
+            .expect("count");
         n.unwrap_or(0)
     }
 }

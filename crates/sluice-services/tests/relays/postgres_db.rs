@@ -38,10 +38,6 @@ impl Postgres {
             .expect("create the tables");
         Postgres { url: url.to_string(), schema, admin }
     }
-
-    pub async fn exec(&self, sql: &str) {
-        self.admin.batch_execute(&sql.replace("SCHEMA", &self.schema)).await.expect("statement");
-    }
 }
 
 impl Outbox for Postgres {

@@ -19,7 +19,8 @@ pub async fn in_order<O: Outbox>(outbox: &O, after_publish: AfterPublish) {
         let body = format!("{{\"n\":{i}}}");
         written.push((insert_one(outbox, &aggregate, &body).await, aggregate, body));
     }
-    let spec = sluice_services::relays::RelaySpec { after_publish, batch_max: 7, ..spec("r", &outbox.url(), &outbox.table()) };
+    let spec =
+        sluice_services::relays::RelaySpec { after_publish, batch_max: 7, ..spec("r", &outbox.url(), &outbox.table()) };
     let (_, created) = f.services().create_relay(spec).await.expect("create the relay");
     assert!(created);
     for i in 30..45 {

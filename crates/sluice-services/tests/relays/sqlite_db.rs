@@ -40,10 +40,6 @@ impl Sqlite {
         )
         .map(|_| ())
     }
-
-    pub fn exec(&self, sql: &str) {
-        self.open().execute_batch(sql).expect("statement");
-    }
 }
 
 impl Outbox for Sqlite {
@@ -82,11 +78,15 @@ impl Outbox for Sqlite {
     }
 
     async fn unpublished(&self) -> u64 {
-        self.open().query_row("SELECT count(*) FROM outbox WHERE published_at IS NULL", [], |r| r.get::<_, i64>(0)).expect("count") as u64
+        self.open()
+            .query_row("SELECT count(*) FROM outbox WHERE published_at IS NULL", [], |r| r.get::<_, i64>(0))
+            .expect("count") as u64
     }
 
     async fn marked(&self) -> u64 {
-        self.open().query_row("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL", [], |r| r.get::<_, i64>(0)).expect("count") as u64
+        self.open()
+            .query_row("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL", [], |r| r.get::<_, i64>(0))
+            .expect("count") as u64
     }
 
     async fn drop_table(&self) {}

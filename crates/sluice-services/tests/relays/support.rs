@@ -26,7 +26,8 @@ pub struct Node {
 impl Node {
     pub fn start(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Node {
         let arns = Arns { region: "us-east-1".into(), account: "000000000000".into() };
-        let services = Services::new(store, clock, ServicesConfig { arns, push: PushConfig::default(), relay_node: None });
+        let services =
+            Services::new(store, clock, ServicesConfig { arns, push: PushConfig::default(), relay_node: None });
         let running = Some(services.start());
         Node { services, running }
     }

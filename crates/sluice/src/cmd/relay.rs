@@ -85,7 +85,9 @@ struct ListArgs {
 
 /// A relay by name.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  sluice relay get orders\n  sluice relay resume orders\n  sluice relay delete orders")]
+#[command(
+    after_help = "Examples:\n  sluice relay get orders\n  sluice relay resume orders\n  sluice relay delete orders"
+)]
 struct NameArgs {
     name: String,
     #[command(flatten)]

@@ -16,7 +16,10 @@ use std::time::Duration;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, Value};
 
-use super::{FIELD_CUT, Nulls, Row, SourceError, SourceSpec, headers_from, missing_column, payload_from_bytes, quote_table, select_list};
+use super::{
+    FIELD_CUT, Nulls, Row, SourceError, SourceSpec, headers_from, missing_column, payload_from_bytes, quote_table,
+    select_list,
+};
 use crate::relays::limits::{RELAY_CONNECT_MS, RELAY_MYSQL_LOCK_WAIT_S, RELAY_QUERY_MS};
 use crate::relays::model::AfterPublish;
 
@@ -61,6 +64,14 @@ impl MySource {
     async fn connect(&mut self) -> Result<&mut Connected, SourceError> {
         if self.conn.is_none() {
             let opts = Opts::from_url(&self.url).map_err(|e| SourceError::Refused(self.spec.scrub(e.to_string())))?;
+            // mysql_async switches a connection to 127.0.0.1 over to the server's Unix socket
+            // unless told not to; the relay connects where its URL says (`prefer_socket=true`
+            // in the URL restores it).
+            let opts = if self.url.contains("prefer_socket=") {
+                opts
+            } else {
+                mysql_async::OptsBuilder::from_opts(opts).prefer_socket(false).into()
+            };
             let conn = match tokio::time::timeout(Duration::from_millis(RELAY_CONNECT_MS), Conn::new(opts)).await {
                 Ok(Ok(conn)) => conn,
                 Ok(Err(e)) => return Err(self.error(e)),

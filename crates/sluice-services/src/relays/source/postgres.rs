@@ -20,8 +20,8 @@ use futures::StreamExt;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls};
 
-use super::{Row, SourceError, SourceSpec, headers_from, missing_column, payload_from_bytes, quote_table, select_list};
 use super::{FIELD_CUT, Nulls};
+use super::{Row, SourceError, SourceSpec, headers_from, missing_column, payload_from_bytes, quote_table, select_list};
 use crate::relays::limits::{RELAY_CONNECT_MS, RELAY_QUERY_MS};
 use crate::relays::model::AfterPublish;
 
@@ -114,7 +114,10 @@ impl PgSource {
                 } else {
                     format!("convert_to({e}::text, 'UTF8')")
                 };
-                (format!("octet_length({bytes})::bigint"), format!("CASE WHEN octet_length({bytes}) <= {max} THEN {bytes} END"))
+                (
+                    format!("octet_length({bytes})::bigint"),
+                    format!("CASE WHEN octet_length({bytes}) <= {max} THEN {bytes} END"),
+                )
             },
         );
         let unpublished = match self.spec.after_publish {
@@ -158,7 +161,10 @@ impl PgSource {
                     aggregate_id: row.try_get(2)?,
                     event_type: row.try_get(3)?,
                     payload: payload_from_bytes(length.map(|n| n as u64), row.try_get(5)?),
-                    headers: headers_from(headers_len.map(|n| n as u64), row.try_get::<_, Option<Vec<u8>>>(7)?.map(lossy)),
+                    headers: headers_from(
+                        headers_len.map(|n| n as u64),
+                        row.try_get::<_, Option<Vec<u8>>>(7)?.map(lossy),
+                    ),
                     route: row.try_get(8)?,
                 };
                 bytes += parsed.payload_bytes();
@@ -183,7 +189,8 @@ impl PgSource {
         let conn = self.connect().await?;
         let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
         let params: [&(dyn ToSql + Sync); 1] = [&ids];
-        let done = tokio::time::timeout(Duration::from_millis(RELAY_QUERY_MS), conn.client.execute(&conn.finish, &params));
+        let done =
+            tokio::time::timeout(Duration::from_millis(RELAY_QUERY_MS), conn.client.execute(&conn.finish, &params));
         match done.await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err(self.error(e)),

@@ -13,7 +13,10 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, params_from_iter};
 
-use super::{FIELD_CUT, Nulls, Row, SourceError, SourceSpec, headers_from, missing_column, payload_from_bytes, quote_table, select_list};
+use super::{
+    FIELD_CUT, Nulls, Row, SourceError, SourceSpec, headers_from, missing_column, payload_from_bytes, quote_table,
+    select_list,
+};
 use crate::relays::limits::RELAY_QUERY_MS;
 use crate::relays::model::AfterPublish;
 
@@ -42,7 +45,8 @@ impl LiteSource {
     fn open(spec: &SourceSpec, path: &str) -> Result<Connected, SourceError> {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).map_err(|e| SourceError::Unreachable(e.to_string()))?;
-        conn.busy_timeout(Duration::from_millis(RELAY_QUERY_MS)).map_err(|e| SourceError::Unreachable(e.to_string()))?;
+        conn.busy_timeout(Duration::from_millis(RELAY_QUERY_MS))
+            .map_err(|e| SourceError::Unreachable(e.to_string()))?;
         let (schema, table) = match spec.table.split_once('.') {
             Some((s, t)) => (format!("{}.", quote(s)), t.to_string()),
             None => (String::new(), spec.table.clone()),
@@ -51,7 +55,8 @@ impl LiteSource {
             let mut info = conn
                 .prepare(&format!("PRAGMA {schema}table_info({})", quote(&table)))
                 .map_err(|e| SourceError::Refused(e.to_string()))?;
-            let names = info.query_map([], |r| r.get::<_, String>(1)).map_err(|e| SourceError::Refused(e.to_string()))?;
+            let names =
+                info.query_map([], |r| r.get::<_, String>(1)).map_err(|e| SourceError::Refused(e.to_string()))?;
             names.collect::<Result<_, _>>().map_err(|e| SourceError::Refused(e.to_string()))?
         };
         if names.is_empty() {
@@ -80,7 +85,9 @@ impl LiteSource {
             AfterPublish::Delete => format!("DELETE FROM {table} WHERE {id} IN ("),
             AfterPublish::Mark => {
                 let at = quote(&c.published_at);
-                format!("UPDATE {table} SET {at} = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE {at} IS NULL AND {id} IN (")
+                format!(
+                    "UPDATE {table} SET {at} = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE {at} IS NULL AND {id} IN ("
+                )
             }
         };
         Ok(Connected { conn, select, finish })
@@ -130,7 +137,9 @@ impl LiteSource {
                     payload: payload_from_bytes(length.map(|n| n as u64), r.get(5).map_err(refused)?),
                     headers: headers_from(
                         headers_len.map(|n| n as u64),
-                        r.get::<_, Option<Vec<u8>>>(7).map_err(refused)?.map(|b| String::from_utf8_lossy(&b).into_owned()),
+                        r.get::<_, Option<Vec<u8>>>(7)
+                            .map_err(refused)?
+                            .map(|b| String::from_utf8_lossy(&b).into_owned()),
                     ),
                     route: r.get(8).map_err(refused)?,
                 };
