@@ -48,7 +48,10 @@ fn spec(request: CreateRelayRequest) -> Result<RelaySpec, ApiError> {
         (None, Some(queue), None) => Target::Queue(queue),
         (None, None, Some(stream)) => Target::Stream(stream),
         _ => {
-            return Err(ApiError::invalid("target", "give exactly one of target.topic, target.queue and target.stream"));
+            return Err(ApiError::invalid(
+                "target",
+                "give exactly one of target.topic, target.queue and target.stream",
+            ));
         }
     };
     let c = request.columns.unwrap_or_default();

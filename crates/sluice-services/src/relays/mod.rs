@@ -8,7 +8,8 @@
 //!   a row that may still commit (how each database allows it is in its module).
 //! - `target.rs`: publishing rows to a topic or a queue, and the dead-letter queue.
 //! - `runner.rs`: one relay's loop on the node holding its lease.
-//! - `redact.rs`: source URLs without their passwords, for every view and log line.
+//! - `redact.rs`: source URLs without their passwords, for every view and log line;
+//!   `url.rs`: which database a source URL names.
 //!
 //! Every node runs a supervisor (`supervise`) that reads the relay records every
 //! `RELAY_SCAN_MS` (and at once after a change through this node) and keeps one runner per
@@ -21,6 +22,7 @@ mod redact;
 mod runner;
 mod source;
 mod target;
+mod url;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -39,8 +41,8 @@ pub use model::{
     Target,
 };
 pub use redact::{redact, scrub as scrub_error};
-pub use source::SourceUrl;
 pub use target::{AGGREGATE_ID, AGGREGATE_TYPE, OUTBOX_ID, OUTBOX_TYPE, RELAY_ERROR, RELAY_NAME};
+pub use url::SourceUrl;
 
 use model::{RECORD_FORMAT, decode_record, decode_state, encode};
 use source::{Source, SourceError, SourceSpec};

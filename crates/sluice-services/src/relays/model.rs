@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use sluice_core::ValidationError;
 
 use super::limits::*;
-use super::source::SourceUrl;
+use super::url::SourceUrl;
 
 pub const RELAY_KIND: &str = "relay";
 pub const RELAY_STATE_KIND: &str = "relay_state";

@@ -19,7 +19,8 @@ pub struct Args {
 
 #[derive(Debug, Subcommand)]
 enum RelayCommand {
-    Create(CreateArgs),
+    // Boxed: its many flags would make every variant as large as it.
+    Create(Box<CreateArgs>),
     List(ListArgs),
     Get(NameArgs),
     Pause(NameArgs),
@@ -96,7 +97,7 @@ struct NameArgs {
 
 pub async fn run(args: Args) -> Result<()> {
     match args.command {
-        RelayCommand::Create(args) => create(args).await,
+        RelayCommand::Create(args) => create(*args).await,
         RelayCommand::List(args) => list(args).await,
         RelayCommand::Get(args) => {
             let relay = args.client.client()?.get_relay(&args.name).await?;
