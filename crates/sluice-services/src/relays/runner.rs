@@ -192,6 +192,19 @@ impl Runner {
             self.set_blocked(0);
             return Next::Poll;
         }
+        // A slow poll may have eaten into the lease: renew it before publishing, so that no
+        // batch goes out under a lease that another node may have taken meanwhile.
+        let now = self.now();
+        if now + RELAY_LEASE_RENEW_MS >= self.last_write_ms + RELAY_LEASE_MS {
+            match self.write_state(now).await {
+                Ok(None) => {}
+                Ok(Some(until)) => return Next::Standby(until),
+                Err(e) => {
+                    tracing::warn!(relay = %self.name(), "cannot renew the relay's lease: {e}");
+                    return Next::Backoff;
+                }
+            }
+        }
         let outcomes = target::publish(&self.services, &spec, &mut self.targets, &rows).await;
         let now = self.now();
         let mut done: Vec<String> = Vec::new();
