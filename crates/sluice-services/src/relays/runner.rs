@@ -109,7 +109,13 @@ impl Runner {
     pub async fn run(mut self) {
         tracing::info!(relay = %self.name(), owner = %self.owner, "relay started");
         while !*self.stop.borrow() {
-            let next = self.step().await;
+            // A stop cuts a step short (a query can take `RELAY_QUERY_MS`): whatever it did
+            // not finish is done again by whoever runs the relay next (at least once).
+            let mut stop = self.stop.clone();
+            let next = tokio::select! {
+                next = self.step() => next,
+                _ = stop.changed() => break,
+            };
             let now = self.now();
             let wake_ms = match next {
                 Next::Now => continue,
