@@ -337,7 +337,10 @@ async fn supervise(services: Arc<Services>) {
         }
         // Runners that were told to stop are awaited at shutdown; drop the finished ones.
         retired.retain(|t| !t.is_finished());
-        let sleep = services.clock().sleep_until(services.clock().now_ms() + RELAY_SCAN_MS);
+        // Real time, not the services' clock: the scan decides only how soon a change made
+        // through another node is noticed (as cache refreshes do), and a manual clock in a
+        // test must not hold a deadline for it.
+        let sleep = tokio::time::sleep(std::time::Duration::from_millis(RELAY_SCAN_MS));
         tokio::select! {
             _ = sleep => {}
             _ = relays.changed.notified() => {}
