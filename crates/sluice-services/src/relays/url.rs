@@ -3,6 +3,8 @@
 
 use sluice_core::ValidationError;
 
+use super::redact::scrub;
+
 /// Where a relay reads from, as its URL names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SourceUrl {
@@ -19,13 +21,13 @@ impl SourceUrl {
         match scheme {
             "postgres" | "postgresql" => {
                 url.parse::<tokio_postgres::Config>()
-                    .map_err(|e| ValidationError::new("source", format!("not a PostgreSQL URL: {e}")))?;
+                    .map_err(|e| ValidationError::new("source", scrub(&format!("not a PostgreSQL URL: {e}"), url)))?;
                 Ok(SourceUrl::Postgres(url.to_string()))
             }
             "mysql" | "mariadb" => {
                 let url = format!("mysql://{rest}");
                 mysql_async::Opts::from_url(&url)
-                    .map_err(|e| ValidationError::new("source", format!("not a MySQL URL: {e}")))?;
+                    .map_err(|e| ValidationError::new("source", scrub(&format!("not a MySQL URL: {e}"), &url)))?;
                 Ok(SourceUrl::Mysql(url))
             }
             "sqlite" if !rest.is_empty() => Ok(SourceUrl::Sqlite(rest.to_string())),

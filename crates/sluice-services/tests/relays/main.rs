@@ -167,3 +167,37 @@ async fn sqlite_orders_fan_out_through_a_routed_topic() {
     assert_eq!(envelope["Message"], "{\"order\":42}");
     assert_eq!(envelope["MessageAttributes"]["outbox_type"]["Value"], "order.placed");
 }
+
+/// A FIFO queue target groups by aggregate and deduplicates by row id: a row published again
+/// (here: marked unpublished by hand, as a crash between publish and mark would leave it) is
+/// dropped by the queue's deduplication, and each aggregate keeps its order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_fifo_target_drops_a_row_published_twice() {
+    use sluice_core::QueueAttributes;
+    use sluice_services::relays::{RelaySpec, Target};
+
+    let db = sqlite_db::Sqlite::new();
+    let f = support::Fixture::new().await;
+    f.store
+        .create_queue("out.fifo", QueueAttributes { fifo: true, ..QueueAttributes::default() })
+        .await
+        .expect("queue");
+    let spec = RelaySpec {
+        target: Target::Queue("out.fifo".into()),
+        after_publish: AfterPublish::Mark,
+        ..support::spec("fifo", &db.url(), &db.table())
+    };
+    f.services().create_relay(spec).await.expect("create the relay");
+    let mut written = Vec::new();
+    for (aggregate, body) in [("a", "a1"), ("b", "b1"), ("a", "a2")] {
+        written.push((outbox::insert_one(&db, aggregate, body).await, aggregate.to_string(), body.to_string()));
+    }
+    let got = support::drain(&f.store, "out.fifo", 3).await;
+    assert_eq!(support::check_delivery(&written, &got), 0);
+    support::eventually("every row marked", || async { db.marked().await == 3 }).await;
+    db.exec("UPDATE outbox SET published_at = NULL");
+    support::eventually("the rows marked again", || async { db.marked().await == 3 }).await;
+    let request = sluice_store::ReceiveRequest { max: 10, wait_ms: Some(200), visibility_timeout_ms: None };
+    let again = f.store.receive("out.fifo", request).await.expect("receive");
+    assert!(again.is_empty(), "the copies were deduplicated by row id: {again:?}");
+}

@@ -42,6 +42,13 @@ impl Sqlite {
     }
 }
 
+impl Sqlite {
+    /// Runs statements on the database.
+    pub fn exec(&self, sql: &str) {
+        self.open().execute_batch(sql).expect("statements");
+    }
+}
+
 impl Outbox for Sqlite {
     type Tx = Connection;
 
