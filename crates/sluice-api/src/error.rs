@@ -101,4 +101,11 @@ codes! {
     // Alerts
     AlertRuleNotFound = "alert_rule_not_found", 404, "No alert rule has this name.";
     AlertRuleExists = "alert_rule_exists", 409, "An alert rule of this name exists with other settings; delete it first.";
+    // Relays
+    RelayNotFound = "relay_not_found", 404, "No relay has this name.";
+    RelayExists = "relay_exists", 409, "A relay of this name exists with a different configuration.";
+    RelaySourceInUse = "relay_source_in_use", 409, "Another relay already publishes this table of this source (`details.relay`).";
+    RelaySourceUnreachable = "relay_source_unreachable", 400, "The relay's source database could not be reached (connection refused, wrong host or credentials); nothing was created.";
+    RelaySourceInvalid = "relay_source_invalid", 400, "The relay's source database answered, but the table or a mapped column is missing or cannot be read; nothing was created.";
+    RelayTargetUnavailable = "relay_target_unavailable", 400, "Stream targets are not available yet (streams are being built); relay to a topic or a queue.";
 }

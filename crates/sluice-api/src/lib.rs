@@ -9,6 +9,7 @@ pub mod error;
 pub mod schedules;
 pub mod stats;
 pub mod streams;
+pub mod relays;
 pub mod topics;
 
 use std::collections::BTreeMap;
@@ -26,6 +27,7 @@ pub use streams::{
     SeekRequest, SeekResponse, StartName, Stream, StreamGroup, StreamList, StreamPartition, StreamRecord,
     UpdateStreamRequest,
 };
+pub use relays::{AfterPublish, CreateRelayRequest, Relay, RelayColumns, RelayList, RelayStatus, RelayTarget};
 pub use topics::{
     CreateTopicRequest, FilterPolicyScope, PublishMessage, PublishRequest, PublishResponse, PublishResult,
     SubscribeRequest, Subscription, SubscriptionCounts, SubscriptionList, Topic, TopicList,

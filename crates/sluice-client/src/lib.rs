@@ -20,6 +20,7 @@
 
 mod alerts;
 mod error;
+mod relays;
 mod retry;
 mod schedules;
 pub mod streams;
@@ -41,6 +42,7 @@ use sluice_core::limits::RECEIVE_WAIT_MS_MAX;
 
 pub use alerts::CreatedAlertRule;
 pub use error::ClientError;
+pub use relays::CreatedRelay;
 pub use retry::RetryPolicy;
 pub use schedules::CreatedSchedule;
 pub use sluice_api;

@@ -202,6 +202,33 @@ impl From<sluice_services::alerts::AlertError> for ApiError {
     }
 }
 
+impl From<sluice_services::relays::RelayError> for ApiError {
+    fn from(e: sluice_services::relays::RelayError) -> ApiError {
+        use sluice_services::relays::RelayError;
+        let message = e.to_string();
+        match e {
+            RelayError::NotFound(name) => {
+                ApiError::new(ErrorCode::RelayNotFound, message).with_details(json!({ "relay": name }))
+            }
+            RelayError::Exists(name) => {
+                ApiError::new(ErrorCode::RelayExists, message).with_details(json!({ "relay": name }))
+            }
+            RelayError::SourceInUse { relay } => {
+                ApiError::new(ErrorCode::RelaySourceInUse, message).with_details(json!({ "relay": relay }))
+            }
+            RelayError::StreamsUnavailable => ApiError::new(ErrorCode::RelayTargetUnavailable, message)
+                .with_details(json!({ "field": "target.stream" })),
+            RelayError::Invalid(v) => v.into(),
+            RelayError::SourceUnreachable(why) => ApiError::new(ErrorCode::RelaySourceUnreachable, why),
+            RelayError::SourceInvalid(why) => ApiError::new(ErrorCode::RelaySourceInvalid, why),
+            RelayError::LimitExceeded => ApiError::new(ErrorCode::LimitExceeded, message),
+            RelayError::Contended => ApiError::new(ErrorCode::Contended, message),
+            RelayError::Corrupt(why) => ApiError::new(ErrorCode::Internal, why),
+            RelayError::Store(e) => e.into(),
+        }
+    }
+}
+
 /// A publish entry's error.
 pub fn publish_error(e: &sluice_services::topics::PublishError, prefix: &str) -> ErrorBody {
     use sluice_services::topics::PublishError as P;

@@ -30,6 +30,7 @@ mod redrive;
 mod schedule_routes;
 mod stats_routes;
 mod streams;
+mod relays;
 mod topic_routes;
 mod ui;
 
@@ -72,6 +73,10 @@ pub struct ServerConfig {
     pub stats_sample_ms: u64,
     /// How often alert rules are evaluated (`sluice_services::alerts`); tests shorten it.
     pub alert_evaluate_ms: u64,
+    /// This node's name on outbox relay leases: a node restarted under the same name takes
+    /// its relays back at once. `None`: a random name (a restart then waits for the leases
+    /// to run out, as another node would).
+    pub relay_node: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -82,6 +87,7 @@ impl Default for ServerConfig {
             access_keys: Vec::new(),
             stats_sample_ms: sluice_services::stats::STATS_SAMPLE_MS_DEFAULT,
             alert_evaluate_ms: sluice_services::alerts::ALERT_EVALUATE_MS_DEFAULT,
+            relay_node: None,
         }
     }
 }
@@ -150,8 +156,13 @@ pub fn services(
 ) -> Arc<Services> {
     let arns = Arns { region: config.region.clone(), account: config.account.clone() };
     let alerts = AlertsConfig { evaluate_ms: config.alert_evaluate_ms, ..AlertsConfig::default() };
-    let services =
-        ServicesConfig { push, stats_sample_ms: config.stats_sample_ms, alerts, ..ServicesConfig::new(arns) };
+    let services = ServicesConfig {
+        push,
+        stats_sample_ms: config.stats_sample_ms,
+        alerts,
+        relay_node: config.relay_node.clone(),
+        ..ServicesConfig::new(arns)
+    };
     Services::new(store, clock, services)
 }
 
@@ -186,6 +197,7 @@ pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
         .route("/v1/redrives/{id}", get(redrive::get).delete(redrive::cancel))
         .merge(schedule_routes::routes())
         .merge(streams::routes())
+        .merge(relays::routes())
         .route("/v1/openapi.json", get(openapi::openapi_json))
         .route("/metrics", get(metrics::scrape))
         .route("/healthz", get(health::healthz))

@@ -76,6 +76,7 @@ pub async fn scrape(State(state): State<AppState>) -> Result<Response, ApiError>
     let mut text = handle().map(PrometheusHandle::render).unwrap_or_default();
     text.push_str(&render_store(state.store().as_ref(), &queues));
     text.push_str(&crate::streams::metrics_text(state.store().as_ref()).await?);
+    text.push_str(&crate::relays::render_metrics(&state).await?);
     Ok(([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
 }
 

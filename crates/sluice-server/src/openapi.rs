@@ -75,5 +75,6 @@ pub fn document() -> utoipa::openapi::OpenApi {
     doc.merge(crate::stats_routes::StatsDoc::openapi());
     doc.merge(crate::alert_routes::AlertsDoc::openapi());
     doc.merge(crate::ui::UiDoc::openapi());
+    doc.merge(crate::relays::RelaysDoc::openapi());
     doc
 }

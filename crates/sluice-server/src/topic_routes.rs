@@ -387,6 +387,7 @@ pub async fn publish(
             structure_json: false,
             group_id: message.group_id,
             dedup_id: message.dedup_id,
+            message_id: None,
         });
     }
     let origin = origin(&state, &headers);

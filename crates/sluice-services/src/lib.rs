@@ -12,8 +12,10 @@
 //! - `stats`: the short history of the store's totals and every queue's counts (the
 //!   dashboard's charts), and the per-queue counting of sends, receives and acks behind it.
 //! - `alerts`: alert rules, their evaluation by one node (leased), and webhook notifications.
+//! - `relays`: outbox relays, publishing the rows of an application's own database (store
+//!   records for configuration and state; one node per relay by lease).
 //!
-//! Every later long-running feature (jobs, sagas, outbox relays, schedules, alerts) is a module
+//! Every later long-running feature (jobs, sagas, schedules, alerts) is a module
 //! here, started by [`Services::start`] and stopped with the [`Running`] handle it returns.
 //!
 //! Time comes from the one [`Clock`] the services are built with, so that every timer here can
@@ -23,6 +25,7 @@
 pub mod alerts;
 pub mod redrive;
 pub mod schedules;
+pub mod relays;
 pub mod sqs;
 pub mod stats;
 pub mod streams;
@@ -37,19 +40,23 @@ use tokio::task::JoinHandle;
 use alerts::{Alerts, AlertsConfig};
 use redrive::Redrives;
 use schedules::Schedules;
+use relays::Relays;
 use sqs::SqsState;
 use stats::{CallCounts, CountingQueues, STATS_SAMPLE_MS_DEFAULT, Stats};
 use topics::worker::{Endpoints, PushConfig};
 use topics::{Arns, Topics};
 
 /// How the services are set up: the ARNs they write (account and region), the push
-/// worker's timeouts and breaker, the stats sampler's interval and the alert evaluator's.
+/// worker's timeouts and breaker, the stats sampler's interval, the alert evaluator's, and the
+/// node's name on relay leases.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServicesConfig {
     pub arns: Arns,
     pub push: PushConfig,
     pub stats_sample_ms: u64,
     pub alerts: AlertsConfig,
+    /// This node's name on relay leases; see [`Relays`]. `None`: a random name.
+    pub relay_node: Option<String>,
 }
 
 impl ServicesConfig {
@@ -60,6 +67,7 @@ impl ServicesConfig {
             push: PushConfig::default(),
             stats_sample_ms: STATS_SAMPLE_MS_DEFAULT,
             alerts: AlertsConfig::default(),
+            relay_node: None,
         }
     }
 }
@@ -76,6 +84,7 @@ pub struct Services {
     sqs: SqsState,
     stats: Arc<Stats>,
     alerts: Arc<Alerts>,
+    relays: Relays,
 }
 
 impl Services {
@@ -97,6 +106,7 @@ impl Services {
             redrives: Redrives::new(store.clone(), clock.clone()),
             push: Arc::new(Endpoints::new(config.push)),
             sqs: SqsState::default(),
+            relays: Relays::new(config.relay_node),
             stats: Arc::new(Stats::new(store.clone(), clock.clone(), counts, config.stats_sample_ms)),
             alerts: Arc::new(Alerts::new(store.clone(), clock.clone(), config.alerts)),
             store,
@@ -140,9 +150,13 @@ impl Services {
         &self.alerts
     }
 
+    pub fn relays(&self) -> &Relays {
+        &self.relays
+    }
+
     /// Starts the background work: the push worker (subscriptions and alert webhooks), the
-    /// schedules' loop, the stream sweep, the stats sampler and the alert evaluator. Redrives
-    /// start on request.
+    /// schedules' loop, the stream sweep, the stats sampler, the alert evaluator and the relays'
+    /// supervisor. Redrives start on request.
     pub fn start(self: &Arc<Self>) -> Running {
         // Stopped with the server: a POST cut short leaves its delivery to reappear after its
         // visibility timeout and be pushed again (at least once).
@@ -157,6 +171,7 @@ impl Services {
         let stream_sweep = streams::spawn(self.store.clone());
         let sampler = self.stats.spawn();
         let evaluator = self.alerts.spawn();
+        Relays::start(self);
         let tasks = vec![push_worker, schedules, stream_sweep, sampler, evaluator];
         Running { services: self.clone(), tasks }
     }
@@ -165,6 +180,7 @@ impl Services {
     /// step), so that a long redrive does not keep moving messages while the server winds down.
     pub fn stop(&self) {
         self.redrives.stop_all();
+        self.relays.stop();
     }
 }
 
@@ -178,11 +194,13 @@ pub struct Running {
 }
 
 impl Running {
-    /// Waits for the work that [`Services::stop`] ended, then drops the push worker's,
+    /// Waits for the work that [`Services::stop`] ended (redrives, relays, each after its
+    /// current step), then drops the push worker's,
     /// sampler's and evaluator's tasks, and lets the evaluator's lease go so that another node
     /// takes over at once.
     pub async fn join(self) {
         self.services.redrives.join_all().await;
+        self.services.relays.join().await;
         for task in &self.tasks {
             task.abort();
         }

@@ -110,6 +110,14 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         WrongGroupMode => "see the group's mode with `sluice stream group get STREAM NAME`",
         AlertRuleNotFound => "list alert rules with `sluice alert list`",
         AlertRuleExists => "see it with `sluice alert get NAME`; delete it first to change it",
+        RelayNotFound => "list relays with `sluice relay list`, or create one with `sluice relay create`",
+        RelayExists => "see its configuration with `sluice relay get NAME`, or delete it first to change it",
+        RelaySourceInUse => "one relay per table: see the other with `sluice relay get NAME`",
+        RelaySourceUnreachable => {
+            "check the --source URL (host, port, user, password) and that the server running Sluice can reach it"
+        }
+        RelaySourceInvalid => "check --table and the --column mapping against the table's columns",
+        RelayTargetUnavailable => "relay to a topic (--topic) or a queue (--queue) for now",
         InvalidJson | InvalidArgument | EmptyBatch | NotFound | MethodNotAllowed | UnsupportedMediaType => {
             return None;
         }

@@ -11,6 +11,7 @@ mod poisoned;
 mod queues;
 mod redrive;
 mod schedules;
+mod relays;
 mod serve;
 mod streams;
 mod topics;

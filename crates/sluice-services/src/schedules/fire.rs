@@ -297,6 +297,7 @@ pub(super) fn publication(record: &ScheduleRecord, tick: u64) -> Publication {
         // A FIFO topic needs a group, and the tick is its own dedup id there.
         group_id: content.envelope.group_id.clone().or_else(|| fifo.then(|| name.clone())),
         dedup_id: fifo.then(|| format!("{name}/{tick}")),
+        message_id: None,
     }
 }
 

@@ -48,6 +48,10 @@ pub struct Publication {
     pub group_id: Option<String>,
     /// FIFO topics only.
     pub dedup_id: Option<String>,
+    /// The message id (the envelope's `MessageId`), when the caller has one of its own: the
+    /// outbox relay gives the row id, so that a row published twice carries one id. A new
+    /// UUIDv7 when `None`.
+    pub message_id: Option<String>,
 }
 
 /// An acknowledged message.
@@ -226,10 +230,10 @@ impl Topics {
         let Checked { default_text, per_protocol, dedup_id } = check(&snapshot.topic, &publication)?;
         Ok(Accepted {
             index,
+            message_id: publication.message_id.clone().unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
             publication,
             default_text,
             per_protocol,
-            message_id: uuid::Uuid::now_v7().to_string(),
             sequence_number: snapshot.topic.fifo.then(|| format!("{:020}", self.next_sequence())),
             dedup_id,
         })

@@ -10,6 +10,7 @@ mod peek;
 mod queue;
 mod receive;
 mod schedule;
+mod relay;
 mod send;
 mod serve;
 mod stream;
@@ -32,6 +33,7 @@ pub enum Command {
     Schedule(schedule::Args),
     Stream(stream::Args),
     Alert(alert::Args),
+    Relay(relay::Args),
     // Boxed: the benchmark's many flags would make every command as large as it.
     Bench(Box<bench::Args>),
     Migrate(migrate::Args),
@@ -51,6 +53,7 @@ impl Command {
             Command::Schedule(args) => schedule::run(args).await,
             Command::Stream(args) => stream::run(args).await,
             Command::Alert(args) => alert::run(args).await,
+            Command::Relay(args) => relay::run(args).await,
             Command::Bench(args) => bench::run(*args).await,
             Command::Migrate(args) => migrate::run(args).await,
         }

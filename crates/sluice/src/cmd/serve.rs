@@ -101,9 +101,14 @@ pub async fn run(args: Args) -> Result<()> {
     let signals = Signals::install()?;
     announce(addr)?;
 
-    let served =
-        sluice_server::run_with(listener, Arc::clone(&store) as Arc<dyn Store>, server_config(&args), signals.first())
-            .await;
+    // One process per data directory (fjall locks it), so a lease held under this name was
+    // held by an earlier run of this server, which is dead: take its relays back at once.
+    let data_dir = std::fs::canonicalize(&args.data_dir).unwrap_or_else(|_| args.data_dir.clone());
+    let config = sluice_server::ServerConfig {
+        relay_node: Some(format!("embedded:{}", data_dir.display())),
+        ..server_config(&args)
+    };
+    let served = sluice_server::run_with(listener, Arc::clone(&store) as Arc<dyn Store>, config, signals.first()).await;
     tracing::info!("stopped accepting; syncing the store");
     // Close even when serving failed: the last batch of acknowledged writes must reach disk.
     let closing = Arc::clone(&store);

@@ -54,6 +54,7 @@ impl MessageIn {
             structure_json,
             group_id: self.message_group_id,
             dedup_id: self.message_deduplication_id,
+            message_id: None,
         })
     }
 
