@@ -126,6 +126,9 @@ pub struct Engine {
     pub broker: Broker,
     /// Durable configuration records (`records.rs`), written with the broker's effects.
     pub records: Records,
+    /// The job board, its pending writes and its long polls (`jobs/`), written with the
+    /// broker's effects.
+    pub jobs: crate::jobs::JobState,
     /// `None` only while a store that ran out of disk waits to reopen.
     disk: Option<Disk>,
     data_dir: PathBuf,
@@ -161,10 +164,11 @@ impl Engine {
         syncer: Syncer,
         clock: Arc<dyn Clock>,
     ) -> Engine {
-        let Recovered { db, ks, broker, records, .. } = recovered;
+        let Recovered { db, ks, broker, records, jobs, .. } = recovered;
         Engine {
             broker,
             records,
+            jobs,
             disk: Some(Disk { db, ks }),
             data_dir: config.data_dir,
             durability: config.durability,
@@ -182,6 +186,11 @@ impl Engine {
             syncer,
             clock,
         }
+    }
+
+    /// The store's running totals.
+    pub fn counters(&self) -> &Counters {
+        &self.shared.counters
     }
 
     /// Stages the body of a newly sent message for this batch.
@@ -373,7 +382,8 @@ impl Engine {
             + dedup.len()
             + self.pending_body_writes.len()
             + usize::from(high_water.is_some())
-            + self.records.write_pending(&mut batch, &disk.ks.meta);
+            + self.records.write_pending(&mut batch, &disk.ks.meta)
+            + self.jobs.write_pending(&mut batch);
         for (k, value) in dedup {
             match value {
                 Some(v) => batch.insert(&disk.ks.dedup, k, v),
@@ -441,8 +451,11 @@ impl Engine {
             return self.reopen_at.map(|at| at.saturating_duration_since(real_now));
         }
         // `None` from the clock: a manual clock, whose moves wake the loop (`Command::Tick`).
-        let timer = self.broker.next_due().and_then(|at| self.clock.real_wait(at));
-        let poll = self.waiter_deadlines.first().map(|(at, _)| at.saturating_duration_since(real_now));
+        let due = self.broker.next_due().into_iter().chain(self.jobs.board.next_due()).min();
+        let timer = due.and_then(|at| self.clock.real_wait(at));
+        let polls =
+            self.waiter_deadlines.first().map(|(at, _)| *at).into_iter().chain(self.jobs.waiters.next_deadline());
+        let poll = polls.min().map(|at| at.saturating_duration_since(real_now));
         let timer = timer.into_iter().chain(poll).min();
         let sync = match (self.durability, self.unsynced_since) {
             (Durability::Interval(interval), Some(since)) => Some(interval.saturating_sub(since.elapsed())),
@@ -485,6 +498,7 @@ impl Engine {
 
     /// Answers every parked long poll with the poisoned error.
     fn fail_waiters(&mut self, refusal: &StoreError) {
+        crate::jobs::fail_waiters(self, refusal);
         self.waiter_deadlines.clear();
         for (_, queue) in self.waiters.drain() {
             for waiter in queue {
@@ -509,6 +523,7 @@ impl Engine {
         self.pending_bodies.clear();
         self.pending_body_writes.clear();
         self.pending_bytes = 0;
+        self.jobs.clear_pending();
         self.unsynced_since = None;
         let recovered = match crate::recover::recover(&self.data_dir, self.clock.now_ms()) {
             Ok(recovered) => recovered,
@@ -543,9 +558,15 @@ impl Engine {
             tracing::debug!("the disk is still full: a probe write of {STORAGE_FULL_PROBE_BYTES} bytes failed: {e}");
             return;
         }
-        let Recovered { db, ks, broker, records, recovery } = recovered;
+        let Recovered { db, ks, broker, records, jobs, recovery } = recovered;
+        let limits = self.jobs.board.limits();
         self.broker = broker;
         self.records = records;
+        // Parked long polls stay parked on the rebuilt board.
+        let waiters = std::mem::take(&mut self.jobs.waiters);
+        self.jobs = jobs;
+        self.jobs.waiters = waiters;
+        self.jobs.board.set_limits(limits);
         self.disk = Some(Disk { db, ks });
         self.reopen_at = None;
         *self.shared.refusal.lock().unwrap_or_else(|e| e.into_inner()) = None;
@@ -566,6 +587,10 @@ impl Engine {
         let c = self.broker.counters();
         self.shared.counters.messages_dead_lettered.store(c.dead_lettered, Ordering::Relaxed);
         self.shared.counters.messages_expired.store(c.expired, Ordering::Relaxed);
+        let j = self.jobs.board.counters();
+        self.shared.counters.jobs_lapsed.store(j.lapsed, Ordering::Relaxed);
+        self.shared.counters.jobs_pruned_ttl.store(j.pruned_ttl, Ordering::Relaxed);
+        self.shared.counters.jobs_pruned_budget.store(j.pruned_budget, Ordering::Relaxed);
     }
 }
 
@@ -617,6 +642,7 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
         }
         let now = engine.clock.now_ms();
         engine.broker.tick(now);
+        crate::jobs::tick(&mut engine, now);
         let mut replies: Vec<Reply> = Vec::new();
         let mut taken = 0;
         let mut next = first.take();
@@ -643,6 +669,7 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
         }
         engine.serve_waiters(now, &mut replies);
         engine.expire_waiters(Instant::now());
+        crate::jobs::serve(&mut engine, now, &mut replies);
         match engine.commit() {
             Ok(records) => {
                 if records > 0 {
@@ -668,6 +695,7 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
     for id in ids {
         engine.drop_waiters(id);
     }
+    engine.jobs.waiters.end_all();
     engine.syncer.drain();
     if let Some(disk) = &engine.disk
         && let Err(e) = disk.db.persist(PersistMode::SyncAll)

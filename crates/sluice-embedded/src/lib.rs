@@ -14,10 +14,12 @@
 //!
 //! Modules: `engine` (the writer loop), `sync` (the sync stage), `recover` (open), `codec`
 //! (the on-disk records), `journal` and `tables` (damage checks), `records` (records in
-//! memory), and one module per store trait: `queue_store`, `record_store`.
+//! memory), `jobs` (the job board on the writer thread, its keyspaces and long polls, and the
+//! `JobStore` impl), and one module per other store trait: `queue_store`, `record_store`.
 
 mod codec;
 mod engine;
+mod jobs;
 mod journal;
 mod queue_store;
 pub mod record_format;
@@ -142,6 +144,7 @@ impl Shared {
 pub struct Recovery {
     pub queues: usize,
     pub messages: usize,
+    pub jobs: usize,
     pub elapsed: Duration,
 }
 
@@ -195,6 +198,15 @@ impl EmbeddedStore {
     /// What the last open recovered.
     pub fn recovery(&self) -> Recovery {
         self.recovery
+    }
+
+    /// Sets the per-queue budget of finished jobs (by default `JobLimits::default()`).
+    pub async fn set_job_limits(&self, limits: sluice_core::jobs::JobLimits) -> Result<(), StoreError> {
+        self.call(move |e, _now| {
+            e.jobs.board.set_limits(limits);
+            Ok(())
+        })
+        .await
     }
 
     /// Stops the writer after the work already queued and syncs; later calls get

@@ -11,6 +11,7 @@
 //!   same durable path, so that features above the store need no storage layer of their own.
 //! - [`StoreStatus`] (`status.rs`): whether the store refuses calls, and its running totals,
 //!   kept in one [`Counters`] type by every backend.
+//! - [`JobStore`] (`jobs.rs`): async jobs, each call one atomic state transition.
 //! - A log store (append-only partitioned logs with offsets, for streams and the event store)
 //!   joins them as a trait of its own, with its own conformance module.
 //!
@@ -20,13 +21,20 @@
 //! that trait and is combined with the wrapped store's other concerns by [`StoreParts`].
 
 pub mod conformance;
+mod jobs;
 mod parts;
 mod queue;
 mod records;
 mod status;
 
+use sluice_core::jobs::JobError;
 use sluice_core::{BrokerError, ValidationError};
 
+pub use jobs::{
+    ClaimedJob, EnqueuedJob, HeartbeatAnswer, JOB_CALLBACK_DLQ, JOB_CALLBACK_FORMAT, JOB_CALLBACK_QUEUE,
+    JOB_LIST_SCAN_MAX, JobCallback, JobListRequest, JobPage, JobStore, JobView, job_callback_queue_attributes,
+    parse_lease, validate_wait_ms,
+};
 pub use parts::StoreParts;
 pub use queue::{
     EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage, StoredMessage, VisibilityRule,
@@ -63,6 +71,10 @@ pub enum StoreError {
     /// The store is shutting down.
     #[error("storage is shutting down")]
     ShuttingDown,
+    /// A job call was refused (unknown job, stale lease, a finished job, a bad field); the
+    /// store is unchanged.
+    #[error(transparent)]
+    Job(#[from] JobError),
 }
 
 impl From<ValidationError> for StoreError {
@@ -73,12 +85,12 @@ impl From<ValidationError> for StoreError {
 
 /// A whole backend: every concern's trait. Implemented for every type that implements them
 /// all, so a backend implements the concerns and is a `Store` by that.
-pub trait Store: QueueStore + RecordStore + StoreStatus {}
+pub trait Store: QueueStore + RecordStore + JobStore + StoreStatus {}
 
-impl<T: QueueStore + RecordStore + StoreStatus + ?Sized> Store for T {}
+impl<T: QueueStore + RecordStore + JobStore + StoreStatus + ?Sized> Store for T {}
 
 /// The store traits, for `use sluice_store::prelude::*`: calling a concern's method on a
 /// `dyn Store` needs that concern's trait in scope.
 pub mod prelude {
-    pub use crate::{QueueStore, RecordStore, Store, StoreStatus};
+    pub use crate::{JobStore, QueueStore, RecordStore, Store, StoreStatus};
 }

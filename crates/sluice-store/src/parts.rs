@@ -9,15 +9,19 @@ use async_trait::async_trait;
 use sluice_core::broker::{MoveOutcome, QueueView};
 use sluice_core::{NewMessage, QueueAttributes, QueueAttributesPatch, Sent};
 
+use sluice_core::jobs::{ClaimSpec, JobId, NewJob, QueueJobStats};
+
 use crate::{
-    EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage, Record, RecordStore,
-    StoreCounters, StoreError, StoreStatus, VisibilityRule,
+    ClaimedJob, EnqueuedJob, EntryResults, HeartbeatAnswer, JobListRequest, JobPage, JobStore, JobView, NackEntry,
+    PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage, Record, RecordStore, StoreCounters, StoreError,
+    StoreStatus, VisibilityRule,
 };
 
 /// A store made of parts; every call goes to the part of its concern.
 pub struct StoreParts {
     pub queues: Arc<dyn QueueStore>,
     pub records: Arc<dyn RecordStore>,
+    pub jobs: Arc<dyn JobStore>,
     pub status: Arc<dyn StoreStatus>,
 }
 
@@ -117,6 +121,51 @@ impl RecordStore for StoreParts {
 
     async fn delete_record(&self, kind: &str, key: &str) -> Result<bool, StoreError> {
         self.records.delete_record(kind, key).await
+    }
+}
+
+#[async_trait]
+impl JobStore for StoreParts {
+    async fn enqueue_job(&self, job: NewJob) -> Result<EnqueuedJob, StoreError> {
+        self.jobs.enqueue_job(job).await
+    }
+
+    async fn get_job(&self, id: JobId, wait_ms: u64) -> Result<JobView, StoreError> {
+        self.jobs.get_job(id, wait_ms).await
+    }
+
+    async fn list_jobs(&self, request: JobListRequest) -> Result<JobPage, StoreError> {
+        self.jobs.list_jobs(request).await
+    }
+
+    async fn cancel_job(&self, id: JobId) -> Result<JobView, StoreError> {
+        self.jobs.cancel_job(id).await
+    }
+
+    async fn claim_jobs(&self, spec: ClaimSpec, wait_ms: u64) -> Result<Vec<ClaimedJob>, StoreError> {
+        self.jobs.claim_jobs(spec, wait_ms).await
+    }
+
+    async fn heartbeat_job(
+        &self,
+        id: JobId,
+        lease: &str,
+        progress: Option<Vec<u8>>,
+        lease_ms: Option<u64>,
+    ) -> Result<HeartbeatAnswer, StoreError> {
+        self.jobs.heartbeat_job(id, lease, progress, lease_ms).await
+    }
+
+    async fn complete_job(&self, id: JobId, lease: &str, result: Vec<u8>) -> Result<JobView, StoreError> {
+        self.jobs.complete_job(id, lease, result).await
+    }
+
+    async fn fail_job(&self, id: JobId, lease: &str, error: String, retry: bool) -> Result<JobView, StoreError> {
+        self.jobs.fail_job(id, lease, error, retry).await
+    }
+
+    async fn job_stats(&self) -> Result<Vec<QueueJobStats>, StoreError> {
+        self.jobs.job_stats().await
     }
 }
 

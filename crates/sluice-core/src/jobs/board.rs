@@ -108,6 +108,15 @@ impl JobBoard {
         JobBoard { limits: limits.sane(), ..JobBoard::default() }
     }
 
+    /// Changes the per-queue budget of finished jobs; it is kept from the next finish on.
+    pub fn set_limits(&mut self, limits: JobLimits) {
+        self.limits = limits.sane();
+    }
+
+    pub fn limits(&self) -> JobLimits {
+        self.limits
+    }
+
     // ----- calls ----------------------------------------------------------------------------
 
     /// Enqueues `job` as `id` (a new id, never used before), or returns the job that holds its

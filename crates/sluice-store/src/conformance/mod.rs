@@ -1,5 +1,5 @@
 //! The conformance suite: the behaviour every backend must show, written once, one module per
-//! store trait (`queues.rs`, `records.rs`).
+//! store trait (`queues.rs`, `records.rs`, `jobs.rs`).
 //!
 //! A backend's test file calls [`conformance_tests!`] with an expression that builds a fresh
 //! [`Backend`] (its own empty storage) for each test. Tests use real time with short timeouts;
@@ -7,6 +7,7 @@
 //! prove that a backend wires the rules to durable storage correctly, including across a
 //! restart.
 
+mod jobs;
 mod queues;
 mod records;
 
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use sluice_core::{NewMessage, QueueAttributes};
 
+pub use jobs::*;
 pub use queues::*;
 pub use records::*;
 
@@ -49,7 +51,12 @@ macro_rules! conformance_tests {
             long_poll_times_out_empty, purge_and_peek, restart_keeps_everything, batch_entries_fail_alone,
             unknown_queue_is_an_error, retention_removes_expired, ids_are_never_reused_across_restart,
             lenient_visibility_rehides_an_expired_message, records_insert_put_replace_get_delete,
-            records_list_by_kind_prefix_and_key_order, records_survive_restart);
+            records_list_by_kind_prefix_and_key_order, records_survive_restart,
+            jobs_enqueue_get_list_filter_and_unique, jobs_claim_heartbeat_complete_and_stale_leases,
+            jobs_fail_retries_after_backoff_then_dead, jobs_lapsed_lease_requeues_and_the_old_lease_is_stale,
+            jobs_cancel_waiting_and_running, jobs_claim_order_delay_and_types,
+            jobs_long_polls_wake_on_enqueue_and_on_finish, jobs_finished_are_pruned_after_their_ttl,
+            jobs_survive_restart_with_their_leases, jobs_callbacks_are_enqueued_with_the_transition);
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
         $(
