@@ -84,4 +84,8 @@ codes! {
     InsufficientStorage = "insufficient_storage", 507, "The disk holding the server's data is full; calls are refused until space is freed, then served again without a restart. Retry later.";
     ShuttingDown = "shutting_down", 503, "The server is shutting down.";
     Internal = "internal", 500, "An unexpected server error; the log has the details.";
+    // Jobs
+    JobNotFound = "job_not_found", 404, "No job has this id (it never existed, or it finished and was pruned after its result_ttl_ms).";
+    StaleLease = "stale_lease", 409, "The lease names an attempt that is over (completed, failed, lapsed, cancelled): it changes nothing, and never a newer attempt.";
+    JobFinished = "job_finished", 409, "The job already finished (succeeded or dead); it cannot be cancelled.";
 }

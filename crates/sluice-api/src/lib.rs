@@ -5,6 +5,7 @@
 //! `utoipa::ToSchema` so that `/v1/openapi.json` is generated from these definitions.
 
 pub mod error;
+pub mod jobs;
 pub mod topics;
 
 use std::collections::BTreeMap;
@@ -13,6 +14,10 @@ use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
 pub use error::{ErrorBody, ErrorCode, ErrorResponse};
+pub use jobs::{
+    CallbackSecret, ClaimJobsRequest, ClaimJobsResponse, ClaimedJob, CompleteJobRequest, EnqueueJobRequest,
+    FailJobRequest, HeartbeatRequest, HeartbeatResponse, Job, JobBackoff, JobList,
+};
 pub use topics::{
     CreateTopicRequest, FilterPolicyScope, PublishMessage, PublishRequest, PublishResponse, PublishResult,
     SubscribeRequest, Subscription, SubscriptionCounts, SubscriptionList, Topic, TopicList,

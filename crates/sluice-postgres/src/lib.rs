@@ -33,6 +33,8 @@
 //!   relying on the server's autovacuum.
 //! - `transactional`: `sluice_send` from the application's own transaction.
 //! - `records`: durable configuration records (topics, subscriptions), one row each.
+//! - `jobs`: async jobs (core's job state machine in SQL over the `jobs` table), their long
+//!   polls and their part of the sweep.
 //!
 //! Time is the database's clock (`sluice_now_ms()` in SQL), so nodes with drifting clocks agree
 //! on when holds and delays end.
@@ -42,6 +44,7 @@ mod codec;
 mod fair;
 mod fifo;
 mod fragments;
+mod jobs;
 mod messages;
 pub mod migrate;
 mod queues;
@@ -91,6 +94,8 @@ pub struct PostgresOptions {
     pub vacuum_dead_rows_max: u64,
     /// How often one node reads the churning tables' dead rows (from `pg_stat_user_tables`).
     pub vacuum_check_interval_ms: u64,
+    /// Each job queue's budget of finished jobs, kept by the sweeper.
+    pub job_limits: sluice_core::jobs::JobLimits,
 }
 
 /// Default of [`PostgresOptions::vacuum_dead_rows_max`]: the threshold migration 1 gives
@@ -105,6 +110,7 @@ impl Default for PostgresOptions {
             sweep_interval_ms: 250,
             vacuum_dead_rows_max: VACUUM_DEAD_ROWS_MAX_DEFAULT,
             vacuum_check_interval_ms: 1_000,
+            job_limits: sluice_core::jobs::JobLimits::default(),
         }
     }
 }
@@ -143,6 +149,7 @@ pub(crate) struct Inner {
     channel: String,
     wakers: Arc<wake::Wakers>,
     counters: Counters,
+    job_limits: sluice_core::jobs::JobLimits,
 }
 
 /// Maps a database failure to the error a store call returns: `Unavailable`, which the server
@@ -227,8 +234,13 @@ impl PostgresStore {
             .map_err(|e| ConnectError::Database(e.to_string()))?;
         let wakers = Arc::new(wake::Wakers::default());
         let listener = wake::listen(&config, &channel).await?;
-        let inner =
-            Arc::new(Inner { pool, channel: channel.clone(), wakers: wakers.clone(), counters: Counters::default() });
+        let inner = Arc::new(Inner {
+            pool,
+            channel: channel.clone(),
+            wakers: wakers.clone(),
+            counters: Counters::default(),
+            job_limits: options.job_limits.sane(),
+        });
         let mut tasks = vec![
             tokio::spawn(wake::run(config, channel, wakers, listener)),
             tokio::spawn(sweep::run(inner.clone(), Duration::from_millis(options.sweep_interval_ms.max(1)))),

@@ -19,6 +19,7 @@ mod convert;
 mod error;
 mod extract;
 mod health;
+mod jobs;
 mod messages;
 mod metrics;
 mod observe;
@@ -37,6 +38,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 pub use sluice_clock::{Clock, ManualClock, Sleep, SystemClock};
 use sluice_core::limits::REQUEST_BYTES_MAX;
+use sluice_services::jobs::JobsConfig;
 use sluice_services::redrive::Redrives;
 use sluice_services::sqs::SqsState;
 use sluice_services::topics::worker::Endpoints;
@@ -60,11 +62,19 @@ pub struct ServerConfig {
     /// Keys that AWS requests must be signed with (SigV4). Empty: any request is accepted,
     /// signed with anything or not at all.
     pub access_keys: Vec<AccessKey>,
+    /// The secret job completion webhooks are signed with; made once and shared by every node
+    /// through the store when `None`.
+    pub job_callback_secret: Option<String>,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { account: "000000000000".to_string(), region: "us-east-1".to_string(), access_keys: Vec::new() }
+        ServerConfig {
+            account: "000000000000".to_string(),
+            region: "us-east-1".to_string(),
+            access_keys: Vec::new(),
+            job_callback_secret: None,
+        }
     }
 }
 
@@ -123,13 +133,16 @@ pub fn services(
     push: PushConfig,
 ) -> Arc<Services> {
     let arns = Arns { region: config.region.clone(), account: config.account.clone() };
-    Services::new(store, clock, ServicesConfig { arns, push })
+    let jobs = JobsConfig { callback_secret: config.job_callback_secret.clone(), ..JobsConfig::default() };
+    Services::new(store, clock, ServicesConfig { arns, push, jobs })
 }
 
 /// Every route, with its middleware, over `services`.
 pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
     // Installed before the first request so that the first request is measured too.
     metrics::handle();
+    // Completion webhooks carry the job as `GET /v1/jobs/{id}` shows it.
+    services.jobs().set_renderer(Arc::new(jobs::webhook_body));
     let state = AppState { services, config: Arc::new(config) };
     Router::new()
         .route("/v1/queues", get(queues::list_queues).post(queues::create_queue))
@@ -155,6 +168,7 @@ pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
         .route("/v1/subscriptions", get(topic_routes::list_subscriptions))
         .route("/v1/redrives", get(redrive::list))
         .route("/v1/redrives/{id}", get(redrive::get).delete(redrive::cancel))
+        .merge(jobs::routes())
         .route("/v1/openapi.json", get(openapi::openapi_json))
         .route("/metrics", get(metrics::scrape))
         .route("/healthz", get(health::healthz))

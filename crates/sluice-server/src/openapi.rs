@@ -63,5 +63,5 @@ pub struct ApiDoc;
 )]
 pub async fn openapi_json() -> axum::Json<&'static utoipa::openapi::OpenApi> {
     static DOC: OnceLock<utoipa::openapi::OpenApi> = OnceLock::new();
-    axum::Json(DOC.get_or_init(ApiDoc::openapi))
+    axum::Json(DOC.get_or_init(|| ApiDoc::openapi().merge_from(crate::jobs::JobsDoc::openapi())))
 }

@@ -6,6 +6,8 @@
 //!   worker (`topics/worker.rs`) with its breakers per endpoint.
 //! - `redrive`: redrive tasks that move a dead-letter queue's messages back at a bounded rate.
 //! - `sqs`: the state only the SQS API has (its 60-second rules, FIFO receive attempts).
+//! - `jobs`: async jobs over the store's `JobStore`, their metrics, and the completion-webhook
+//!   worker (`jobs/callbacks.rs`, the push worker's delivery reused).
 //!
 //! Every later long-running feature (jobs, sagas, outbox relays, schedules, alerts) is a module
 //! here, started by [`Services::start`] and stopped with the [`Running`] handle it returns.
@@ -14,6 +16,7 @@
 //! be tested on a manual clock. The services speak HTTP only as a client, for outbound
 //! deliveries; they serve nothing.
 
+pub mod jobs;
 pub mod redrive;
 pub mod sqs;
 pub mod topics;
@@ -24,6 +27,7 @@ use sluice_clock::Clock;
 use sluice_store::Store;
 use tokio::task::JoinHandle;
 
+use jobs::{Jobs, JobsConfig};
 use redrive::Redrives;
 use sqs::SqsState;
 use topics::worker::{Endpoints, PushConfig};
@@ -35,6 +39,7 @@ use topics::{Arns, Topics};
 pub struct ServicesConfig {
     pub arns: Arns,
     pub push: PushConfig,
+    pub jobs: JobsConfig,
 }
 
 /// Every service of one server, over one store and one clock. Share it in an `Arc`.
@@ -46,6 +51,7 @@ pub struct Services {
     /// The push worker's breakers and permits per endpoint (shown in subscription views).
     push: Arc<Endpoints>,
     sqs: SqsState,
+    jobs: Arc<Jobs>,
 }
 
 impl Services {
@@ -55,6 +61,7 @@ impl Services {
             redrives: Redrives::new(store.clone(), clock.clone()),
             push: Arc::new(Endpoints::new(config.push)),
             sqs: SqsState::default(),
+            jobs: Arc::new(Jobs::new(store.clone(), clock.clone(), config.jobs)),
             store,
             clock,
         })
@@ -84,12 +91,18 @@ impl Services {
         &self.sqs
     }
 
-    /// Starts the background work: the push worker. Redrives start on request.
+    pub fn jobs(&self) -> &Arc<Jobs> {
+        &self.jobs
+    }
+
+    /// Starts the background work: the push worker and the job callback worker. Redrives
+    /// start on request.
     pub fn start(self: &Arc<Self>) -> Running {
         // Stopped with the server: a POST cut short leaves its delivery to reappear after its
         // visibility timeout and be pushed again (at least once).
         let push_worker = topics::worker::spawn(self.store.clone(), self.push.clone(), self.clock.clone());
-        Running { services: self.clone(), push_worker }
+        let callback_worker = jobs::callbacks::spawn(self.jobs.clone(), self.push.clone());
+        Running { services: self.clone(), push_worker, callback_worker }
     }
 
     /// Ends long-running work at once and refuses new work (each redrive after its current
@@ -104,6 +117,7 @@ impl Services {
 pub struct Running {
     services: Arc<Services>,
     push_worker: JoinHandle<()>,
+    callback_worker: JoinHandle<()>,
 }
 
 impl Running {
@@ -111,5 +125,6 @@ impl Running {
     pub async fn join(self) {
         self.services.redrives.join_all().await;
         self.push_worker.abort();
+        self.callback_worker.abort();
     }
 }

@@ -40,8 +40,11 @@ async fn redrive_steps_wait_for_the_clock() {
 
     let clock = ManualClock::new(T0_MS);
     let arns = Arns { region: "us-east-1".into(), account: "000000000000".into() };
-    let services =
-        Services::new(store.clone(), Arc::new(clock.clone()), ServicesConfig { arns, push: PushConfig::default() });
+    let services = Services::new(
+        store.clone(),
+        Arc::new(clock.clone()),
+        ServicesConfig { arns, push: PushConfig::default(), jobs: Default::default() },
+    );
     let task = services.redrives().start("dlq", Some("src".into()), Some(10)).await.expect("start");
     assert_eq!(task.started_at_ms, T0_MS, "the task's times are the clock's");
     let moved = || services.redrives().get(task.id).expect("task").moved;

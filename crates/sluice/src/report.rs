@@ -96,6 +96,9 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         ShuttingDown => "the server is stopping; try again once it is back",
         RequestTimeout => "the request was sent too slowly; check the network between here and the server",
         Internal => "the server's log has the details",
+        JobNotFound => "list jobs with `sluice job list`; finished jobs are pruned after their result_ttl_ms",
+        StaleLease => "the attempt is over (its lease lapsed, or it was completed or failed); claim the job again",
+        JobFinished => "see how it ended with `sluice job get ID`",
         InvalidJson | InvalidArgument | EmptyBatch | NotFound | MethodNotAllowed | UnsupportedMediaType => {
             return None;
         }

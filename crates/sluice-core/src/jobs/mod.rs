@@ -39,7 +39,10 @@ use crate::validation::ValidationError;
 pub use board::{Claimed, Enqueued, HeartbeatOutcome, JobBoard, JobCounters, JobFilter, QueueJobStats};
 pub use limits::JobLimits;
 pub use record::{DataKind, JobDetails, JobEffect, JobRecord, Lease, LeaseToken, UniqueHold, lapse_error};
-pub use spec::{ClaimSpec, Jitter, JobBackoff, NewJob, unique_key_hash, validate_callback_url};
+pub use spec::{
+    ClaimSpec, Jitter, JobBackoff, NewJob, unique_key_hash, validate_callback_url, validate_job_queue,
+    validate_job_type, validate_lease_ms, validate_tag,
+};
 
 /// A job's identity (a UUID, time-ordered when the store makes it from UUIDv7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -46,7 +46,7 @@ impl ClockedStore {
     /// The whole store: its queues through this wrapper, records and status the real ones.
     pub fn into_store(self) -> Arc<dyn Store> {
         let inner = self.inner.clone();
-        Arc::new(StoreParts { queues: Arc::new(self), records: inner.clone(), status: inner })
+        Arc::new(StoreParts { queues: Arc::new(self), records: inner.clone(), jobs: inner.clone(), status: inner })
     }
 }
 

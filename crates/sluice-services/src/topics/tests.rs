@@ -430,6 +430,7 @@ async fn a_store_failure_for_one_subscription_is_reported_and_the_others_get_the
     let failing = StoreParts {
         queues: Arc::new(FullFor { inner: f.store.clone(), queue: "broken" }),
         records: f.store.clone(),
+        jobs: f.store.clone(),
         status: f.store.clone(),
     };
     let failing = Topics::new(Arc::new(failing), arns(), Arc::new(sluice_clock::SystemClock));

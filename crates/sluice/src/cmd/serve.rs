@@ -63,6 +63,11 @@ pub struct Args {
     /// any, every request is accepted whatever it is signed with.
     #[arg(long = "access-key", env = "SLUICE_ACCESS_KEYS", value_name = "ID:SECRET", value_delimiter = ',')]
     access_keys: Vec<sluice_server::AccessKey>,
+    /// The secret job completion webhooks are signed with (HMAC-SHA256, as HTTP push). Without
+    /// it one is made at first use and kept in the store, shared by every node; read it with
+    /// `sluice job callback-secret`.
+    #[arg(long, env = "SLUICE_JOB_CALLBACK_SECRET", value_name = "SECRET", hide_env_values = true)]
+    job_callback_secret: Option<String>,
 }
 
 fn parse_durability(s: &str) -> Result<Durability, String> {
@@ -111,6 +116,7 @@ fn server_config(args: &Args) -> sluice_server::ServerConfig {
         account: args.account.clone(),
         region: args.region.clone(),
         access_keys: args.access_keys.clone(),
+        job_callback_secret: args.job_callback_secret.clone(),
     }
 }
 
