@@ -3,6 +3,7 @@
 
 mod support;
 
+mod jobs;
 mod messages;
 mod operations;
 mod poisoned;

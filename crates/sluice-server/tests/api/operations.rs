@@ -77,6 +77,14 @@ async fn openapi_lists_every_route() {
         ("/v1/topics/{name}/subscriptions/{id}", &["get", "delete"]),
         ("/v1/topics/{name}/publish", &["post"]),
         ("/v1/subscriptions", &["get"]),
+        ("/v1/jobs", &["get", "post"]),
+        ("/v1/jobs/claim", &["post"]),
+        ("/v1/jobs/callback-secret", &["get"]),
+        ("/v1/jobs/{id}", &["get"]),
+        ("/v1/jobs/{id}/cancel", &["post"]),
+        ("/v1/jobs/{id}/heartbeat", &["post"]),
+        ("/v1/jobs/{id}/complete", &["post"]),
+        ("/v1/jobs/{id}/fail", &["post"]),
         ("/metrics", &["get"]),
         ("/healthz", &["get"]),
         ("/readyz", &["get"]),
@@ -101,6 +109,10 @@ async fn openapi_lists_every_route() {
         "Subscription",
         "PublishRequest",
         "PublishResponse",
+        "EnqueueJobRequest",
+        "Job",
+        "ClaimJobsRequest",
+        "ClaimJobsResponse",
     ] {
         assert!(schemas.contains_key(name), "schema {name} missing");
     }
