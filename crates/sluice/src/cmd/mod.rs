@@ -4,6 +4,7 @@
 mod ack;
 mod bench;
 mod dlq;
+mod job;
 mod migrate;
 mod peek;
 mod queue;
@@ -26,6 +27,7 @@ pub enum Command {
     Peek(peek::Args),
     Dlq(dlq::Args),
     Topic(topic::Args),
+    Job(job::Args),
     // Boxed: the benchmark's many flags would make every command as large as it.
     Bench(Box<bench::Args>),
     Migrate(migrate::Args),
@@ -42,6 +44,7 @@ impl Command {
             Command::Peek(args) => peek::run(args).await,
             Command::Dlq(args) => dlq::run(args).await,
             Command::Topic(args) => topic::run(args).await,
+            Command::Job(args) => job::run(args).await,
             Command::Bench(args) => bench::run(*args).await,
             Command::Migrate(args) => migrate::run(args).await,
         }
