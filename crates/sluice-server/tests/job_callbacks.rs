@@ -27,9 +27,12 @@ use sluice_store::{JOB_CALLBACK_DLQ, JOB_CALLBACK_QUEUE, JobCallback, Store};
 const SECRET: &str = "s3cret";
 const WAIT: Duration = Duration::from_secs(20);
 
+/// One POST a receiver got: path, headers, body, and the status it answered.
+type Hit = (String, HeaderMap, Vec<u8>, u16);
+
 #[derive(Default)]
 struct Receiver {
-    hits: Mutex<Vec<(String, HeaderMap, Vec<u8>, u16)>>,
+    hits: Mutex<Vec<Hit>>,
     /// How many POSTs to `/flaky` still fail.
     flaky_failures: AtomicUsize,
 }

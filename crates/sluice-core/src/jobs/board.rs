@@ -478,8 +478,7 @@ impl JobBoard {
             self.effects.push(JobEffect::Callback(id));
         }
         self.finished_now.push(id);
-        loop {
-            let Some(f) = self.index.finished.get(&queue) else { break };
+        while let Some(f) = self.index.finished.get(&queue) {
             let over = f.result_bytes > self.limits.result_bytes_per_queue_max
                 || f.order.len() as u64 > self.limits.finished_per_queue_max;
             match f.order.first() {

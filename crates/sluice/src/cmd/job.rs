@@ -22,7 +22,8 @@ pub struct Args {
 
 #[derive(Debug, Subcommand)]
 enum JobCommand {
-    Enqueue(EnqueueArgs),
+    // Boxed: its many flags would make every subcommand as large as it.
+    Enqueue(Box<EnqueueArgs>),
     Get(IdArgs),
     List(ListArgs),
     Cancel(IdArgs),
@@ -149,7 +150,7 @@ struct SecretArgs {
 
 pub async fn run(args: Args) -> Result<()> {
     match args.command {
-        JobCommand::Enqueue(args) => enqueue(args).await,
+        JobCommand::Enqueue(args) => enqueue(*args).await,
         JobCommand::Get(args) => {
             let job = args.client.client()?.get_job(&args.id, None).await?;
             print_job(&job, args.client.json)
