@@ -188,11 +188,6 @@ impl Engine {
         }
     }
 
-    /// The store's running totals.
-    pub fn counters(&self) -> &Counters {
-        &self.shared.counters
-    }
-
     /// Stages the body of a newly sent message for this batch.
     pub fn stage_body(&mut self, seq: u64, content: MessageContent) {
         let encoded = codec::encode(&content);
@@ -214,6 +209,20 @@ impl Engine {
             .map_err(|e| format!("reading the body of message {seq}: {e}"))?
             .ok_or_else(|| format!("the body of message {seq} is missing"))?;
         codec::decode(&value).map(Arc::new).map_err(|e| format!("the body of message {seq}: {e}"))
+    }
+
+    /// Sends the webhooks of the jobs that finished in this batch into the callback queue, so
+    /// that they are written with the change that finished them.
+    fn send_job_callbacks(&mut self, now: TimeMs) {
+        for callback in self.jobs.take_callbacks() {
+            match crate::jobs::callback_message(&mut self.broker, &callback, now) {
+                Ok((seq, content)) => {
+                    self.stage_body(seq, content);
+                    Counters::add(&self.shared.counters.messages_sent, 1);
+                }
+                Err(e) => tracing::error!(job = %callback.job_id, "job webhook not sent: {e}"),
+            }
+        }
     }
 
     /// Attaches bodies to deliveries. A delivery whose body cannot be read is left out and
@@ -498,7 +507,7 @@ impl Engine {
 
     /// Answers every parked long poll with the poisoned error.
     fn fail_waiters(&mut self, refusal: &StoreError) {
-        crate::jobs::fail_waiters(self, refusal);
+        self.jobs.fail_waiters(refusal);
         self.waiter_deadlines.clear();
         for (_, queue) in self.waiters.drain() {
             for waiter in queue {
@@ -559,14 +568,9 @@ impl Engine {
             return;
         }
         let Recovered { db, ks, broker, records, jobs, recovery } = recovered;
-        let limits = self.jobs.board.limits();
         self.broker = broker;
         self.records = records;
-        // Parked long polls stay parked on the rebuilt board.
-        let waiters = std::mem::take(&mut self.jobs.waiters);
-        self.jobs = jobs;
-        self.jobs.waiters = waiters;
-        self.jobs.board.set_limits(limits);
+        self.jobs.reopened(jobs);
         self.disk = Some(Disk { db, ks });
         self.reopen_at = None;
         *self.shared.refusal.lock().unwrap_or_else(|e| e.into_inner()) = None;
@@ -642,7 +646,7 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
         }
         let now = engine.clock.now_ms();
         engine.broker.tick(now);
-        crate::jobs::tick(&mut engine, now);
+        engine.jobs.tick(now);
         let mut replies: Vec<Reply> = Vec::new();
         let mut taken = 0;
         let mut next = first.take();
@@ -669,7 +673,8 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
         }
         engine.serve_waiters(now, &mut replies);
         engine.expire_waiters(Instant::now());
-        crate::jobs::serve(&mut engine, now, &mut replies);
+        crate::jobs::serve(&mut engine.jobs, now, &mut replies);
+        engine.send_job_callbacks(now);
         match engine.commit() {
             Ok(records) => {
                 if records > 0 {

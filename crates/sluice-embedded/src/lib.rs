@@ -14,11 +14,12 @@
 //!
 //! Modules: `engine` (the writer loop), `sync` (the sync stage), `recover` (open), `codec`
 //! (the on-disk records), `journal` and `tables` (damage checks), `records` (records in
-//! memory), `jobs` (the job board on the writer thread, its keyspaces and long polls, and the
-//! `JobStore` impl), and one module per other store trait: `queue_store`, `record_store`.
+//! memory), `jobs` (the job board on the writer thread, its keyspaces and long polls), and
+//! one module per store trait: `queue_store`, `record_store`, `job_store`.
 
 mod codec;
 mod engine;
+mod job_store;
 mod jobs;
 mod journal;
 mod queue_store;

@@ -8,16 +8,19 @@
 //! and the board rebuilt; payloads and results stay on disk.
 //!
 //! Every call runs on the writer thread: the board decides and appends effects, which are
-//! absorbed at once (`absorb`) into this batch's pending writes (so that a later call of the
-//! same batch reads them) and written with the batch the writer commits next; the caller is
-//! answered after that batch is durable, like every other write. A job that finishes with a
-//! callback URL has its webhook sent into the callback queue in the same batch.
+//! absorbed at once ([`JobState::absorb`]) into this batch's pending writes (so that a later
+//! call of the same batch reads them) and written with the batch the writer commits next; the
+//! caller is answered after that batch is durable, like every other write. A job that finishes
+//! with a callback URL leaves its webhook here, which the writer sends into the callback queue
+//! ([`callback_message`]) before it commits the batch, so both are in the same write.
 //!
 //! Long polls (claims, and waits for a job to finish) park here and are answered by the turn
 //! that made a job claimable or finished one (`serve`), or with nothing at their deadline,
 //! which is real time.
+//!
+//! This module knows nothing of the writer loop: the loop calls it (`engine.rs`), and the
+//! `JobStore` impl (`job_store.rs`) runs its calls on the loop.
 
-mod store;
 mod waiters;
 
 use std::collections::HashMap;
@@ -25,12 +28,11 @@ use std::collections::HashMap;
 use fjall::{Keyspace, OwnedWriteBatch};
 use sluice_core::jobs::{DataKind, JobBoard, JobDetails, JobEffect, JobId, JobLimits, JobRecord};
 use sluice_core::message::MessageContent;
-use sluice_core::{MessageId, NewMessage, TimeMs};
-use sluice_store::{Counters, JOB_CALLBACK_QUEUE, JobCallback, JobView, StoreError, job_callback_queue_attributes};
+use sluice_core::{Broker, MessageId, NewMessage, TimeMs};
+use sluice_store::{JOB_CALLBACK_QUEUE, JobCallback, JobView, StoreError, job_callback_queue_attributes};
 
 use crate::codec;
-use crate::engine::Engine;
-pub use waiters::{Waiters, serve};
+pub use waiters::{Waiters, claim_now, serve};
 
 /// The byte after the job id that names a job's details in `job_data` (the values of
 /// [`DataKind`] use their own tags, 0 to 3).
@@ -68,6 +70,8 @@ pub struct JobState {
     pending_records: HashMap<JobId, Option<Vec<u8>>>,
     pending_data: HashMap<[u8; 17], Option<Vec<u8>>>,
     effects: Vec<JobEffect>,
+    /// Webhooks of jobs that finished in this batch, for the writer to send with it.
+    callbacks: Vec<JobCallback>,
     pub waiters: Waiters,
 }
 
@@ -88,6 +92,7 @@ pub fn recover(jobs: Keyspace, data: Keyspace, now: TimeMs, limits: JobLimits) -
         pending_records: HashMap::new(),
         pending_data: HashMap::new(),
         effects: Vec::new(),
+        callbacks: Vec::new(),
         waiters: Waiters::default(),
     };
     Ok((state, count))
@@ -120,6 +125,26 @@ impl JobState {
     pub fn clear_pending(&mut self) {
         self.pending_records.clear();
         self.pending_data.clear();
+        self.callbacks.clear();
+    }
+
+    /// Takes the state rebuilt from disk after a full disk, keeping the parked long polls and
+    /// the limits.
+    pub fn reopened(&mut self, mut fresh: JobState) {
+        fresh.waiters = std::mem::take(&mut self.waiters);
+        fresh.board.set_limits(self.board.limits());
+        *self = fresh;
+    }
+
+    /// Applies what time made due (leases lapse, delays end, finished jobs are pruned).
+    pub fn tick(&mut self, now: TimeMs) {
+        self.board.tick(now);
+        self.absorb();
+    }
+
+    /// The webhooks to send with this batch.
+    pub fn take_callbacks(&mut self) -> Vec<JobCallback> {
+        std::mem::take(&mut self.callbacks)
     }
 
     /// A value of job `id`, from this batch or from disk. A value that cannot be read is
@@ -170,87 +195,80 @@ impl JobState {
     }
 }
 
-/// Moves the board's new effects into the batch's pending writes, and sends the webhooks of
-/// jobs that finished into the callback queue (created if missing), all in the same batch.
-pub fn absorb(engine: &mut Engine, now: TimeMs) {
-    let mut effects = std::mem::take(&mut engine.jobs.effects);
-    engine.jobs.board.swap_effects(&mut effects);
-    let mut latest: HashMap<JobId, JobRecord> = HashMap::new();
-    let mut callbacks = Vec::new();
-    for effect in effects.drain(..) {
-        let jobs = &mut engine.jobs;
-        match effect {
-            JobEffect::Put(record) => {
-                jobs.pending_records.insert(record.id, Some(codec::encode(&record)));
-                latest.insert(record.id, record);
-            }
-            JobEffect::Delete(id) => {
-                jobs.pending_records.insert(id, None);
-                for tag in DATA_TAGS {
-                    jobs.pending_data.insert(data_key(id, tag), None);
+impl JobState {
+    /// Moves the board's new effects into the batch's pending writes, and keeps the webhooks of
+    /// jobs that finished for the writer to send with the same batch.
+    pub fn absorb(&mut self) {
+        let mut effects = std::mem::take(&mut self.effects);
+        self.board.swap_effects(&mut effects);
+        let mut latest: HashMap<JobId, JobRecord> = HashMap::new();
+        let mut finished = Vec::new();
+        for effect in effects.drain(..) {
+            match effect {
+                JobEffect::Put(record) => {
+                    self.pending_records.insert(record.id, Some(codec::encode(&record)));
+                    latest.insert(record.id, record);
                 }
-                latest.remove(&id);
+                JobEffect::Delete(id) => {
+                    self.pending_records.insert(id, None);
+                    for tag in DATA_TAGS {
+                        self.pending_data.insert(data_key(id, tag), None);
+                    }
+                    latest.remove(&id);
+                }
+                JobEffect::Data { id, kind, bytes } => {
+                    self.pending_data.insert(data_key(id, kind.tag()), Some(codec::encode(&bytes)));
+                }
+                JobEffect::Details { id, details } => {
+                    let bytes = postcard::to_stdvec(&details).expect("postcard encodes plain structs");
+                    self.pending_data.insert(data_key(id, DETAILS_TAG), Some(codec::encode(&bytes)));
+                }
+                JobEffect::Callback(id) => finished.push(id),
             }
-            JobEffect::Data { id, kind, bytes } => {
-                jobs.pending_data.insert(data_key(id, kind.tag()), Some(codec::encode(&bytes)));
+        }
+        self.effects = effects;
+        for id in finished {
+            let Some(record) = latest.get(&id).cloned().or_else(|| self.board.get(id)) else { continue };
+            if let Some(url) = self.details(id).callback_url {
+                self.callbacks.push(JobCallback::new(&record, &url));
             }
-            JobEffect::Details { id, details } => {
-                let bytes = postcard::to_stdvec(&details).expect("postcard encodes plain structs");
-                jobs.pending_data.insert(data_key(id, DETAILS_TAG), Some(codec::encode(&bytes)));
-            }
-            JobEffect::Callback(id) => callbacks.push(id),
         }
     }
-    engine.jobs.effects = effects;
-    for id in callbacks {
-        let Some(record) = latest.get(&id).cloned().or_else(|| engine.jobs.board.get(id)) else { continue };
-        let Some(url) = engine.jobs.details(id).callback_url else { continue };
-        send_callback(engine, &JobCallback::new(&record, &url), now);
+
+    /// The error every parked long poll gets when the store stops serving.
+    pub fn fail_waiters(&mut self, refusal: &StoreError) {
+        self.waiters.fail_all(refusal);
     }
 }
 
-/// Sends one webhook into the callback queue, creating the queue first if it is missing.
-fn send_callback(engine: &mut Engine, callback: &JobCallback, now: TimeMs) {
-    let queue = match engine.broker.queue_id(JOB_CALLBACK_QUEUE) {
+/// One webhook as a message of the callback queue (created first if it is missing): its
+/// sequence number and content, for the writer to stage with the batch.
+pub fn callback_message(
+    broker: &mut Broker,
+    callback: &JobCallback,
+    now: TimeMs,
+) -> Result<(u64, MessageContent), String> {
+    let queue = match broker.queue_id(JOB_CALLBACK_QUEUE) {
         Ok(id) => id,
-        Err(_) => match engine.broker.create_queue(JOB_CALLBACK_QUEUE, job_callback_queue_attributes(), now) {
-            Ok((id, _)) => id,
-            Err(e) => {
-                tracing::error!(job = %callback.job_id, "cannot create {JOB_CALLBACK_QUEUE}; webhook not sent: {e}");
-                return;
-            }
-        },
+        Err(_) => broker
+            .create_queue(JOB_CALLBACK_QUEUE, job_callback_queue_attributes(), now)
+            .map(|(id, _)| id)
+            .map_err(|e| format!("cannot create {JOB_CALLBACK_QUEUE}: {e}"))?,
     };
     let message = NewMessage { body: callback.to_body(), ..NewMessage::default() };
     let id = MessageId(uuid::Uuid::now_v7().as_u128());
-    match engine.broker.send(queue, &message, id, now) {
-        Ok(sent) => {
-            let content = MessageContent {
-                body: message.body,
-                body_binary: false,
-                attributes: Default::default(),
-                system_attributes: Default::default(),
-                envelope: Default::default(),
-            };
-            engine.stage_body(sent.seq, content);
-            Counters::add(&engine.counters().messages_sent, 1);
-        }
-        Err(e) => tracing::error!(job = %callback.job_id, "the webhook was refused by {JOB_CALLBACK_QUEUE}: {e}"),
-    }
-}
-
-/// Applies what time made due (leases lapse, delays end, finished jobs are pruned).
-pub fn tick(engine: &mut Engine, now: TimeMs) {
-    engine.jobs.board.tick(now);
-    absorb(engine, now);
-}
-
-/// The error every parked long poll gets when the store stops serving.
-pub fn fail_waiters(engine: &mut Engine, refusal: &StoreError) {
-    engine.jobs.waiters.fail_all(refusal);
+    let sent = broker.send(queue, &message, id, now).map_err(|e| format!("{JOB_CALLBACK_QUEUE} refused it: {e}"))?;
+    let content = MessageContent {
+        body: message.body,
+        body_binary: false,
+        attributes: Default::default(),
+        system_attributes: Default::default(),
+        envelope: Default::default(),
+    };
+    Ok((sent.seq, content))
 }
 
 /// A random 64-bit number (for lease nonces and backoff jitter): the random bits of a UUIDv7.
-fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     uuid::Uuid::now_v7().as_u128() as u64
 }

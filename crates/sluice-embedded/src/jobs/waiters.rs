@@ -11,8 +11,8 @@ use sluice_core::jobs::{ClaimSpec, JobId};
 use sluice_store::{ClaimedJob, JobView, StoreError};
 use tokio::sync::oneshot;
 
-use super::Parts;
-use crate::engine::{Engine, Reply};
+use super::{JobState, Parts, random_u64};
+use crate::sync::Reply;
 
 pub type ClaimReply = oneshot::Sender<Result<Vec<ClaimedJob>, StoreError>>;
 pub type ViewReply = oneshot::Sender<Result<JobView, StoreError>>;
@@ -97,15 +97,15 @@ impl Waiters {
 
 /// Serves the long polls this turn made answerable and ends those whose wait is over; their
 /// answers are added to the turn's replies.
-pub fn serve(engine: &mut Engine, now: TimeMs, replies: &mut Vec<Reply>) {
-    let woken: HashSet<String> = engine.jobs.board.take_woken().into_iter().collect();
-    let finished = engine.jobs.board.take_finished();
+pub fn serve(jobs: &mut JobState, now: TimeMs, replies: &mut Vec<Reply>) {
+    let woken: HashSet<String> = jobs.board.take_woken().into_iter().collect();
+    let finished = jobs.board.take_finished();
     let mut ready: Vec<u64> = Vec::new();
     for job in &finished {
-        ready.extend(engine.jobs.waiters.by_job.get(job).into_iter().flatten().copied());
+        ready.extend(jobs.waiters.by_job.get(job).into_iter().flatten().copied());
     }
     if !woken.is_empty() {
-        let claims = engine.jobs.waiters.parked.iter().filter_map(|(&id, (_, waiter))| match waiter {
+        let claims = jobs.waiters.parked.iter().filter_map(|(&id, (_, waiter))| match waiter {
             Waiter::Claim { spec, .. } if spec.queues.iter().any(|q| woken.contains(q)) => Some(id),
             _ => None,
         });
@@ -114,26 +114,36 @@ pub fn serve(engine: &mut Engine, now: TimeMs, replies: &mut Vec<Reply>) {
     ready.sort_unstable();
     ready.dedup();
     for id in ready {
-        answer(engine, id, now, false, replies);
+        answer(jobs, id, now, false, replies);
     }
     let real_now = Instant::now();
-    while let Some(&(deadline, id)) = engine.jobs.waiters.deadlines.first() {
+    while let Some(&(deadline, id)) = jobs.waiters.deadlines.first() {
         if deadline > real_now {
             break;
         }
-        answer(engine, id, now, true, replies);
+        answer(jobs, id, now, true, replies);
     }
 }
 
+/// Claims what is claimable now, with each job's payload.
+pub fn claim_now(jobs: &mut JobState, spec: &ClaimSpec, now: TimeMs) -> Result<Vec<ClaimedJob>, StoreError> {
+    let claimed = jobs.board.claim(spec, now, random_u64)?;
+    jobs.absorb();
+    Ok(claimed
+        .into_iter()
+        .map(|c| ClaimedJob { view: jobs.view_of(c.record, Parts::Claim), lease: c.lease.encode() })
+        .collect())
+}
+
 /// Answers parked poll `id` if it can be answered now (or `expired`: with what there is).
-fn answer(engine: &mut Engine, id: u64, now: TimeMs, expired: bool, replies: &mut Vec<Reply>) {
-    let Some((deadline, waiter)) = engine.jobs.waiters.take(id) else { return };
+fn answer(jobs: &mut JobState, id: u64, now: TimeMs, expired: bool, replies: &mut Vec<Reply>) {
+    let Some((deadline, waiter)) = jobs.waiters.take(id) else { return };
     match waiter {
         Waiter::Claim { spec, reply } => {
             if reply.is_closed() {
                 return;
             }
-            let claimed = match super::store::claim_now(engine, &spec, now) {
+            let claimed = match claim_now(jobs, &spec, now) {
                 Ok(claimed) => claimed,
                 Err(e) => {
                     let _ = reply.send(Err(e));
@@ -142,7 +152,7 @@ fn answer(engine: &mut Engine, id: u64, now: TimeMs, expired: bool, replies: &mu
             };
             if claimed.is_empty() && !expired {
                 // Someone else took what was claimable; keep waiting.
-                engine.jobs.waiters.reinsert(id, deadline, Waiter::Claim { spec, reply });
+                jobs.waiters.reinsert(id, deadline, Waiter::Claim { spec, reply });
                 return;
             }
             replies.push(Box::new(move |commit| {
@@ -150,7 +160,7 @@ fn answer(engine: &mut Engine, id: u64, now: TimeMs, expired: bool, replies: &mu
             }));
         }
         Waiter::Finish { job, reply } => {
-            let view = engine.jobs.view(job, Parts::All).ok_or(sluice_core::jobs::JobError::NotFound(job).into());
+            let view = jobs.view(job, Parts::All).ok_or(sluice_core::jobs::JobError::NotFound(job).into());
             replies.push(Box::new(move |commit| {
                 let _ = reply.send(commit.and(view));
             }));

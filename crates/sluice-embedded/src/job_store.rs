@@ -1,5 +1,5 @@
-//! [`JobStore`] over the writer thread: each call is a job run on the board, answered once its
-//! batch is durable; a long poll that finds nothing parks (`waiters.rs`).
+//! [`JobStore`] over the writer thread: each call is a job run on the board (`jobs/`),
+//! answered once its batch is durable; a long poll that finds nothing parks there.
 
 use async_trait::async_trait;
 use sluice_core::TimeMs;
@@ -10,22 +10,12 @@ use sluice_store::{
 };
 use tokio::sync::oneshot;
 
-use super::{Parts, absorb, random_u64};
 use crate::EmbeddedStore;
 use crate::engine::{Command, Engine, Reply};
+use crate::jobs::{Parts, claim_now, random_u64};
 
 fn not_found(id: JobId) -> StoreError {
     JobError::NotFound(id).into()
-}
-
-/// Claims what is claimable now, with each job's payload.
-pub(super) fn claim_now(engine: &mut Engine, spec: &ClaimSpec, now: TimeMs) -> Result<Vec<ClaimedJob>, StoreError> {
-    let claimed = engine.jobs.board.claim(spec, now, random_u64)?;
-    absorb(engine, now);
-    Ok(claimed
-        .into_iter()
-        .map(|c| ClaimedJob { view: engine.jobs.view_of(c.record, Parts::Claim), lease: c.lease.encode() })
-        .collect())
 }
 
 impl EmbeddedStore {
@@ -55,7 +45,7 @@ impl JobStore for EmbeddedStore {
         self.call(move |e, now| {
             let id = JobId(uuid::Uuid::now_v7().as_u128());
             let enqueued = e.jobs.board.enqueue(id, job, now)?;
-            absorb(e, now);
+            e.jobs.absorb();
             let view = e.jobs.view(enqueued.id(), Parts::Summary).ok_or_else(|| not_found(enqueued.id()))?;
             Ok(EnqueuedJob { view, created: matches!(enqueued, Enqueued::Created(_)) })
         })
@@ -102,7 +92,7 @@ impl JobStore for EmbeddedStore {
     async fn cancel_job(&self, id: JobId) -> Result<JobView, StoreError> {
         self.call(move |e, now| {
             e.jobs.board.cancel(id, now)?;
-            absorb(e, now);
+            e.jobs.absorb();
             e.jobs.view(id, Parts::Summary).ok_or_else(|| not_found(id))
         })
         .await
@@ -111,7 +101,7 @@ impl JobStore for EmbeddedStore {
     async fn claim_jobs(&self, spec: ClaimSpec, wait_ms: u64) -> Result<Vec<ClaimedJob>, StoreError> {
         validate_wait_ms(wait_ms)?;
         self.call_parking(move |e, now, reply| {
-            let claimed = claim_now(e, &spec, now);
+            let claimed = claim_now(&mut e.jobs, &spec, now);
             match claimed {
                 Ok(claimed) if claimed.is_empty() && wait_ms > 0 => {
                     e.jobs.waiters.park_claim(spec, wait_ms, reply);
@@ -135,7 +125,7 @@ impl JobStore for EmbeddedStore {
         let lease = parse_lease(lease)?;
         self.call(move |e, now| {
             let outcome = e.jobs.board.heartbeat(id, lease, progress, lease_ms, now)?;
-            absorb(e, now);
+            e.jobs.absorb();
             Ok(HeartbeatAnswer {
                 cancel_requested: outcome.cancel_requested,
                 lease_expires_at: outcome.lease_expires_at,
@@ -148,7 +138,7 @@ impl JobStore for EmbeddedStore {
         let lease = parse_lease(lease)?;
         self.call(move |e, now| {
             e.jobs.board.complete(id, lease, result, now)?;
-            absorb(e, now);
+            e.jobs.absorb();
             e.jobs.view(id, Parts::Summary).ok_or_else(|| not_found(id))
         })
         .await
@@ -158,7 +148,7 @@ impl JobStore for EmbeddedStore {
         let lease = parse_lease(lease)?;
         self.call(move |e, now| {
             e.jobs.board.fail(id, lease, error, retry, now, random_u64())?;
-            absorb(e, now);
+            e.jobs.absorb();
             e.jobs.view(id, Parts::Summary).ok_or_else(|| not_found(id))
         })
         .await
