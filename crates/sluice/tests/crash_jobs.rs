@@ -21,40 +21,28 @@
 //! SLUICE_CRASH_JOB_KILLS=500 cargo test -p sluice --release --test crash_jobs -- --nocapture
 //! ```
 
+mod job_ledger;
 mod torture;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;
+use job_ledger::{Attempts, claim_request};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sluice_api::{ClaimJobsRequest, CompleteJobRequest, EnqueueJobRequest, ErrorCode, HeartbeatRequest, Job};
-use sluice_client::{ClientError, JobQuery};
+use sluice_api::{EnqueueJobRequest, Job};
+use sluice_client::JobQuery;
 use torture::{Killer, ServerUrl, client};
 
 const QUEUE: &str = "crash-jobs";
 const PRODUCERS: usize = 3;
 const WORKERS: usize = 4;
 const KILLS_DEFAULT: u32 = 16;
-/// Short, so that lapses happen often: a job's work may outlast it without heartbeats.
-const LEASE_MS: u64 = 1_000;
-const HEARTBEAT_MS: u64 = 300;
-
-/// One attempt as its worker saw it.
-#[derive(Debug, Clone)]
-struct Attempt {
-    attempt: u32,
-    started_at_ms: u64,
-    /// The latest lease end the server acknowledged (claim, then heartbeats).
-    lease_until_ms: u64,
-    /// Its completion was acknowledged.
-    completed: bool,
-}
 
 #[derive(Default)]
 struct Ledger {
@@ -62,11 +50,9 @@ struct Ledger {
     enqueued: Mutex<HashMap<String, String>>,
     /// Jobs with a callback URL.
     with_callback: Mutex<HashSet<String>>,
-    attempts: Mutex<HashMap<String, Vec<Attempt>>>,
+    attempts: Attempts,
     /// Webhooks received, by job id.
     webhooks: Mutex<HashMap<String, u32>>,
-    uncertain_completions: AtomicU64,
-    lost_leases: AtomicU64,
 }
 
 async fn producer(index: usize, url: Arc<ServerUrl>, ledger: Arc<Ledger>, stop: Arc<AtomicBool>, hooks: String) {
@@ -104,73 +90,20 @@ async fn producer(index: usize, url: Arc<ServerUrl>, ledger: Arc<Ledger>, stop: 
     }
 }
 
-fn over(e: &ClientError) -> bool {
-    matches!(e.code(), Some(ErrorCode::StaleLease | ErrorCode::JobNotFound))
-}
-
-/// Works one claimed job: sleeps up to 1.5 leases, heartbeating, then completes it.
-async fn work(url: Arc<ServerUrl>, ledger: Arc<Ledger>, job: Job, lease: String, work_ms: u64) {
-    let id = job.id.clone();
-    let record = |f: &mut dyn FnMut(&mut Attempt)| {
-        let mut attempts = ledger.attempts.lock().unwrap();
-        if let Some(a) = attempts.get_mut(&id).and_then(|v| v.iter_mut().find(|a| a.attempt == job.attempts)) {
-            f(a);
-        }
-    };
-    ledger.attempts.lock().unwrap().entry(id.clone()).or_default().push(Attempt {
-        attempt: job.attempts,
-        started_at_ms: job.started_at_ms.expect("a claimed job has started"),
-        lease_until_ms: job.lease_expires_at_ms.expect("a claimed job has a lease"),
-        completed: false,
-    });
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_millis(work_ms) {
-        let left = Duration::from_millis(work_ms).saturating_sub(started.elapsed());
-        tokio::time::sleep(left.min(Duration::from_millis(HEARTBEAT_MS))).await;
-        if started.elapsed() >= Duration::from_millis(work_ms) {
-            break;
-        }
-        let beat = HeartbeatRequest { lease: lease.clone(), progress: None, lease_ms: None };
-        match client(&url.get()).heartbeat_job(&id, &beat).await {
-            Ok(answer) => record(&mut |a| a.lease_until_ms = a.lease_until_ms.max(answer.lease_expires_at_ms)),
-            Err(e) if over(&e) => {
-                ledger.lost_leases.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-            Err(_) => {}
-        }
-    }
-    let done = CompleteJobRequest { lease, result: serde_json::json!({ "by": job.attempts }) };
-    match client(&url.get()).complete_job(&id, &done).await {
-        Ok(_) => record(&mut |a| a.completed = true),
-        Err(e) if over(&e) => {
-            ledger.lost_leases.fetch_add(1, Ordering::Relaxed);
-        }
-        Err(_) => {
-            ledger.uncertain_completions.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
 /// A worker: claims up to 3 jobs at a time and works them together.
 async fn worker(url: Arc<ServerUrl>, ledger: Arc<Ledger>, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     loop {
-        let request = ClaimJobsRequest {
-            queues: vec![QUEUE.into()],
-            max: Some(3),
-            wait_ms: Some(200),
-            lease_ms: Some(LEASE_MS),
-            ..Default::default()
-        };
-        let Ok(answer) = client(&url.get()).claim_jobs(&request).await else {
+        let Ok(answer) = client(&url.get()).claim_jobs(&claim_request(QUEUE, 3)).await else {
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
         };
         let works = answer.jobs.into_iter().map(|c| {
             // Most jobs are quick; one in six outlasts its lease and lives on heartbeats.
             let work_ms = if rng.gen_ratio(1, 6) { rng.gen_range(1_000..1_500) } else { rng.gen_range(0..150) };
-            work(url.clone(), ledger.clone(), c.job, c.lease, work_ms)
+            let url = url.clone();
+            let ledger = ledger.clone();
+            async move { ledger.attempts.work(|| url.get(), c.job, c.lease, work_ms).await }
         });
         futures::future::join_all(works).await;
     }
@@ -273,36 +206,20 @@ async fn sigkill_of_server_and_workers_ends_every_job_once() {
     // Each job's unique key is its payload (lists leave payloads out).
     let payloads: HashSet<&str> = jobs.iter().filter_map(|j| j.unique_key.as_deref()).collect();
     let doubled = jobs.len() - payloads.len();
-    let attempts = ledger.attempts.lock().unwrap();
-    let mut early = Vec::new();
-    let mut completed_twice = Vec::new();
-    let mut reruns = 0;
-    for (id, list) in attempts.iter() {
-        let mut list = list.clone();
-        list.sort_by_key(|a| a.attempt);
-        if list.iter().filter(|a| a.completed).count() > 1 {
-            completed_twice.push(id.clone());
-        }
-        for pair in list.windows(2) {
-            reruns += 1;
-            let (before, after) = (&pair[0], &pair[1]);
-            if before.completed || after.started_at_ms < before.lease_until_ms {
-                early.push(format!("{id}: attempt {} at {} after {:?}", after.attempt, after.started_at_ms, before));
-            }
-        }
-    }
+    let verdict = ledger.attempts.check();
     let deliveries: u32 = ledger.webhooks.lock().unwrap().values().sum();
     println!(
-        "job crash test: {}, {worker_kills} worker kills in {:.1?}; jobs {}, attempts {}, runs after a lapse {reruns}, lost leases {}, uncertain completions {}, lost {}, doubled {doubled}, completed twice {}, early reruns {}; webhooks {} for {} jobs (duplicates {})",
+        "job crash test: {}, {worker_kills} worker kills in {:.1?}; jobs {}, attempts {}, runs after a lapse {}, lost leases {}, uncertain completions {}, lost {}, doubled {doubled}, completed twice {}, early reruns {}; webhooks {} for {} jobs (duplicates {})",
         killer.summary(),
         started.elapsed(),
         jobs.len(),
-        attempts.values().map(Vec::len).sum::<usize>(),
-        ledger.lost_leases.load(Ordering::Relaxed),
-        ledger.uncertain_completions.load(Ordering::Relaxed),
+        verdict.attempts,
+        verdict.reruns,
+        ledger.attempts.lost_leases.load(Ordering::Relaxed),
+        ledger.attempts.uncertain_completions.load(Ordering::Relaxed),
         lost.len(),
-        completed_twice.len(),
-        early.len(),
+        verdict.completed_twice.len(),
+        verdict.early.len(),
         deliveries,
         callbacks.len(),
         deliveries as usize - callbacks.len().min(deliveries as usize),
@@ -311,7 +228,7 @@ async fn sigkill_of_server_and_workers_ends_every_job_once() {
     assert!(lost.is_empty(), "acknowledged jobs lost (seed {seed}): {lost:?}");
     assert_eq!(doubled, 0, "a payload became two jobs (seed {seed})");
     assert_eq!(jobs.len(), enqueued.len(), "jobs the producers never had acknowledged (seed {seed})");
-    assert!(completed_twice.is_empty(), "completed twice (seed {seed}): {completed_twice:?}");
-    assert!(early.is_empty(), "ran again before the lease lapsed (seed {seed}): {early:?}");
-    assert!(reruns > 0 || kills < 4, "no job ever ran twice: the test proved nothing about lapses (seed {seed})");
+    assert!(verdict.completed_twice.is_empty(), "completed twice (seed {seed}): {:?}", verdict.completed_twice);
+    assert!(verdict.early.is_empty(), "ran again before the lease lapsed (seed {seed}): {:?}", verdict.early);
+    assert!(verdict.reruns > 0 || kills < 4, "no job ever ran twice: nothing was proved about lapses (seed {seed})");
 }
