@@ -20,6 +20,10 @@
 //! The `fanout` scenario (module `fanout`) publishes to one topic with 1, 10 and 100 queue
 //! subscriptions and reports publishes and durable deliveries per second.
 //!
+//! The `jobs` scenario (module `jobs`) runs async jobs end to end with an empty handler (4 and
+//! 16 workers) beside a PostgreSQL SKIP LOCKED jobs table and Redis in BullMQ's shape (those
+//! two with the `peers` feature).
+//!
 //! The `peers` scenario (module `peers`) runs the same workloads against Sluice and against
 //! RabbitMQ, NATS JetStream, Redis Streams and a PostgreSQL queue table on the same machine, and
 //! prints the ratios. It is the only part that needs those systems' clients (and the SVG chart's
@@ -30,6 +34,7 @@ mod ceiling;
 mod fairness;
 mod fanout;
 mod fifo;
+mod jobs;
 mod peer_args;
 #[cfg(feature = "peers")]
 mod peers;
@@ -85,6 +90,9 @@ pub enum Scenario {
     Soak,
     /// One topic with 1, 10 and 100 queue subscriptions: publishes and deliveries per second.
     Fanout,
+    /// Async jobs with an empty handler, 4 and 16 workers, beside a PostgreSQL SKIP LOCKED jobs
+    /// table and Redis in BullMQ's shape (those with the `peers` feature).
+    Jobs,
 }
 
 impl Scenario {
@@ -97,6 +105,7 @@ impl Scenario {
             Scenario::Peers => "peers",
             Scenario::Soak => "soak",
             Scenario::Fanout => "fanout",
+            Scenario::Jobs => "jobs",
         }
     }
 }
@@ -115,7 +124,9 @@ pub struct BenchArgs {
     /// needs the `peers` feature, on in the default build)
     /// or `soak` (30 minutes at 70 % of the max rate, sampled every 10 s; exits 1 if a message
     /// was lost or memory passed --memory-max) or `fanout` (one topic with 1, 10 and 100 queue
-    /// subscriptions, batches of 10 published closed-loop, no consumers).
+    /// subscriptions, batches of 10 published closed-loop, no consumers) or `jobs` (async jobs
+    /// with an empty handler, 4 and 16 workers, beside a PostgreSQL SKIP LOCKED jobs table and
+    /// Redis in BullMQ's shape; --postgres-url and --redis-url apply).
     #[arg(long, value_enum, default_value_t = Scenario::Throughput, value_name = "NAME")]
     pub scenario: Scenario,
 
@@ -248,6 +259,10 @@ pub(crate) struct Plan {
     pub peers: Option<peers::PeerPlan>,
     /// Soak scenario: its own settings; `None` for the other scenarios.
     pub soak: Option<soak::SoakPlan>,
+    /// Jobs scenario: the PostgreSQL and Redis to run beside Sluice (`--postgres-url`,
+    /// `--redis-url`).
+    #[cfg_attr(not(feature = "peers"), allow(dead_code))]
+    pub job_peer_urls: (String, String),
 }
 
 impl Plan {
@@ -298,7 +313,14 @@ impl Plan {
         if args.scenario != Scenario::Soak && !soak_flags.is_empty() {
             bail!("{} applies to the soak scenario only", soak_flags.join(", "));
         }
-        let peer_flags = args.peers.given();
+        let mut peer_flags = args.peers.given();
+        if args.scenario == Scenario::Jobs {
+            // The jobs scenario runs beside these two as well.
+            peer_flags.retain(|f| !matches!(*f, "--postgres-url" | "--redis-url"));
+            if args.server.is_some() {
+                bail!("--server does not apply to the jobs scenario: it starts its own Sluice");
+            }
+        }
         if args.scenario != Scenario::Peers && !peer_flags.is_empty() {
             bail!("{} applies to the peers scenario only", peer_flags.join(", "));
         }
@@ -336,6 +358,7 @@ impl Plan {
             Scenario::Peers => bail!(PEERS_MISSING),
             Scenario::Soak => vec![soak::SOAK_BATCH],
             Scenario::Fanout => vec![fanout::PUBLISH_BATCH],
+            Scenario::Jobs => vec![1],
         };
         let soak = match args.scenario {
             Scenario::Soak => Some(soak::SoakPlan::new(args.rate, args.sample_every, args.memory_max, args.quick)?),
@@ -369,6 +392,10 @@ impl Plan {
             (Duration::from_secs(10), Duration::from_secs(1), Duration::from_secs(3), 100_000)
         };
         let noisy_backlog = args.noisy_backlog.unwrap_or(noisy_backlog);
+        let job_peer_urls = (
+            args.peers.postgres_url.clone().unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/test".into()),
+            args.peers.redis_url.clone().unwrap_or_else(|| "redis://127.0.0.1:6379/".into()),
+        );
         if noisy_backlog == 0 || noisy_backlog > NOISY_BACKLOG_MAX {
             bail!("--noisy-backlog {noisy_backlog}: use 1 to {NOISY_BACKLOG_MAX}");
         }
@@ -392,6 +419,7 @@ impl Plan {
             #[cfg(feature = "peers")]
             peers,
             soak,
+            job_peer_urls,
         };
         for (flag, d) in
             [("--duration", plan.duration), ("--warmup", plan.warmup), ("--ceiling-duration", plan.ceiling_duration)]
@@ -445,6 +473,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         #[cfg(not(feature = "peers"))]
         Scenario::Peers => bail!(PEERS_MISSING),
         Scenario::Fanout => fanout::run(&plan).await,
+        Scenario::Jobs => jobs::run(&plan).await,
         Scenario::Soak => {
             let soak = plan.soak.clone().expect("the soak scenario has a soak plan");
             soak::run(&plan, &soak).await
