@@ -6,10 +6,11 @@
 
 pub mod alerts;
 pub mod error;
+pub mod jobs;
+pub mod relays;
 pub mod schedules;
 pub mod stats;
 pub mod streams;
-pub mod relays;
 pub mod topics;
 
 use std::collections::BTreeMap;
@@ -19,6 +20,11 @@ use utoipa::ToSchema;
 
 pub use alerts::{Alert, AlertKind, AlertList, AlertNotify, AlertRule, AlertRuleList, CreateAlertRuleRequest};
 pub use error::{ErrorBody, ErrorCode, ErrorResponse};
+pub use jobs::{
+    CallbackSecret, ClaimJobsRequest, ClaimJobsResponse, ClaimedJob, CompleteJobRequest, EnqueueJobRequest,
+    FailJobRequest, HeartbeatRequest, HeartbeatResponse, Job, JobBackoff, JobList,
+};
+pub use relays::{AfterPublish, CreateRelayRequest, Relay, RelayColumns, RelayList, RelayStatus, RelayTarget};
 pub use schedules::{CatchUp, CreateScheduleRequest, Schedule, ScheduleList, ScheduleTarget};
 pub use stats::{QueueHistory, QueuePoint, QueueRates, QueueRatesList, Stats, StoreHealth, TotalsPoint};
 pub use streams::{
@@ -27,7 +33,6 @@ pub use streams::{
     SeekRequest, SeekResponse, StartName, Stream, StreamGroup, StreamList, StreamPartition, StreamRecord,
     UpdateStreamRequest,
 };
-pub use relays::{AfterPublish, CreateRelayRequest, Relay, RelayColumns, RelayList, RelayStatus, RelayTarget};
 pub use topics::{
     CreateTopicRequest, FilterPolicyScope, PublishMessage, PublishRequest, PublishResponse, PublishResult,
     SubscribeRequest, Subscription, SubscriptionCounts, SubscriptionList, Topic, TopicList,

@@ -20,6 +20,10 @@
 //! The `fanout` scenario (module `fanout`) publishes to one topic with 1, 10 and 100 queue
 //! subscriptions and reports publishes and durable deliveries per second.
 //!
+//! The `jobs` scenario (module `jobs`) runs async jobs end to end with an empty handler (4 and
+//! 16 workers) beside a PostgreSQL SKIP LOCKED jobs table and Redis in BullMQ's shape (those
+//! two with the `peers` feature).
+//!
 //! The `peers` scenario (module `peers`) runs the same workloads against Sluice and against
 //! RabbitMQ, NATS JetStream, Redis Streams and a PostgreSQL queue table on the same machine, and
 //! prints the ratios. It is the only part that needs those systems' clients (and the SVG chart's
@@ -30,6 +34,7 @@ mod ceiling;
 mod fairness;
 mod fanout;
 mod fifo;
+mod jobs;
 mod peer_args;
 #[cfg(feature = "peers")]
 mod peers;
@@ -90,6 +95,9 @@ pub enum Scenario {
     /// JetStream and RabbitMQ streams (those need the `peers` feature); replay and restart of a
     /// large stream against the disk's read rate.
     Streams,
+    /// Async jobs with an empty handler, 4 and 16 workers, beside a PostgreSQL SKIP LOCKED jobs
+    /// table and Redis in BullMQ's shape (those with the `peers` feature).
+    Jobs,
 }
 
 impl Scenario {
@@ -103,6 +111,7 @@ impl Scenario {
             Scenario::Soak => "soak",
             Scenario::Fanout => "fanout",
             Scenario::Streams => "streams",
+            Scenario::Jobs => "jobs",
         }
     }
 }
@@ -121,9 +130,11 @@ pub struct BenchArgs {
     /// needs the `peers` feature, on in the default build)
     /// or `soak` (30 minutes at 70 % of the max rate, sampled every 10 s; exits 1 if a message
     /// was lost or memory passed --memory-max) or `fanout` (one topic with 1, 10 and 100 queue
-    /// subscriptions, batches of 10 published closed-loop, no consumers) or `streams` (appends,
+    /// subscriptions, batches of 10 published closed-loop, no consumers), `streams` (appends,
     /// group consumption and end-to-end latency beside Redis Streams, NATS JetStream and
-    /// RabbitMQ streams; replay and restart of a large stream beside the disk's read rate).
+    /// RabbitMQ streams; replay and restart of a large stream beside the disk's read rate) or
+    /// `jobs` (async jobs with an empty handler, 4 and 16 workers, beside a PostgreSQL SKIP
+    /// LOCKED jobs table and Redis in BullMQ's shape; --postgres-url and --redis-url apply).
     #[arg(long, value_enum, default_value_t = Scenario::Throughput, value_name = "NAME")]
     pub scenario: Scenario,
 
@@ -265,6 +276,10 @@ pub(crate) struct Plan {
     /// Soak scenario: its own settings; `None` for the other scenarios.
     pub soak: Option<soak::SoakPlan>,
     pub streams: Option<streams::StreamPlan>,
+    /// Jobs scenario: the PostgreSQL and Redis to run beside Sluice (`--postgres-url`,
+    /// `--redis-url`).
+    #[cfg_attr(not(feature = "peers"), allow(dead_code))]
+    pub job_peer_urls: (String, String),
 }
 
 impl Plan {
@@ -319,7 +334,14 @@ impl Plan {
         if args.scenario != Scenario::Soak && !soak_flags.is_empty() {
             bail!("{} applies to the soak scenario only", soak_flags.join(", "));
         }
-        let peer_flags = args.peers.given();
+        let mut peer_flags = args.peers.given();
+        if args.scenario == Scenario::Jobs {
+            // The jobs scenario runs beside these two as well.
+            peer_flags.retain(|f| !matches!(*f, "--postgres-url" | "--redis-url"));
+            if args.server.is_some() {
+                bail!("--server does not apply to the jobs scenario: it starts its own Sluice");
+            }
+        }
         if !matches!(args.scenario, Scenario::Peers | Scenario::Streams) && !peer_flags.is_empty() {
             bail!("{} applies to the peers and streams scenarios only", peer_flags.join(", "));
         }
@@ -357,6 +379,7 @@ impl Plan {
             Scenario::Peers => bail!(PEERS_MISSING),
             Scenario::Soak => vec![soak::SOAK_BATCH],
             Scenario::Fanout => vec![fanout::PUBLISH_BATCH],
+            Scenario::Jobs => vec![1],
             Scenario::Streams if args.batch.is_empty() => THROUGHPUT_BATCHES_DEFAULT.to_vec(),
             Scenario::Streams => args.batch.clone(),
         };
@@ -399,6 +422,10 @@ impl Plan {
             (Duration::from_secs(10), Duration::from_secs(1), Duration::from_secs(3), 100_000)
         };
         let noisy_backlog = args.noisy_backlog.unwrap_or(noisy_backlog);
+        let job_peer_urls = (
+            args.peers.postgres_url.clone().unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/test".into()),
+            args.peers.redis_url.clone().unwrap_or_else(|| "redis://127.0.0.1:6379/".into()),
+        );
         if noisy_backlog == 0 || noisy_backlog > NOISY_BACKLOG_MAX {
             bail!("--noisy-backlog {noisy_backlog}: use 1 to {NOISY_BACKLOG_MAX}");
         }
@@ -423,6 +450,7 @@ impl Plan {
             peers,
             soak,
             streams,
+            job_peer_urls,
         };
         for (flag, d) in
             [("--duration", plan.duration), ("--warmup", plan.warmup), ("--ceiling-duration", plan.ceiling_duration)]
@@ -480,6 +508,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             let streams = plan.streams.clone().expect("the streams scenario has a streams plan");
             streams::run(&plan, &streams).await
         }
+        Scenario::Jobs => jobs::run(&plan).await,
         Scenario::Soak => {
             let soak = plan.soak.clone().expect("the soak scenario has a soak plan");
             soak::run(&plan, &soak).await

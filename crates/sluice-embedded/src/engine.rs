@@ -136,6 +136,9 @@ pub struct Engine {
     pub records: Records,
     /// Streams (`log/`): staged by jobs, written after each batch (`commit`).
     pub logs: crate::log::Logs,
+    /// The job board, its pending writes and its long polls (`jobs/`), written with the
+    /// broker's effects.
+    pub jobs: crate::jobs::JobState,
     /// `None` only while a store that ran out of disk waits to reopen.
     disk: Option<Disk>,
     data_dir: PathBuf,
@@ -172,11 +175,12 @@ impl Engine {
         syncer: Syncer,
         clock: Arc<dyn Clock>,
     ) -> Engine {
-        let Recovered { db, ks, broker, records, .. } = recovered;
+        let Recovered { db, ks, broker, records, jobs, .. } = recovered;
         Engine {
             broker,
             records,
             logs,
+            jobs,
             disk: Some(Disk { db, ks }),
             data_dir: config.data_dir,
             durability: config.durability,
@@ -217,6 +221,20 @@ impl Engine {
             .map_err(|e| format!("reading the body of message {seq}: {e}"))?
             .ok_or_else(|| format!("the body of message {seq} is missing"))?;
         codec::decode(&value).map(Arc::new).map_err(|e| format!("the body of message {seq}: {e}"))
+    }
+
+    /// Sends the webhooks of the jobs that finished in this batch into the callback queue, so
+    /// that they are written with the change that finished them.
+    fn send_job_callbacks(&mut self, now: TimeMs) {
+        for callback in self.jobs.take_callbacks() {
+            match crate::jobs::callback_message(&mut self.broker, &callback, now) {
+                Ok((seq, content)) => {
+                    self.stage_body(seq, content);
+                    Counters::add(&self.shared.counters.messages_sent, 1);
+                }
+                Err(e) => tracing::error!(job = %callback.job_id, "job webhook not sent: {e}"),
+            }
+        }
     }
 
     /// Attaches bodies to deliveries. A delivery whose body cannot be read is left out and
@@ -385,7 +403,8 @@ impl Engine {
             + dedup.len()
             + self.pending_body_writes.len()
             + usize::from(high_water.is_some())
-            + self.records.write_pending(&mut batch, &disk.ks.meta);
+            + self.records.write_pending(&mut batch, &disk.ks.meta)
+            + self.jobs.write_pending(&mut batch);
         for (k, value) in dedup {
             match value {
                 Some(v) => batch.insert(&disk.ks.dedup, k, v),
@@ -463,8 +482,11 @@ impl Engine {
             return self.reopen_at.map(|at| at.saturating_duration_since(real_now));
         }
         // `None` from the clock: a manual clock, whose moves wake the loop (`Command::Tick`).
-        let timer = self.broker.next_due().and_then(|at| self.clock.real_wait(at));
-        let poll = self.waiter_deadlines.first().map(|(at, _)| at.saturating_duration_since(real_now));
+        let due = self.broker.next_due().into_iter().chain(self.jobs.board.next_due()).min();
+        let timer = due.and_then(|at| self.clock.real_wait(at));
+        let polls =
+            self.waiter_deadlines.first().map(|(at, _)| *at).into_iter().chain(self.jobs.waiters.next_deadline());
+        let poll = polls.min().map(|at| at.saturating_duration_since(real_now));
         let timer = timer.into_iter().chain(poll).min();
         let sync = match (self.durability, self.unsynced_since) {
             (Durability::Interval(interval), Some(since)) => Some(interval.saturating_sub(since.elapsed())),
@@ -507,6 +529,7 @@ impl Engine {
 
     /// Answers every parked long poll with the poisoned error.
     fn fail_waiters(&mut self, refusal: &StoreError) {
+        self.jobs.fail_waiters(refusal);
         self.waiter_deadlines.clear();
         for (_, queue) in self.waiters.drain() {
             for waiter in queue {
@@ -531,6 +554,7 @@ impl Engine {
         self.pending_bodies.clear();
         self.pending_body_writes.clear();
         self.pending_bytes = 0;
+        self.jobs.clear_pending();
         self.unsynced_since = None;
         let recovered = match crate::recover::recover(&self.data_dir, self.clock.now_ms()) {
             Ok(recovered) => recovered,
@@ -580,10 +604,11 @@ impl Engine {
                 return;
             }
         };
-        let Recovered { db, ks, broker, records, recovery } = recovered;
+        let Recovered { db, ks, broker, records, jobs, recovery } = recovered;
         self.broker = broker;
         self.records = records;
         self.logs = logs;
+        self.jobs.reopened(jobs);
         self.disk = Some(Disk { db, ks });
         self.reopen_at = None;
         *self.shared.refusal.lock().unwrap_or_else(|e| e.into_inner()) = None;
@@ -604,6 +629,10 @@ impl Engine {
         let c = self.broker.counters();
         self.shared.counters.messages_dead_lettered.store(c.dead_lettered, Ordering::Relaxed);
         self.shared.counters.messages_expired.store(c.expired, Ordering::Relaxed);
+        let j = self.jobs.board.counters();
+        self.shared.counters.jobs_lapsed.store(j.lapsed, Ordering::Relaxed);
+        self.shared.counters.jobs_pruned_ttl.store(j.pruned_ttl, Ordering::Relaxed);
+        self.shared.counters.jobs_pruned_budget.store(j.pruned_budget, Ordering::Relaxed);
     }
 }
 
@@ -655,6 +684,7 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
         }
         let now = engine.clock.now_ms();
         engine.broker.tick(now);
+        engine.jobs.tick(now);
         let mut replies: Vec<Reply> = Vec::new();
         let mut taken = 0;
         let mut next = first.take();
@@ -681,6 +711,8 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
         }
         engine.serve_waiters(now, &mut replies);
         engine.expire_waiters(Instant::now());
+        crate::jobs::serve(&mut engine.jobs, now, &mut replies);
+        engine.send_job_callbacks(now);
         match engine.commit(now) {
             Ok(records) => {
                 if records > 0 {
@@ -706,6 +738,7 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
     for id in ids {
         engine.drop_waiters(id);
     }
+    engine.jobs.waiters.end_all();
     engine.syncer.drain();
     if let Some(disk) = &engine.disk
         && let Err(e) = disk.db.persist(PersistMode::SyncAll)

@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use sluice_api::{ErrorBody, ErrorCode, ErrorResponse};
+use sluice_core::jobs::JobError;
 use sluice_core::{BrokerError, EntryError, ValidationError};
 use sluice_services::redrive::RedriveError;
 use sluice_store::StoreError;
@@ -98,6 +99,23 @@ impl From<StoreError> for ApiError {
             StoreError::StorageFull(reason) => ApiError::new(ErrorCode::InsufficientStorage, reason),
             StoreError::Unavailable(reason) => ApiError::new(ErrorCode::StoreUnavailable, reason),
             StoreError::ShuttingDown => ApiError::new(ErrorCode::ShuttingDown, "storage is shutting down"),
+            StoreError::Job(j) => j.into(),
+        }
+    }
+}
+
+impl From<JobError> for ApiError {
+    fn from(e: JobError) -> ApiError {
+        let message = e.to_string();
+        match e {
+            JobError::NotFound(id) => {
+                ApiError::new(ErrorCode::JobNotFound, message).with_details(json!({ "job": id.to_string() }))
+            }
+            JobError::StaleLease { id, status } => ApiError::new(ErrorCode::StaleLease, message)
+                .with_details(json!({ "job": id.to_string(), "status": status.as_str() })),
+            JobError::Finished { id, status } => ApiError::new(ErrorCode::JobFinished, message)
+                .with_details(json!({ "job": id.to_string(), "status": status.as_str() })),
+            JobError::Invalid(v) => v.into(),
         }
     }
 }

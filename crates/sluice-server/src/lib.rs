@@ -20,6 +20,7 @@ mod convert;
 mod error;
 mod extract;
 mod health;
+mod jobs;
 mod messages;
 mod metrics;
 mod observe;
@@ -27,10 +28,10 @@ mod openapi;
 mod paging;
 mod queues;
 mod redrive;
+mod relays;
 mod schedule_routes;
 mod stats_routes;
 mod streams;
-mod relays;
 mod topic_routes;
 mod ui;
 
@@ -44,6 +45,7 @@ use axum::routing::{get, post};
 pub use sluice_clock::{Clock, ManualClock, Sleep, SystemClock};
 use sluice_core::limits::REQUEST_BYTES_MAX;
 use sluice_services::alerts::{Alerts, AlertsConfig};
+use sluice_services::jobs::JobsConfig;
 use sluice_services::redrive::Redrives;
 use sluice_services::sqs::SqsState;
 use sluice_services::stats::Stats;
@@ -77,6 +79,9 @@ pub struct ServerConfig {
     /// its relays back at once. `None`: a random name (a restart then waits for the leases
     /// to run out, as another node would).
     pub relay_node: Option<String>,
+    /// The secret job completion webhooks are signed with; made once and shared by every node
+    /// through the store when `None`.
+    pub job_callback_secret: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -88,6 +93,7 @@ impl Default for ServerConfig {
             stats_sample_ms: sluice_services::stats::STATS_SAMPLE_MS_DEFAULT,
             alert_evaluate_ms: sluice_services::alerts::ALERT_EVALUATE_MS_DEFAULT,
             relay_node: None,
+            job_callback_secret: None,
         }
     }
 }
@@ -156,11 +162,13 @@ pub fn services(
 ) -> Arc<Services> {
     let arns = Arns { region: config.region.clone(), account: config.account.clone() };
     let alerts = AlertsConfig { evaluate_ms: config.alert_evaluate_ms, ..AlertsConfig::default() };
+    let jobs = JobsConfig { callback_secret: config.job_callback_secret.clone(), ..JobsConfig::default() };
     let services = ServicesConfig {
         push,
         stats_sample_ms: config.stats_sample_ms,
         alerts,
         relay_node: config.relay_node.clone(),
+        jobs,
         ..ServicesConfig::new(arns)
     };
     Services::new(store, clock, services)
@@ -170,6 +178,8 @@ pub fn services(
 pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
     // Installed before the first request so that the first request is measured too.
     metrics::handle();
+    // Completion webhooks carry the job as `GET /v1/jobs/{id}` shows it.
+    services.jobs().set_renderer(Arc::new(jobs::webhook_body));
     let state = AppState { services, config: Arc::new(config) };
     Router::new()
         .route("/v1/queues", get(queues::list_queues).post(queues::create_queue))
@@ -198,6 +208,7 @@ pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
         .merge(schedule_routes::routes())
         .merge(streams::routes())
         .merge(relays::routes())
+        .merge(jobs::routes())
         .route("/v1/openapi.json", get(openapi::openapi_json))
         .route("/metrics", get(metrics::scrape))
         .route("/healthz", get(health::healthz))

@@ -24,7 +24,6 @@ use sluice_core::message::AttributeData;
 use sluice_embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 use sluice_services::relays::{AfterPublish, Columns, RelaySpec, Target};
 use sluice_services::topics::Arns;
-use sluice_services::topics::worker::PushConfig;
 use sluice_services::{Services, ServicesConfig};
 use sluice_store::{ReceiveRequest, Store};
 
@@ -147,7 +146,7 @@ async fn my(url: &str) -> mysql_async::Conn {
 
 fn services(store: Arc<dyn Store>) -> Arc<Services> {
     let arns = Arns { region: "us-east-1".into(), account: "000000000000".into() };
-    Services::new(store, Arc::new(SystemClock), ServicesConfig { arns, push: PushConfig::default(), relay_node: None })
+    Services::new(store, Arc::new(SystemClock), ServicesConfig::new(arns))
 }
 
 fn spec(name: &str, db: &Db) -> RelaySpec {

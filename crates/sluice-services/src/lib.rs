@@ -12,10 +12,12 @@
 //! - `stats`: the short history of the store's totals and every queue's counts (the
 //!   dashboard's charts), and the per-queue counting of sends, receives and acks behind it.
 //! - `alerts`: alert rules, their evaluation by one node (leased), and webhook notifications.
+//! - `jobs`: async jobs over the store's `JobStore`, their metrics, and the completion-webhook
+//!   worker (`jobs/callbacks.rs`, the push worker's delivery reused).
 //! - `relays`: outbox relays, publishing the rows of an application's own database (store
 //!   records for configuration and state; one node per relay by lease).
 //!
-//! Every later long-running feature (jobs, sagas, schedules, alerts) is a module
+//! Every later long-running feature (sagas, the event store) is a module
 //! here, started by [`Services::start`] and stopped with the [`Running`] handle it returns.
 //!
 //! Time comes from the one [`Clock`] the services are built with, so that every timer here can
@@ -23,9 +25,10 @@
 //! deliveries; they serve nothing.
 
 pub mod alerts;
+pub mod jobs;
 pub mod redrive;
-pub mod schedules;
 pub mod relays;
+pub mod schedules;
 pub mod sqs;
 pub mod stats;
 pub mod streams;
@@ -38,9 +41,10 @@ use sluice_store::{Store, StoreParts};
 use tokio::task::JoinHandle;
 
 use alerts::{Alerts, AlertsConfig};
+use jobs::{Jobs, JobsConfig};
 use redrive::Redrives;
-use schedules::Schedules;
 use relays::Relays;
+use schedules::Schedules;
 use sqs::SqsState;
 use stats::{CallCounts, CountingQueues, STATS_SAMPLE_MS_DEFAULT, Stats};
 use topics::worker::{Endpoints, PushConfig};
@@ -57,6 +61,7 @@ pub struct ServicesConfig {
     pub alerts: AlertsConfig,
     /// This node's name on relay leases; see [`Relays`]. `None`: a random name.
     pub relay_node: Option<String>,
+    pub jobs: JobsConfig,
 }
 
 impl ServicesConfig {
@@ -68,6 +73,7 @@ impl ServicesConfig {
             stats_sample_ms: STATS_SAMPLE_MS_DEFAULT,
             alerts: AlertsConfig::default(),
             relay_node: None,
+            jobs: JobsConfig::default(),
         }
     }
 }
@@ -85,6 +91,7 @@ pub struct Services {
     stats: Arc<Stats>,
     alerts: Arc<Alerts>,
     relays: Relays,
+    jobs: Arc<Jobs>,
 }
 
 impl Services {
@@ -97,6 +104,7 @@ impl Services {
             records: store.clone(),
             commits: store.clone(),
             logs: store.clone(),
+            jobs: store.clone(),
             status: store,
         });
         let topics = Arc::new(Topics::new(store.clone(), config.arns, clock.clone()));
@@ -107,6 +115,7 @@ impl Services {
             push: Arc::new(Endpoints::new(config.push)),
             sqs: SqsState::default(),
             relays: Relays::new(config.relay_node),
+            jobs: Arc::new(Jobs::new(store.clone(), clock.clone(), config.jobs)),
             stats: Arc::new(Stats::new(store.clone(), clock.clone(), counts, config.stats_sample_ms)),
             alerts: Arc::new(Alerts::new(store.clone(), clock.clone(), config.alerts)),
             store,
@@ -154,9 +163,13 @@ impl Services {
         &self.relays
     }
 
+    pub fn jobs(&self) -> &Arc<Jobs> {
+        &self.jobs
+    }
+
     /// Starts the background work: the push worker (subscriptions and alert webhooks), the
-    /// schedules' loop, the stream sweep, the stats sampler, the alert evaluator and the relays'
-    /// supervisor. Redrives start on request.
+    /// schedules' loop, the stream sweep, the stats sampler, the alert evaluator, the job callback
+    /// worker and the relays' supervisor. Redrives start on request.
     pub fn start(self: &Arc<Self>) -> Running {
         // Stopped with the server: a POST cut short leaves its delivery to reappear after its
         // visibility timeout and be pushed again (at least once).
@@ -171,8 +184,9 @@ impl Services {
         let stream_sweep = streams::spawn(self.store.clone());
         let sampler = self.stats.spawn();
         let evaluator = self.alerts.spawn();
+        let callback_worker = jobs::callbacks::spawn(self.jobs.clone(), self.push.clone());
         Relays::start(self);
-        let tasks = vec![push_worker, schedules, stream_sweep, sampler, evaluator];
+        let tasks = vec![push_worker, schedules, stream_sweep, sampler, evaluator, callback_worker];
         Running { services: self.clone(), tasks }
     }
 
@@ -188,7 +202,8 @@ impl Services {
 /// begins to shut down, then [`Running::join`] once requests are finished.
 pub struct Running {
     services: Arc<Services>,
-    /// The background tasks (push worker, schedules, stream sweep, sampler, evaluator):
+    /// The background tasks (push worker, schedules, stream sweep, sampler, evaluator, job
+    /// callbacks):
     /// stopped by aborting them.
     tasks: Vec<JoinHandle<()>>,
 }

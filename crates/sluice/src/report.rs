@@ -118,6 +118,9 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         }
         RelaySourceInvalid => "check --table and the --column mapping against the table's columns",
         RelayTargetUnavailable => "relay to a topic (--topic) or a queue (--queue) for now",
+        JobNotFound => "list jobs with `sluice job list`; finished jobs are pruned after their result_ttl_ms",
+        StaleLease => "the attempt is over (its lease lapsed, or it was completed or failed); claim the job again",
+        JobFinished => "see how it ended with `sluice job get ID`",
         InvalidJson | InvalidArgument | EmptyBatch | NotFound | MethodNotAllowed | UnsupportedMediaType => {
             return None;
         }

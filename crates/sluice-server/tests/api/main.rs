@@ -5,13 +5,14 @@ mod support;
 
 mod alerts;
 mod dashboard;
+mod jobs;
 mod messages;
 mod operations;
 mod poisoned;
 mod queues;
 mod redrive;
-mod schedules;
 mod relays;
+mod schedules;
 mod serve;
 mod streams;
 mod topics;

@@ -81,6 +81,14 @@ async fn openapi_lists_every_route() {
         ("/v1/relays/{name}", &["get", "delete"]),
         ("/v1/relays/{name}/pause", &["post"]),
         ("/v1/relays/{name}/resume", &["post"]),
+        ("/v1/jobs", &["get", "post"]),
+        ("/v1/jobs/claim", &["post"]),
+        ("/v1/jobs/callback-secret", &["get"]),
+        ("/v1/jobs/{id}", &["get"]),
+        ("/v1/jobs/{id}/cancel", &["post"]),
+        ("/v1/jobs/{id}/heartbeat", &["post"]),
+        ("/v1/jobs/{id}/complete", &["post"]),
+        ("/v1/jobs/{id}/fail", &["post"]),
         ("/metrics", &["get"]),
         ("/healthz", &["get"]),
         ("/readyz", &["get"]),
@@ -135,6 +143,10 @@ async fn openapi_lists_every_route() {
         "AlertRule",
         "CreateAlertRuleRequest",
         "AlertList",
+        "EnqueueJobRequest",
+        "Job",
+        "ClaimJobsRequest",
+        "ClaimJobsResponse",
     ] {
         assert!(schemas.contains_key(name), "schema {name} missing");
     }

@@ -25,8 +25,7 @@ pub struct Node {
 impl Node {
     pub fn start(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Node {
         let arns = Arns { region: "us-east-1".into(), account: "000000000000".into() };
-        let services =
-            Services::new(store, clock, ServicesConfig::new(arns));
+        let services = Services::new(store, clock, ServicesConfig::new(arns));
         let running = Some(services.start());
         Node { services, running }
     }

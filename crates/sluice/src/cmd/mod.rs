@@ -5,12 +5,13 @@ mod ack;
 mod alert;
 mod bench;
 mod dlq;
+mod job;
 mod migrate;
 mod peek;
 mod queue;
 mod receive;
-mod schedule;
 mod relay;
+mod schedule;
 mod send;
 mod serve;
 mod stream;
@@ -34,6 +35,7 @@ pub enum Command {
     Stream(stream::Args),
     Alert(alert::Args),
     Relay(relay::Args),
+    Job(job::Args),
     // Boxed: the benchmark's many flags would make every command as large as it.
     Bench(Box<bench::Args>),
     Migrate(migrate::Args),
@@ -54,6 +56,7 @@ impl Command {
             Command::Stream(args) => stream::run(args).await,
             Command::Alert(args) => alert::run(args).await,
             Command::Relay(args) => relay::run(args).await,
+            Command::Job(args) => job::run(args).await,
             Command::Bench(args) => bench::run(*args).await,
             Command::Migrate(args) => migrate::run(args).await,
         }

@@ -73,6 +73,11 @@ pub struct Args {
         value_parser = clap::value_parser!(u64).range(1_000..=600_000)
     )]
     stats_sample_ms: u64,
+    /// The secret job completion webhooks are signed with (HMAC-SHA256, as HTTP push). Without
+    /// it one is made at first use and kept in the store, shared by every node; read it with
+    /// `sluice job callback-secret`.
+    #[arg(long, env = "SLUICE_JOB_CALLBACK_SECRET", value_name = "SECRET", hide_env_values = true)]
+    job_callback_secret: Option<String>,
 }
 
 fn parse_durability(s: &str) -> Result<Durability, String> {
@@ -127,6 +132,7 @@ fn server_config(args: &Args) -> sluice_server::ServerConfig {
         region: args.region.clone(),
         access_keys: args.access_keys.clone(),
         stats_sample_ms: args.stats_sample_ms,
+        job_callback_secret: args.job_callback_secret.clone(),
         ..sluice_server::ServerConfig::default()
     }
 }
