@@ -107,7 +107,6 @@ codes! {
     RelaySourceInUse = "relay_source_in_use", 409, "Another relay already publishes this table of this source (`details.relay`).";
     RelaySourceUnreachable = "relay_source_unreachable", 400, "The relay's source database could not be reached (connection refused, wrong host or credentials); nothing was created.";
     RelaySourceInvalid = "relay_source_invalid", 400, "The relay's source database answered, but the table or a mapped column is missing or cannot be read; nothing was created.";
-    RelayTargetUnavailable = "relay_target_unavailable", 400, "Stream targets are not available yet (streams are being built); relay to a topic or a queue.";
     // Jobs
     JobNotFound = "job_not_found", 404, "No job has this id (it never existed, or it finished and was pruned after its result_ttl_ms).";
     StaleLease = "stale_lease", 409, "The lease names an attempt that is over (completed, failed, lapsed, cancelled): it changes nothing, and never a newer attempt.";

@@ -234,8 +234,6 @@ impl From<sluice_services::relays::RelayError> for ApiError {
             RelayError::SourceInUse { relay } => {
                 ApiError::new(ErrorCode::RelaySourceInUse, message).with_details(json!({ "relay": relay }))
             }
-            RelayError::StreamsUnavailable => ApiError::new(ErrorCode::RelayTargetUnavailable, message)
-                .with_details(json!({ "field": "target.stream" })),
             RelayError::Invalid(v) => v.into(),
             RelayError::SourceUnreachable(why) => ApiError::new(ErrorCode::RelaySourceUnreachable, why),
             RelayError::SourceInvalid(why) => ApiError::new(ErrorCode::RelaySourceInvalid, why),

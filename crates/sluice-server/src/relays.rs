@@ -141,7 +141,7 @@ fn relay(view: &RelayView, now_ms: u64) -> Relay {
     responses(
         (status = 201, description = "The relay was created and starts relaying", body = Relay),
         (status = 200, description = "A relay with this exact configuration exists", body = Relay),
-        (status = 400, description = "A field breaks a rule (`invalid_argument`), the source cannot be reached (`relay_source_unreachable`) or lacks the table or a column (`relay_source_invalid`), or the target is a stream (`relay_target_unavailable`)", body = ErrorResponse),
+        (status = 400, description = "A field breaks a rule (`invalid_argument`), the source cannot be reached (`relay_source_unreachable`) or lacks the table or a column (`relay_source_invalid`)", body = ErrorResponse),
         (status = 409, description = "`relay_exists` (another configuration under this name) or `relay_source_in_use` (another relay publishes this table)", body = ErrorResponse),
     )
 )]

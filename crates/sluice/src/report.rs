@@ -117,7 +117,6 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
             "check the --source URL (host, port, user, password) and that the server running Sluice can reach it"
         }
         RelaySourceInvalid => "check --table and the --column mapping against the table's columns",
-        RelayTargetUnavailable => "relay to a topic (--topic) or a queue (--queue) for now",
         JobNotFound => "list jobs with `sluice job list`; finished jobs are pruned after their result_ttl_ms",
         StaleLease => "the attempt is over (its lease lapsed, or it was completed or failed); claim the job again",
         JobFinished => "see how it ended with `sluice job get ID`",

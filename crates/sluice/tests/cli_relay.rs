@@ -82,9 +82,33 @@ fn relay_commands_run_the_orders_example() {
         server.cli(&["relay", "create", "again", "--source", &source, "--table", "outbox", "--queue", "billing"]);
     let conflict = conflict.failed().to_owned();
     assert!(conflict.contains("(relay_source_in_use)") && conflict.contains("one relay per table"), "{conflict}");
-    let stream = server.cli(&["relay", "create", "s", "--source", &source, "--table", "orders", "--stream", "events"]);
-    assert!(stream.failed().contains("(relay_target_unavailable)"), "{}", stream.failed());
     server.cli(&["relay", "delete", "orders"]).ok();
     assert!(server.cli(&["relay", "get", "orders"]).failed().contains("(relay_not_found)"));
+
+    // The same table into a stream: keyed by the aggregate id, the row id as the dedup id.
+    server.cli(&["stream", "create", "order-log", "--partitions", "2"]).ok();
+    let stream = ["relay", "create", "log", "--source", &source, "--table", "outbox", "--stream", "order-log"];
+    assert!(server.cli(&stream).ok().contains("to stream order-log"), "{}", server.cli(&stream).ok());
+    conn.execute_batch(
+        "INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', '2', 'order.placed', '{\"order\": 2}');",
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let record = loop {
+        let records: Vec<serde_json::Value> = (0..2)
+            .flat_map(|p| {
+                let out = server.cli(&["stream", "read", "order-log", "--partition", &p.to_string(), "--json"]).ok().to_owned();
+                out.lines().map(|l| serde_json::from_str(l).unwrap()).collect::<Vec<_>>()
+            })
+            .collect();
+        if let Some(first) = records.into_iter().next() {
+            break first;
+        }
+        assert!(std::time::Instant::now() < deadline, "the row never reached the stream");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!((record["key"].as_str(), record["type"].as_str()), (Some("2"), Some("order.placed")), "{record}");
+    assert_eq!(record["body"], "{\"order\": 2}");
+    server.cli(&["relay", "delete", "log"]).ok();
     assert!(server.cli(&["relay", "list"]).stderr.contains("no relays"));
 }

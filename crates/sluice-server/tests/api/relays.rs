@@ -106,14 +106,6 @@ async fn relay_errors() {
             case(
                 "POST",
                 "/v1/relays",
-                with(&|r| r["target"] = json!({ "stream": "s" })),
-                400,
-                Some("relay_target_unavailable"),
-            )
-            .field("target.stream"),
-            case(
-                "POST",
-                "/v1/relays",
                 with(&|r| r["route_by"] = json!("aggregatetype")),
                 400,
                 Some("invalid_argument"),

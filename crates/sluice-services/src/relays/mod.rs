@@ -56,8 +56,6 @@ pub enum RelayError {
     Exists(String),
     #[error("the relay {relay} already publishes this table from this source")]
     SourceInUse { relay: String },
-    #[error("stream targets are not available yet: streams are being built; use a topic or a queue")]
-    StreamsUnavailable,
     #[error(transparent)]
     Invalid(#[from] ValidationError),
     #[error("{0}")]
@@ -181,9 +179,6 @@ impl Services {
     /// exists. The source is connected to and its table and columns checked first.
     pub async fn create_relay(&self, spec: RelaySpec) -> Result<(RelayView, bool), RelayError> {
         spec.validate()?;
-        if let Target::Stream(_) = spec.target {
-            return Err(RelayError::StreamsUnavailable);
-        }
         let existing = self.relay_records().await?;
         if let Some(same) = existing.iter().find(|r| r.spec.name == spec.name) {
             return if same.spec == spec {

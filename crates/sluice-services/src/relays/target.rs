@@ -2,7 +2,8 @@
 //!
 //! Rows go out in position order. Consecutive rows bound for the same target name (one name
 //! without `route_by`) form one call: a queue `send` of up to 1,000 messages, or a topic
-//! publish of up to 100, so the embedded store commits each call in one batch. A row is
+//! publish of up to 100, or a stream append of up to 1,000 records, so the embedded store
+//! commits each call in one batch. A row is
 //! checked first as the target would check it (size, attributes, FIFO ids), so that the target
 //! seldom refuses a single message of a call; a refused row holds back every later row of its
 //! aggregate in the poll (they wait: order per aggregate). A call the store cannot take now
@@ -10,15 +11,19 @@
 //!
 //! Every message carries the row's id as its identity: the attribute `outbox_id`, the FIFO
 //! dedup id on FIFO targets (with the aggregate id as the group), and the topic message id
-//! (the SNS envelope's `MessageId`). Adding a target kind is one arm in [`publish`].
+//! (the SNS envelope's `MessageId`). On a stream the row's id is the record's `dedup_id` and
+//! the aggregate id its key: rows of one aggregate land on one partition in order, and a row
+//! relayed again after a crash within the stream's dedup window gets its first offset back
+//! instead of a second record. Adding a target kind is one arm in [`publish`].
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use sluice_core::limits::FIFO_SUFFIX;
 use sluice_core::message::AttributeData;
+use sluice_core::stream::{NewRecord, StreamConfig};
 use sluice_core::{AttributeValue, BrokerError, MessageEnvelope, NewMessage};
-use sluice_store::StoreError;
+use sluice_store::{LogError, StoreError};
 
 use super::limits::{RELAY_RESERVED_ATTRIBUTES, RELAY_ROW_FIELD_BYTES_MAX};
 use super::model::{ROUTE_PLACEHOLDER, RelaySpec, Target};
@@ -63,6 +68,7 @@ struct QueueInfo {
 #[derive(Default)]
 pub struct Targets {
     queues: HashMap<String, (Instant, Result<QueueInfo, String>)>,
+    streams: HashMap<String, (Instant, Result<StreamConfig, String>)>,
 }
 
 impl Targets {
@@ -84,6 +90,25 @@ impl Targets {
         }
         self.queues.insert(name.to_string(), (Instant::now(), info.clone()));
         Ok(info)
+    }
+
+    async fn stream(&mut self, services: &Services, name: &str) -> Result<Result<StreamConfig, String>, StoreError> {
+        if let Some((at, config)) = self.streams.get(name)
+            && at.elapsed() < Duration::from_millis(QUEUE_INFO_CACHE_MS)
+        {
+            return Ok(config.clone());
+        }
+        let config = match services.store().get_stream(name).await {
+            Ok(view) => Ok(view.config),
+            Err(LogError::StreamNotFound(_)) => Err(format!("the stream {name} does not exist")),
+            Err(LogError::Store(e)) => return Err(e),
+            Err(e) => Err(e.to_string()),
+        };
+        if self.streams.len() > 1_000 {
+            self.streams.clear();
+        }
+        self.streams.insert(name.to_string(), (Instant::now(), config.clone()));
+        Ok(config)
     }
 }
 
@@ -183,10 +208,41 @@ fn publication(row: &Row, fifo: bool) -> Result<Publication, String> {
     })
 }
 
+/// The stream record for a row: keyed by its aggregate id (none: round robin), its
+/// attributes as headers, its id as the dedup id.
+fn stream_record(row: &Row) -> Result<NewRecord, String> {
+    let (body, body_binary) = match &row.payload {
+        Payload::Text(t) => (t.clone().into_bytes(), false),
+        Payload::Bytes(b) => (b.clone(), true),
+        Payload::TooLarge(_) | Payload::Null => return Err(row.check().err().unwrap_or_default()),
+    };
+    let headers = attributes(row)?
+        .into_iter()
+        .map(|(name, value)| match value.value {
+            AttributeData::Text(text) => (name, text),
+            AttributeData::Bytes(bytes) => {
+                use base64::Engine as _;
+                (name, base64::engine::general_purpose::STANDARD.encode(bytes))
+            }
+        })
+        .collect();
+    Ok(NewRecord {
+        key: row.aggregate_id.as_deref().filter(|a| !a.is_empty()).map(|a| a.as_bytes().to_vec()),
+        partition: None,
+        body,
+        body_binary,
+        headers,
+        r#type: row.event_type.clone().filter(|t| !t.is_empty()),
+        correlation_id: None,
+        dedup_id: Some(row.id.clone()),
+    })
+}
+
 /// One call: consecutive rows (by index) bound for one target name, with what to send.
 enum Call {
     Queue { name: String, rows: Vec<(usize, NewMessage)> },
     Topic { name: String, rows: Vec<(usize, Publication)> },
+    Stream { name: String, rows: Vec<(usize, NewRecord)> },
 }
 
 /// Publishes `rows` (in position order), answering each.
@@ -235,6 +291,7 @@ pub async fn publish(services: &Services, spec: &RelaySpec, targets: &mut Target
 enum Prepared {
     Queue { name: String, message: NewMessage },
     Topic { name: String, publication: Publication },
+    Stream { name: String, record: NewRecord },
 }
 
 impl Prepared {
@@ -242,6 +299,7 @@ impl Prepared {
         match self {
             Prepared::Queue { name, .. } => Call::Queue { name: name.clone(), rows: Vec::new() },
             Prepared::Topic { name, .. } => Call::Topic { name: name.clone(), rows: Vec::new() },
+            Prepared::Stream { name, .. } => Call::Stream { name: name.clone(), rows: Vec::new() },
         }
     }
 }
@@ -255,6 +313,9 @@ impl Call {
             (Call::Topic { name, rows }, Prepared::Topic { name: n, .. }) => {
                 name == n && rows.len() < PUBLISH_BATCH_ENTRIES_MAX
             }
+            (Call::Stream { name, rows }, Prepared::Stream { name: n, .. }) => {
+                name == n && rows.len() < sluice_core::stream::limits::APPEND_RECORDS_MAX
+            }
             _ => false,
         }
     }
@@ -263,6 +324,7 @@ impl Call {
         match (self, p) {
             (Call::Queue { rows, .. }, Prepared::Queue { message, .. }) => rows.push((index, message)),
             (Call::Topic { rows, .. }, Prepared::Topic { publication, .. }) => rows.push((index, publication)),
+            (Call::Stream { rows, .. }, Prepared::Stream { record, .. }) => rows.push((index, record)),
             _ => unreachable!("a call takes only rows it `takes`"),
         }
     }
@@ -271,6 +333,7 @@ impl Call {
         match self {
             Call::Queue { rows, .. } => rows.iter().map(|(i, _)| *i).collect(),
             Call::Topic { rows, .. } => rows.iter().map(|(i, _)| *i).collect(),
+            Call::Stream { rows, .. } => rows.iter().map(|(i, _)| *i).collect(),
         }
     }
 }
@@ -310,7 +373,12 @@ async fn prepare(
                 Err(e) => Err(Ok(e.to_string())),
             }
         }
-        Target::Stream(_) => Err(Ok("streams are not available yet".into())),
+        Target::Stream(_) => {
+            let config = targets.stream(services, &name).await.map_err(|e| Err(e.to_string()))?.map_err(Ok)?;
+            let record = stream_record(row).map_err(Ok)?;
+            record.validate(&config).map_err(|e| Ok(e.to_string()))?;
+            Ok(Prepared::Stream { name, record })
+        }
     }
 }
 
@@ -351,6 +419,14 @@ async fn send<'r>(
                     results
                 }
                 Err(TopicError::Store(e)) if !matches!(e, StoreError::Broker(_)) => return Err(e.to_string()),
+                Err(e) => vec![Err(e.to_string()); indexes.len()],
+            }
+        }
+        Call::Stream { name, rows: records } => {
+            let records: Vec<NewRecord> = records.into_iter().map(|(_, r)| r).collect();
+            match services.store().append(&name, records, None).await {
+                Ok(entries) => entries.into_iter().map(|e| e.map(|_| ()).map_err(|e| e.to_string())).collect(),
+                Err(LogError::Store(e)) if !matches!(e, StoreError::Broker(_)) => return Err(e.to_string()),
                 Err(e) => vec![Err(e.to_string()); indexes.len()],
             }
         }

@@ -201,3 +201,55 @@ async fn sqlite_fifo_target_drops_a_row_published_twice() {
     let again = f.store.receive("out.fifo", request).await.expect("receive");
     assert!(again.is_empty(), "the copies were deduplicated by row id: {again:?}");
 }
+
+/// A stream target keys each record by its aggregate id (one partition per aggregate, in row
+/// order), carries the row id as `outbox_id` and as the dedup id, and a row relayed again (here:
+/// marked unpublished by hand, as a crash between append and mark would leave it) gets its first
+/// offset back instead of a second record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_stream_target_keys_by_aggregate_and_dedups_a_row_relayed_twice() {
+    use sluice_core::stream::StreamConfig;
+    use sluice_services::relays::{OUTBOX_ID, RelaySpec, Target};
+    use sluice_store::{ReadFrom, ReadRequest};
+
+    let db = sqlite_db::Sqlite::new();
+    let f = support::Fixture::new().await;
+    let config = StreamConfig { partitions: 4, ..StreamConfig::default() };
+    f.store.create_stream("order-log", config).await.expect("stream");
+    let spec = RelaySpec {
+        target: Target::Stream("order-log".into()),
+        after_publish: AfterPublish::Mark,
+        ..support::spec("log", &db.url(), &db.table())
+    };
+    f.services().create_relay(spec).await.expect("create the relay");
+    let mut written = Vec::new();
+    for (aggregate, body) in [("a", "a1"), ("b", "b1"), ("a", "a2"), ("c", "c1"), ("a", "a3")] {
+        written.push((outbox::insert_one(&db, aggregate, body).await, aggregate.to_string(), body.to_string()));
+    }
+    support::eventually("every row marked", || async { db.marked().await == 5 }).await;
+    let read_all = || async {
+        let mut records = Vec::new();
+        for partition in 0..4 {
+            let request = ReadRequest { partition, from: ReadFrom::Offset(0), max: 100, wait_ms: 0 };
+            records.extend(f.store.read("order-log", request).await.expect("read").records);
+        }
+        records
+    };
+    let records = read_all().await;
+    assert_eq!(records.len(), 5, "{records:?}");
+    for (id, aggregate, body) in &written {
+        let record = records.iter().find(|r| r.headers.get(OUTBOX_ID) == Some(id)).expect("every row appended");
+        assert_eq!(record.key.as_deref(), Some(aggregate.as_bytes()));
+        assert_eq!((record.body.as_slice(), record.dedup_id.as_deref()), (body.as_bytes(), Some(id.as_str())));
+        assert_eq!(record.r#type.as_deref(), Some("order.placed"));
+    }
+    let a: Vec<&[u8]> = records.iter().filter(|r| r.key.as_deref() == Some(b"a")).map(|r| r.body.as_slice()).collect();
+    assert_eq!(a, [b"a1".as_slice(), b"a2", b"a3"], "one partition per aggregate, in row order");
+    let mut partitions: Vec<u32> = records.iter().filter(|r| r.key.as_deref() == Some(b"a")).map(|r| r.partition).collect();
+    partitions.dedup();
+    assert_eq!(partitions.len(), 1, "an aggregate's rows share a partition");
+
+    db.exec("UPDATE outbox SET published_at = NULL");
+    support::eventually("the rows marked again", || async { db.marked().await == 5 }).await;
+    assert_eq!(read_all().await.len(), 5, "the rows relayed again were deduplicated by row id");
+}

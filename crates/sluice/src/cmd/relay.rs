@@ -50,7 +50,7 @@ struct CreateArgs {
     /// Send to this queue (a FIFO queue groups by aggregate and deduplicates by row id).
     #[arg(long, value_name = "QUEUE", conflicts_with = "stream")]
     queue: Option<String>,
-    /// Append to this stream (not available yet: the server refuses it).
+    /// Append to this stream: keyed by the aggregate id, the row id as the dedup id.
     #[arg(long, value_name = "STREAM")]
     stream: Option<String>,
     /// A column whose value names the target, in place of ${routedByValue} in its name.
