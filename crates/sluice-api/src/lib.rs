@@ -25,7 +25,7 @@ pub use jobs::{
     FailJobRequest, HeartbeatRequest, HeartbeatResponse, Job, JobBackoff, JobList,
 };
 pub use relays::{AfterPublish, CreateRelayRequest, Relay, RelayColumns, RelayList, RelayStatus, RelayTarget};
-pub use schedules::{CatchUp, CreateScheduleRequest, Schedule, ScheduleList, ScheduleTarget};
+pub use schedules::{CatchUp, CreateScheduleRequest, Schedule, ScheduleJob, ScheduleList, ScheduleTarget};
 pub use stats::{QueueHistory, QueuePoint, QueueRates, QueueRatesList, Stats, StoreHealth, TotalsPoint};
 pub use streams::{
     AppendRecord, AppendRequest, AppendResponse, AppendResult, CommitRequest, CreateGroupRequest, CreateStreamRequest,

@@ -367,6 +367,34 @@ fn schedule_commands_fire_ticks_into_a_queue() {
     assert!(shown.contains("recurrence") && shown.contains("every 300ms"), "{shown}");
     assert!(server.cli(&["schedule", "resume", "pulse", "--json"]).json()["status"] == "active");
     assert_eq!(server.cli(&["schedule", "delete", "pulse"]).ok(), "deleted schedule pulse\n");
+    // Into a job queue: each tick enqueues one job with the body as its payload.
+    let job = [
+        "schedule",
+        "create",
+        "builds",
+        "--every",
+        "300ms",
+        "--job-queue",
+        "ci",
+        "--job-type",
+        "build",
+        "--body",
+        "{\"ref\":\"main\"}",
+    ];
+    server.cli(&job).ok();
+    assert!(server.cli(&["schedule", "list"]).ok().contains("job ci (build)"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let jobs = server.cli(&["job", "list", "--queue", "ci", "--json"]).json();
+        let jobs = jobs["jobs"].as_array().cloned().unwrap_or_default();
+        if jobs.len() >= 2 {
+            assert!(jobs.iter().all(|j| j["type"] == "build"), "{jobs:?}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the schedule never enqueued two jobs");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    server.cli(&["schedule", "delete", "builds"]).ok();
     assert!(server.cli(&["schedule", "get", "pulse"]).failed().contains("(schedule_not_found)"));
     assert_eq!(server.cli(&["schedule", "list"]).ok(), "", "nothing on stdout; the hint goes to stderr");
 }

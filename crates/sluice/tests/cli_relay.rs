@@ -97,7 +97,10 @@ fn relay_commands_run_the_orders_example() {
     let record = loop {
         let records: Vec<serde_json::Value> = (0..2)
             .flat_map(|p| {
-                let out = server.cli(&["stream", "read", "order-log", "--partition", &p.to_string(), "--json"]).ok().to_owned();
+                let out = server
+                    .cli(&["stream", "read", "order-log", "--partition", &p.to_string(), "--json"])
+                    .ok()
+                    .to_owned();
                 out.lines().map(|l| serde_json::from_str(l).unwrap()).collect::<Vec<_>>()
             })
             .collect();

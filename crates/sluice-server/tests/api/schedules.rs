@@ -64,6 +64,20 @@ async fn schedule_lifecycle() {
     let audit = s.expect("POST", "/v1/schedules", Some(into_stream), 201).await;
     assert_eq!(audit["target"], json!({ "stream": "audit" }));
     s.expect("DELETE", "/v1/schedules/audit-tick", None, 204).await;
+    // A job target: the body is the job's JSON payload.
+    let mut into_job = every_minute("nightly-report");
+    into_job["target"] = json!({ "job": { "queue": "reports", "type": "build-report", "max_attempts": 3 } });
+    into_job["message"] = json!({ "body": "{\"period\":\"day\"}" });
+    let report = s.expect("POST", "/v1/schedules", Some(into_job.clone()), 201).await;
+    assert_eq!(report["target"], json!({ "job": { "queue": "reports", "type": "build-report", "max_attempts": 3 } }));
+    into_job["message"] = json!({ "body": "not json" });
+    into_job["name"] = json!("other-report");
+    let refused = s.expect("POST", "/v1/schedules", Some(into_job), 400).await;
+    assert_eq!(
+        (refused["code"].as_str(), refused["details"]["field"].as_str()),
+        (Some("invalid_argument"), Some("message.body"))
+    );
+    s.expect("DELETE", "/v1/schedules/nightly-report", None, 204).await;
     s.expect("DELETE", "/v1/schedules/nightly", None, 204).await;
     s.expect("GET", "/v1/schedules/nightly", None, 404).await;
 

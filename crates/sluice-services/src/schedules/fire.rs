@@ -6,13 +6,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use sluice_core::jobs::NewJob;
 use sluice_core::message::AttributeData;
 use sluice_core::stream::NewRecord;
 use sluice_core::{AttributeValue, NewMessage};
 use sluice_store::{Conflict, RECORD_LIST_LIMIT_MAX, Refused, StoreError, Write};
 
 use super::plan::{Plan, plan};
-use super::record::{SCHEDULE_KIND, ScheduleRecord, Target};
+use super::record::{Definition, JobTarget, SCHEDULE_KIND, ScheduleRecord, Target};
 use super::{SCHEDULE_ATTRIBUTE, SCHEDULE_REFRESH_MS, SCHEDULE_RETRY_MS, SCHEDULED_AT_ATTRIBUTE, Schedules};
 use crate::topics::{Origin, Publication};
 
@@ -222,6 +223,16 @@ impl Schedules {
                 let copies = copies.map_err(|e| e.to_string())?;
                 Ok(copies.into_iter().map(|(queue, messages)| Write::Send { queue, messages }).collect())
             }
+            Target::Job(target) => {
+                // Durable before the record's swap; its unique key makes a second enqueue of
+                // the same tick (after a crash, or by a node that lost the swap) find this one.
+                let enqueued = self.store.enqueue_job(job(&record.definition, target, tick)).await;
+                let enqueued = enqueued.map_err(|e| format!("the tick's job was refused: {e}"))?;
+                if enqueued.created {
+                    metrics::counter!(crate::jobs::ENQUEUED_METRIC, "queue" => target.queue.clone()).increment(1);
+                }
+                Ok(Vec::new())
+            }
         }
     }
 }
@@ -298,6 +309,28 @@ pub(super) fn publication(record: &ScheduleRecord, tick: u64) -> Publication {
         group_id: content.envelope.group_id.clone().or_else(|| fifo.then(|| name.clone())),
         dedup_id: fifo.then(|| format!("{name}/{tick}")),
         message_id: None,
+    }
+}
+
+/// The job a tick enqueues: the message body as its payload, the tick as its unique key (kept
+/// for the longest window jobs allow) and in its tags (`schedule=NAME` only when it fits a
+/// tag's 64 bytes).
+pub(super) fn job(definition: &Definition, target: &JobTarget, tick: u64) -> NewJob {
+    let name = &definition.name;
+    NewJob {
+        queue: target.queue.clone(),
+        job_type: target.job_type.clone(),
+        payload: definition.message.body.clone(),
+        priority: target.priority.unwrap_or(definition.priority),
+        timeout_ms: target.timeout_ms,
+        max_attempts: target.max_attempts,
+        unique_key: Some(format!("schedule/{name}/{tick}")),
+        unique_for_ms: Some(sluice_core::jobs::limits::JOB_UNIQUE_FOR_MS_MAX),
+        tags: [format!("scheduled_at={}", rfc3339(tick)), format!("schedule={name}")]
+            .into_iter()
+            .filter(|tag| tag.len() <= sluice_core::jobs::limits::JOB_TAG_LEN_MAX)
+            .collect(),
+        ..NewJob::default()
     }
 }
 

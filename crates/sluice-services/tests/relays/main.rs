@@ -245,7 +245,8 @@ async fn sqlite_stream_target_keys_by_aggregate_and_dedups_a_row_relayed_twice()
     }
     let a: Vec<&[u8]> = records.iter().filter(|r| r.key.as_deref() == Some(b"a")).map(|r| r.body.as_slice()).collect();
     assert_eq!(a, [b"a1".as_slice(), b"a2", b"a3"], "one partition per aggregate, in row order");
-    let mut partitions: Vec<u32> = records.iter().filter(|r| r.key.as_deref() == Some(b"a")).map(|r| r.partition).collect();
+    let mut partitions: Vec<u32> =
+        records.iter().filter(|r| r.key.as_deref() == Some(b"a")).map(|r| r.partition).collect();
     partitions.dedup();
     assert_eq!(partitions.len(), 1, "an aggregate's rows share a partition");
 

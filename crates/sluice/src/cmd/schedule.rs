@@ -36,7 +36,7 @@ enum ScheduleCommand {
 /// schedule's name, with `NAME/TICK_MS` as its dedup id.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  sluice schedule create weekdays --cron '0 9 * * MON-FRI' --timezone America/New_York --queue standup --body 'stand-up in 5 minutes'\n  sluice schedule create every-ten-seconds --cron '*/10 * * * * *' --queue ticks --body tick\n  sluice schedule create heartbeat --every 30s --topic health --body ping --catch-up latest\n  sluice schedule create audit-tick --every 1m --stream audit --body tick\n  sluice schedule create campaign --every 1h --queue mails --body send --start-at 2030-01-01T00:00:00Z --end-at 2030-01-31T00:00:00Z",
+    after_help = "Examples:\n  sluice schedule create weekdays --cron '0 9 * * MON-FRI' --timezone America/New_York --queue standup --body 'stand-up in 5 minutes'\n  sluice schedule create every-ten-seconds --cron '*/10 * * * * *' --queue ticks --body tick\n  sluice schedule create heartbeat --every 30s --topic health --body ping --catch-up latest\n  sluice schedule create audit-tick --every 1m --stream audit --body tick\n  sluice schedule create nightly-report --cron '0 2 * * *' --job-queue reports --job-type build-report --body '{\"period\":\"day\"}'\n  sluice schedule create campaign --every 1h --queue mails --body send --start-at 2030-01-01T00:00:00Z --end-at 2030-01-31T00:00:00Z",
     group(clap::ArgGroup::new("target").required(true).multiple(false).args(["queue", "topic", "stream"]))
 )]
 struct CreateArgs {
@@ -60,7 +60,13 @@ struct CreateArgs {
     /// Append to this stream (one record per tick, keyed by the schedule's name).
     #[arg(long, value_name = "STREAM")]
     stream: Option<String>,
-    /// The message every tick sends, as text.
+    /// Enqueue a job in this job queue every tick (with --job-type; --body is its JSON payload).
+    #[arg(long, value_name = "QUEUE", requires = "job_type")]
+    job_queue: Option<String>,
+    /// The type of the job each tick enqueues.
+    #[arg(long, value_name = "TYPE", requires = "job_queue")]
+    job_type: Option<String>,
+    /// The message every tick sends, as text (for a job: its JSON payload).
     #[arg(long)]
     body: String,
     /// A typed attribute: NAME=String:text, NAME=Number:42 or NAME=Binary:<base64>; repeat for
@@ -149,7 +155,11 @@ async fn create(args: CreateArgs) -> Result<()> {
             queue: args.queue.clone(),
             topic: args.topic.clone(),
             stream: args.stream.clone(),
-            job: None,
+            job: args.job_queue.clone().map(|queue| sluice_api::ScheduleJob {
+                queue,
+                job_type: args.job_type.clone().unwrap_or_default(),
+                ..Default::default()
+            }),
         },
         message: SendMessage {
             body: Some(args.body.clone()),
@@ -192,7 +202,10 @@ fn target(s: &Schedule) -> String {
         (Some(q), _, _) => format!("queue {q}"),
         (None, Some(t), _) => format!("topic {t}"),
         (None, None, Some(st)) => format!("stream {st}"),
-        _ => "-".into(),
+        _ => match &s.target.job {
+            Some(job) => format!("job {} ({})", job.queue, job.job_type),
+            None => "-".into(),
+        },
     }
 }
 
