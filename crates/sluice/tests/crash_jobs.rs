@@ -60,7 +60,7 @@ async fn producer(index: usize, url: Arc<ServerUrl>, ledger: Arc<Ledger>, stop: 
     while !stop.load(Ordering::Relaxed) {
         n += 1;
         let payload = format!("p{index}-{n}");
-        let with_callback = n % 5 == 0;
+        let with_callback = n.is_multiple_of(5);
         let request = EnqueueJobRequest {
             queue: QUEUE.into(),
             job_type: "work".into(),

@@ -320,7 +320,7 @@ async fn three_nodes_share_job_workers_one_killed_every_job_ends_once() {
                 let works = answer.jobs.into_iter().map(|c| {
                     n += 1;
                     // One in five outlasts its lease and lives on heartbeats.
-                    let work_ms = if n % 5 == 0 { 1_300 } else { n % 50 };
+                    let work_ms = if n.is_multiple_of(5) { 1_300 } else { n % 50 };
                     let (attempts, url) = (attempts.clone(), url.clone());
                     async move { attempts.work(|| url.clone(), c.job, c.lease, work_ms).await }
                 });

@@ -443,7 +443,7 @@ impl Logs {
         for (record, r) in new.iter().enumerate() {
             r.validate(&s.config).map_err(|error| Conflict::RecordRefused { record, error })?;
             if let Some(id) = &r.dedup_id
-                && !s.dedup.get(id).is_some_and(|e| e.expires_at > now)
+                && s.dedup.get(id).is_none_or(|e| e.expires_at <= now)
                 && fresh.insert(id)
             {
                 if live >= STREAM_DEDUP_ENTRIES_MAX {
