@@ -21,6 +21,7 @@
 mod codec;
 mod commit_store;
 mod engine;
+mod failure;
 mod job_store;
 mod jobs;
 mod journal;
