@@ -213,29 +213,7 @@ impl RedisJobs {
     }
 
     async fn start_always(tmp_dir: &Path) -> anyhow::Result<RedisJobs> {
-        let server = Spawned::start("redis-server", tmp_dir, |port, dir| {
-            let args = [
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                &port.to_string(),
-                "--dir",
-                &dir.display().to_string(),
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--save",
-                "",
-                "--daemonize",
-                "no",
-            ]
-            .map(str::to_owned);
-            Ok(args.to_vec())
-        })
-        .await
-        .context("starting a second redis-server with `appendfsync always`")?;
-        let url = format!("redis://127.0.0.1:{}/", server.port);
+        let (server, url) = super::redis::spawn_always(tmp_dir).await?;
         RedisJobs::connect(&url, Some(server)).await
     }
 }
