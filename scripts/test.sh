@@ -7,6 +7,8 @@
 # python3 and node with npm; it installs anything else it needs.
 #
 # SLUICE_TEST_PG_URL: when set, PostgreSQL must answer there or this script fails (CI sets it).
+# SLUICE_TEST_MYSQL_URL: when set (mysql://USER[:PASSWORD]@HOST:PORT/DB), MySQL or MariaDB must
+# answer there or this script fails (CI sets it); the outbox relay's MySQL tests use it.
 # SLUICE_FUZZ_SECONDS: how long each fuzz target runs (default 25; 0 skips the fuzz step).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +23,24 @@ if [[ -n "${SLUICE_TEST_PG_URL:-}" ]]; then
         echo "error: SLUICE_TEST_PG_URL is set but pg_isready is not installed to check it" >&2
         exit 1
     fi
+fi
+
+if [[ -n "${SLUICE_TEST_MYSQL_URL:-}" ]]; then
+    # The outbox relay's MySQL/MariaDB tests run against this database; check it the same way.
+    if ! [[ "$SLUICE_TEST_MYSQL_URL" =~ ^mysql://([^:@/]+)(:([^@/]*))?@([^:/]+)(:([0-9]+))?/([^?]+) ]]; then
+        echo "error: SLUICE_TEST_MYSQL_URL is not mysql://USER[:PASSWORD]@HOST[:PORT]/DB" >&2
+        exit 1
+    fi
+    mysql_user="${BASH_REMATCH[1]}" mysql_password="${BASH_REMATCH[3]}" mysql_host="${BASH_REMATCH[4]}"
+    mysql_port="${BASH_REMATCH[6]:-3306}"
+    admin="$(command -v mariadb-admin || command -v mysqladmin || true)"
+    if [[ -z "$admin" ]]; then
+        echo "error: SLUICE_TEST_MYSQL_URL is set but neither mariadb-admin nor mysqladmin is installed to check it" >&2
+        exit 1
+    fi
+    MYSQL_PWD="$mysql_password" "$admin" --protocol=TCP -h "$mysql_host" -P "$mysql_port" -u "$mysql_user" \
+        --connect-timeout=10 ping >/dev/null ||
+        { echo "error: MySQL/MariaDB at SLUICE_TEST_MYSQL_URL is unreachable" >&2; exit 1; }
 fi
 
 echo "==> cargo fmt --check"

@@ -101,6 +101,16 @@ codes! {
     // Alerts
     AlertRuleNotFound = "alert_rule_not_found", 404, "No alert rule has this name.";
     AlertRuleExists = "alert_rule_exists", 409, "An alert rule of this name exists with other settings; delete it first.";
+    // Relays
+    RelayNotFound = "relay_not_found", 404, "No relay has this name.";
+    RelayExists = "relay_exists", 409, "A relay of this name exists with a different configuration.";
+    RelaySourceInUse = "relay_source_in_use", 409, "Another relay already publishes this table of this source (`details.relay`).";
+    RelaySourceUnreachable = "relay_source_unreachable", 400, "The relay's source database could not be reached (connection refused, wrong host or credentials); nothing was created.";
+    RelaySourceInvalid = "relay_source_invalid", 400, "The relay's source database answered, but the table or a mapped column is missing or cannot be read; nothing was created.";
+    // Jobs
+    JobNotFound = "job_not_found", 404, "No job has this id (it never existed, or it finished and was pruned after its result_ttl_ms).";
+    StaleLease = "stale_lease", 409, "The lease names an attempt that is over (completed, failed, lapsed, cancelled): it changes nothing, and never a newer attempt.";
+    JobFinished = "job_finished", 409, "The job already finished (succeeded or dead); it cannot be cancelled.";
     // Schemas
     SchemaNotFound = "schema_not_found", 404, "No schema is registered for this type (or it has no such version).";
     SchemaInvalid = "schema_invalid", 400, "The schema is not a valid JSON Schema 2020-12 document (`details.reason` says why), or is larger than 256 KiB.";

@@ -6,6 +6,8 @@
 
 pub mod alerts;
 pub mod error;
+pub mod jobs;
+pub mod relays;
 pub mod schedules;
 pub mod schemas;
 pub mod stats;
@@ -19,7 +21,12 @@ use utoipa::ToSchema;
 
 pub use alerts::{Alert, AlertKind, AlertList, AlertNotify, AlertRule, AlertRuleList, CreateAlertRuleRequest};
 pub use error::{ErrorBody, ErrorCode, ErrorResponse};
-pub use schedules::{CatchUp, CreateScheduleRequest, Schedule, ScheduleList, ScheduleTarget};
+pub use jobs::{
+    CallbackSecret, ClaimJobsRequest, ClaimJobsResponse, ClaimedJob, CompleteJobRequest, EnqueueJobRequest,
+    FailJobRequest, HeartbeatRequest, HeartbeatResponse, Job, JobBackoff, JobList,
+};
+pub use relays::{AfterPublish, CreateRelayRequest, Relay, RelayColumns, RelayList, RelayStatus, RelayTarget};
+pub use schedules::{CatchUp, CreateScheduleRequest, Schedule, ScheduleJob, ScheduleList, ScheduleTarget};
 pub use schemas::{
     CheckSchemaRequest, CheckSchemaResponse, Compatibility, IncompatibilityReason, RegisterSchemaRequest,
     RegisteredSchema, SchemaConfig, SchemaFailure, SchemaType, SchemaTypeList, SchemaVersion,

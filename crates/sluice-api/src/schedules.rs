@@ -1,4 +1,4 @@
-//! Wire types of `/v1/schedules`: recurring sends into a queue or a topic.
+//! Wire types of `/v1/schedules`: recurring sends into a queue, a topic, a stream or jobs.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -13,13 +13,32 @@ pub struct ScheduleTarget {
     pub queue: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic: Option<String>,
-    /// Reserved for streams (refused until they are available).
+    /// A stream: each tick appends one record keyed by the schedule's name, with the tick's
+    /// `scheduled_at` as a header and `NAME/TICK_MS` as its dedup id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<String>,
-    /// Reserved for jobs (refused until they are available).
+    /// A job: each tick enqueues one, with the message's body (JSON) as its payload, tagged
+    /// `schedule=NAME` and `scheduled_at=RFC3339`, and `schedule/NAME/TICK_MS` as its unique key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
-    pub job: Option<serde_json::Value>,
+    pub job: Option<ScheduleJob>,
+}
+
+/// The job a schedule enqueues every tick.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleJob {
+    /// The job queue, as in `POST /v1/jobs`.
+    pub queue: String,
+    /// The job type, as in `POST /v1/jobs`.
+    #[serde(rename = "type")]
+    pub job_type: String,
+    /// 0 to 9; the message's priority when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
 }
 
 /// What to do with ticks missed while no server ran: `none` (default), `latest` (fire the

@@ -31,6 +31,10 @@ pub struct CreateStreamRequest {
     /// A segment is rolled once it holds this much (default 64 MiB, at least 4 KiB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segment_bytes: Option<u64>,
+    /// Refuse an appended record whose body breaks the schema registered for its `type` and
+    /// `version` (`schema_validation_failed` per entry); default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_validation: Option<bool>,
 }
 
 /// `PATCH /v1/streams/{name}`. Omitted settings stay; `"retention_bytes": null` removes the
@@ -49,6 +53,8 @@ pub struct UpdateStreamRequest {
     pub record_bytes_max: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segment_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_validation: Option<bool>,
 }
 
 fn double_option<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
@@ -76,6 +82,9 @@ pub struct Stream {
     pub retention_bytes: Option<u64>,
     pub record_bytes_max: u64,
     pub segment_bytes: u64,
+    /// Appends are checked against the schema registry.
+    #[serde(default)]
+    pub schema_validation: bool,
     pub created_at: String,
     pub created_at_ms: u64,
     /// Per partition: `first_offset`, `next_offset`, `bytes`.
@@ -111,8 +120,13 @@ pub struct AppendRecord {
     pub body_base64: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// The record's type; on a stream with `schema_validation`, the schema its body must pass.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub record_type: Option<String>,
+    /// The schema version to check against (default: the type's latest), kept as the header
+    /// `sluice.version`; `"2"` or `2`.
+    #[serde(default, deserialize_with = "crate::schemas::version_text", skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub correlation_id: Option<String>,
     /// A retried append with the same id within 5 minutes gets the original place back.

@@ -20,6 +20,10 @@
 //! The `fanout` scenario (module `fanout`) publishes to one topic with 1, 10 and 100 queue
 //! subscriptions and reports publishes and durable deliveries per second.
 //!
+//! The `jobs` scenario (module `jobs`) runs async jobs end to end with an empty handler (4 and
+//! 16 workers) beside a PostgreSQL SKIP LOCKED jobs table and Redis in BullMQ's shape (those
+//! two with the `peers` feature).
+//!
 //! The `schema` scenario (module `schemas`) sends the same 1 KiB JSON body into a queue without
 //! and then with schema validation, and reports both send rates and their ratio.
 //!
@@ -33,6 +37,7 @@ mod ceiling;
 mod fairness;
 mod fanout;
 mod fifo;
+mod jobs;
 mod peer_args;
 #[cfg(feature = "peers")]
 mod peers;
@@ -43,6 +48,7 @@ mod schedule;
 mod schemas;
 mod soak;
 mod stats;
+mod streams;
 mod target;
 mod workload;
 
@@ -89,6 +95,13 @@ pub enum Scenario {
     Soak,
     /// One topic with 1, 10 and 100 queue subscriptions: publishes and deliveries per second.
     Fanout,
+    /// Streams: appends, group consumption, end-to-end latency beside Redis Streams, NATS
+    /// JetStream and RabbitMQ streams (those need the `peers` feature); replay and restart of a
+    /// large stream against the disk's read rate.
+    Streams,
+    /// Async jobs with an empty handler, 4 and 16 workers, beside a PostgreSQL SKIP LOCKED jobs
+    /// table and Redis in BullMQ's shape (those with the `peers` feature).
+    Jobs,
     /// Sends of a 1 KiB JSON body without and with schema validation, and their ratio.
     Schema,
 }
@@ -103,6 +116,8 @@ impl Scenario {
             Scenario::Peers => "peers",
             Scenario::Soak => "soak",
             Scenario::Fanout => "fanout",
+            Scenario::Streams => "streams",
+            Scenario::Jobs => "jobs",
             Scenario::Schema => "schema",
         }
     }
@@ -122,9 +137,13 @@ pub struct BenchArgs {
     /// needs the `peers` feature, on in the default build)
     /// or `soak` (30 minutes at 70 % of the max rate, sampled every 10 s; exits 1 if a message
     /// was lost or memory passed --memory-max) or `fanout` (one topic with 1, 10 and 100 queue
-    /// subscriptions, batches of 10 published closed-loop, no consumers) or `schema` (batches of
-    /// 10 JSON orders, 1 KiB by default, sent closed-loop into a queue without, then with,
-    /// schema validation; no consumers).
+    /// subscriptions, batches of 10 published closed-loop, no consumers), `streams` (appends,
+    /// group consumption and end-to-end latency beside Redis Streams, NATS JetStream and
+    /// RabbitMQ streams; replay and restart of a large stream beside the disk's read rate),
+    /// `jobs` (async jobs with an empty handler, 4 and 16 workers, beside a PostgreSQL SKIP
+    /// LOCKED jobs table and Redis in BullMQ's shape; --postgres-url and --redis-url apply) or
+    /// `schema` (batches of 10 JSON orders, 1 KiB by default, sent closed-loop into queues
+    /// without and with schema validation; no consumers).
     #[arg(long, value_enum, default_value_t = Scenario::Throughput, value_name = "NAME")]
     pub scenario: Scenario,
 
@@ -224,6 +243,14 @@ pub struct BenchArgs {
     #[arg(long, value_name = "MIB")]
     pub memory_max: Option<u64>,
 
+    /// Streams scenario: records of the stream that is replayed from the start and restarted
+    /// with [default: 10000000, or 1000000 with --quick]. The append, consume and end-to-end
+    /// phases take --sizes, --batch (default 1,10,100), --only (sluice, redis, nats, rabbitmq or
+    /// a system name) and the peers' URLs; --drain-messages is the consume phase's preload
+    /// [default: 1000000, or 50000 with --quick].
+    #[arg(long, value_name = "RECORDS")]
+    pub stream_records: Option<u64>,
+
     #[command(flatten)]
     pub peers: PeerArgs,
 }
@@ -258,6 +285,11 @@ pub(crate) struct Plan {
     pub peers: Option<peers::PeerPlan>,
     /// Soak scenario: its own settings; `None` for the other scenarios.
     pub soak: Option<soak::SoakPlan>,
+    pub streams: Option<streams::StreamPlan>,
+    /// Jobs scenario: the PostgreSQL and Redis to run beside Sluice (`--postgres-url`,
+    /// `--redis-url`).
+    #[cfg_attr(not(feature = "peers"), allow(dead_code))]
+    pub job_peer_urls: (String, String),
 }
 
 impl Plan {
@@ -270,16 +302,20 @@ impl Plan {
         // Refused rather than ignored, so that nobody reads figures for settings that did not apply.
         let scenario = args.scenario.name();
         // The peers scenario takes one batch size and measures ceilings too.
-        if !matches!(args.scenario, Scenario::Throughput | Scenario::Peers) {
-            if !args.batch.is_empty() {
-                bail!("--batch applies to the throughput and peers scenarios only; {scenario} uses fixed batch sizes");
-            }
-            if args.ceiling_duration.is_some() {
-                bail!(
-                    "--ceiling-duration applies to the throughput and peers scenarios only; {scenario} measures no \
-                     ceilings"
-                );
-            }
+        if !matches!(args.scenario, Scenario::Throughput | Scenario::Peers | Scenario::Streams)
+            && !args.batch.is_empty()
+        {
+            bail!(
+                "--batch applies to the throughput, peers and streams scenarios only; {scenario} uses fixed batch sizes"
+            );
+        }
+        if args.scenario != Scenario::Streams && args.stream_records.is_some() {
+            bail!("--stream-records applies to the streams scenario only");
+        }
+        if !matches!(args.scenario, Scenario::Throughput | Scenario::Peers) && args.ceiling_duration.is_some() {
+            bail!(
+                "--ceiling-duration applies to the throughput and peers scenarios only; {scenario} measures no ceilings"
+            );
         }
         if args.scenario == Scenario::Fairness && args.backlog_max.is_some() {
             bail!("--backlog-max does not apply to the fairness scenario; use --noisy-backlog");
@@ -308,11 +344,18 @@ impl Plan {
         if args.scenario != Scenario::Soak && !soak_flags.is_empty() {
             bail!("{} applies to the soak scenario only", soak_flags.join(", "));
         }
-        let peer_flags = args.peers.given();
-        if args.scenario != Scenario::Peers && !peer_flags.is_empty() {
-            bail!("{} applies to the peers scenario only", peer_flags.join(", "));
+        let mut peer_flags = args.peers.given();
+        if args.scenario == Scenario::Jobs {
+            // The jobs scenario runs beside these two as well.
+            peer_flags.retain(|f| !matches!(*f, "--postgres-url" | "--redis-url"));
+            if args.server.is_some() {
+                bail!("--server does not apply to the jobs scenario: it starts its own Sluice");
+            }
         }
-        if args.scenario == Scenario::Peers {
+        if !matches!(args.scenario, Scenario::Peers | Scenario::Streams) && !peer_flags.is_empty() {
+            bail!("{} applies to the peers and streams scenarios only", peer_flags.join(", "));
+        }
+        if matches!(args.scenario, Scenario::Peers | Scenario::Streams) {
             let sluice_only = [
                 ("--server", args.server.is_some(), "peers starts its own Sluice servers"),
                 ("--durability", args.durability.is_some(), "peers runs both fsync and --sluice-interval-ms"),
@@ -321,9 +364,9 @@ impl Plan {
                 ("--body-bytes", args.body_bytes.is_some(), "use --sizes"),
             ];
             if let Some((flag, _, instead)) = sluice_only.iter().find(|(_, given, _)| *given) {
-                bail!("{flag} does not apply to the peers scenario: {instead}");
+                bail!("{flag} does not apply to the {scenario} scenario: {instead}");
             }
-            if args.batch.len() > 1 {
+            if args.scenario == Scenario::Peers && args.batch.len() > 1 {
                 bail!("--batch takes one size in the peers scenario");
             }
         }
@@ -347,6 +390,16 @@ impl Plan {
             Scenario::Soak => vec![soak::SOAK_BATCH],
             Scenario::Fanout => vec![fanout::PUBLISH_BATCH],
             Scenario::Schema => vec![schemas::SEND_BATCH],
+            Scenario::Jobs => vec![1],
+            Scenario::Streams if args.batch.is_empty() => THROUGHPUT_BATCHES_DEFAULT.to_vec(),
+            Scenario::Streams => args.batch.clone(),
+        };
+        let streams = match args.scenario {
+            Scenario::Streams => Some(
+                streams::StreamPlan::new(&args.peers, args.stream_records, &batches, args.quick)
+                    .map_err(anyhow::Error::msg)?,
+            ),
+            _ => None,
         };
         let soak = match args.scenario {
             Scenario::Soak => Some(soak::SoakPlan::new(args.rate, args.sample_every, args.memory_max, args.quick)?),
@@ -387,6 +440,10 @@ impl Plan {
             (Duration::from_secs(10), Duration::from_secs(1), Duration::from_secs(3), 100_000)
         };
         let noisy_backlog = args.noisy_backlog.unwrap_or(noisy_backlog);
+        let job_peer_urls = (
+            args.peers.postgres_url.clone().unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/test".into()),
+            args.peers.redis_url.clone().unwrap_or_else(|| "redis://127.0.0.1:6379/".into()),
+        );
         if noisy_backlog == 0 || noisy_backlog > NOISY_BACKLOG_MAX {
             bail!("--noisy-backlog {noisy_backlog}: use 1 to {NOISY_BACKLOG_MAX}");
         }
@@ -410,6 +467,8 @@ impl Plan {
             #[cfg(feature = "peers")]
             peers,
             soak,
+            streams,
+            job_peer_urls,
         };
         for (flag, d) in
             [("--duration", plan.duration), ("--warmup", plan.warmup), ("--ceiling-duration", plan.ceiling_duration)]
@@ -464,6 +523,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Peers => bail!(PEERS_MISSING),
         Scenario::Fanout => fanout::run(&plan).await,
         Scenario::Schema => schemas::run(&plan).await,
+        Scenario::Streams => {
+            let streams = plan.streams.clone().expect("the streams scenario has a streams plan");
+            streams::run(&plan, &streams).await
+        }
+        Scenario::Jobs => jobs::run(&plan).await,
         Scenario::Soak => {
             let soak = plan.soak.clone().expect("the soak scenario has a soak plan");
             soak::run(&plan, &soak).await
@@ -580,7 +644,7 @@ mod tests {
             let error = plan(args).err().unwrap_or_else(|| panic!("{args} was accepted"));
             assert!(error.contains(expected), "{args}: {error}");
         };
-        refused("--scenario fifo --batch 10", "--batch applies to the throughput and peers scenarios only");
+        refused("--scenario fifo --batch 10", "--batch applies to the throughput, peers and streams scenarios only");
         refused("--scenario fairness --ceiling-duration 1s", "--ceiling-duration applies");
         refused("--scenario fairness --backlog-max 10", "use --noisy-backlog");
         refused("--noisy-backlog 10", "--noisy-backlog applies to the fairness scenario only");
@@ -592,7 +656,7 @@ mod tests {
         refused("--scenario soak --sample-every 0s", "--sample-every: use");
         refused("--scenario fanout --consumers 2", "--consumers does not apply to the fanout scenario");
         refused("--scenario fanout --backlog-max 10", "--backlog-max does not apply to the fanout scenario");
-        refused("--scenario fanout --batch 10", "--batch applies to the throughput and peers scenarios only");
+        refused("--scenario fanout --batch 10", "--batch applies to the throughput, peers and streams scenarios only");
         refused("--scenario schema --consumers 2", "--consumers does not apply to the schema scenario");
         refused("--scenario schema --backlog-max 10", "--backlog-max does not apply to the schema scenario");
         refused("--scenario schema --body-bytes 64", "--body-bytes 64: use");

@@ -19,6 +19,7 @@
 
 mod chart;
 mod driver;
+pub(crate) mod jobs;
 mod load;
 mod nats;
 mod pgbench;
@@ -30,6 +31,8 @@ mod sluice;
 mod sluice_pg;
 mod sluice_sqs;
 mod spawned;
+mod stream_sluice;
+pub(crate) mod streams;
 mod system;
 
 use std::path::PathBuf;

@@ -4,6 +4,9 @@
 //! sees is exactly what the server sends. Failed requests are retried with exponential backoff
 //! and full jitter, but only when repeating them cannot apply them twice (see [`RetryPolicy`]).
 //!
+//! Async jobs: [`Client::enqueue_job`] and [`Client::wait_job`] for callers, [`Worker`] for the
+//! processes that run them (see `jobs`).
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), sluice_client::ClientError> {
 //! let client = sluice_client::Client::new("http://127.0.0.1:9324")?;
@@ -20,6 +23,8 @@
 
 mod alerts;
 mod error;
+mod jobs;
+mod relays;
 mod retry;
 mod schedules;
 mod schemas;
@@ -42,6 +47,11 @@ use sluice_core::limits::RECEIVE_WAIT_MS_MAX;
 
 pub use alerts::CreatedAlertRule;
 pub use error::ClientError;
+pub use jobs::{
+    EnqueuedJob, Handled, JobContext, JobFailure, JobQuery, TERMINAL_STATUSES, Worker, WorkerBuilder, WorkerReport,
+    is_finished,
+};
+pub use relays::CreatedRelay;
 pub use retry::RetryPolicy;
 pub use schedules::CreatedSchedule;
 pub use schemas::RegisteredSchemaVersion;

@@ -28,10 +28,14 @@ impl Backoff {
 
     /// The delay before retry `attempt`, given a uniform random `draw` in `0..=u64::MAX`.
     pub fn delay_ms(&self, attempt: u32, draw: u64) -> u64 {
-        let bound = self.bound_ms(attempt);
-        // Scale the draw into 0..=bound without modulo bias worth speaking of.
-        ((u128::from(draw) * (u128::from(bound) + 1)) >> 64) as u64
+        full_jitter_ms(self.bound_ms(attempt), draw)
     }
+}
+
+/// Full jitter: a delay uniform in `0..=bound_ms`, from a uniform random `draw` in
+/// `0..=u64::MAX` (scaled, without modulo bias worth speaking of).
+pub fn full_jitter_ms(bound_ms: u64, draw: u64) -> u64 {
+    ((u128::from(draw) * (u128::from(bound_ms) + 1)) >> 64) as u64
 }
 
 #[cfg(test)]

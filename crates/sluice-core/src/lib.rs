@@ -11,6 +11,7 @@ pub mod breaker;
 pub mod broker;
 pub mod delivery;
 pub mod filter;
+pub mod jobs;
 pub mod limits;
 pub mod message;
 pub mod name;

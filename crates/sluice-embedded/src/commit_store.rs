@@ -1,8 +1,10 @@
 //! [`CommitStore`] over the writer thread: one job checks every write, then applies them all,
 //! so they land in the same fjall batch and are answered after the same sync. Nothing is applied
 //! unless every check passed: the broker cannot take back a send, so sends are checked with
-//! `Broker::admit` first, and record conditions against the records as earlier writes of the
-//! commit leave them.
+//! `Broker::admit` first, appends with `Logs::admit`, and record conditions against the records
+//! as earlier writes of the commit leave them. An append's records are staged in their
+//! partitions by the same job, so the writer writes them with this turn's batch and the sync
+//! stage syncs their segment files before it answers, as for a plain append.
 
 use std::collections::HashMap;
 
@@ -22,47 +24,71 @@ impl CommitStore for EmbeddedStore {
     async fn commit_all(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
         validate_commit(&writes)?;
         let shared = self.shared.clone();
-        self.call(move |e, now| {
-            if let Err(refused) = check(e, &writes, now)? {
-                return Ok(Err(refused));
-            }
-            let mut outcomes = Vec::with_capacity(writes.len());
-            let mut sent_count = 0;
-            for write in writes {
-                outcomes.push(match write {
-                    Write::Send { queue, messages } => {
-                        let id = e.broker.queue_id(&queue)?;
-                        let mut sent = Vec::with_capacity(messages.len());
-                        for message in messages {
-                            let s = e.broker.send(id, &message, message_id(), now).expect("admitted by `check`");
-                            if !s.duplicate {
-                                let NewMessage { body, body_binary, attributes, system_attributes, envelope, .. } =
-                                    message;
-                                let content =
-                                    MessageContent { body, body_binary, attributes, system_attributes, envelope };
-                                e.stage_body(s.seq, content);
-                                sent_count += 1;
+        let streams: Vec<String> = writes
+            .iter()
+            .filter_map(|w| match w {
+                Write::Append { stream, .. } => Some(stream.clone()),
+                _ => None,
+            })
+            .collect();
+        let committed = self
+            .call(move |e, now| {
+                if let Err(refused) = check(e, &writes, now)? {
+                    return Ok(Err(refused));
+                }
+                let mut outcomes = Vec::with_capacity(writes.len());
+                let mut sent_count = 0;
+                for write in writes {
+                    outcomes.push(match write {
+                        Write::Send { queue, messages } => {
+                            let id = e.broker.queue_id(&queue)?;
+                            let mut sent = Vec::with_capacity(messages.len());
+                            for message in messages {
+                                let s = e.broker.send(id, &message, message_id(), now).expect("admitted by `check`");
+                                if !s.duplicate {
+                                    let NewMessage {
+                                        body, body_binary, attributes, system_attributes, envelope, ..
+                                    } = message;
+                                    let content =
+                                        MessageContent { body, body_binary, attributes, system_attributes, envelope };
+                                    e.stage_body(s.seq, content);
+                                    sent_count += 1;
+                                }
+                                sent.push(s);
                             }
-                            sent.push(s);
+                            WriteOutcome::Sent(sent)
                         }
-                        WriteOutcome::Sent(sent)
-                    }
-                    Write::PutRecord { kind, key, value }
-                    | Write::InsertRecord { kind, key, value }
-                    | Write::ReplaceRecord { kind, key, value, .. } => {
-                        e.records.put(&kind, &key, value);
-                        WriteOutcome::Recorded
-                    }
-                    Write::DeleteRecord { kind, key } => {
-                        e.records.delete(&kind, &key);
-                        WriteOutcome::Recorded
-                    }
-                });
+                        Write::PutRecord { kind, key, value }
+                        | Write::InsertRecord { kind, key, value }
+                        | Write::ReplaceRecord { kind, key, value, .. } => {
+                            e.records.put(&kind, &key, value);
+                            WriteOutcome::Recorded
+                        }
+                        Write::DeleteRecord { kind, key } => {
+                            e.records.delete(&kind, &key);
+                            WriteOutcome::Recorded
+                        }
+                        Write::Append { stream, records } => {
+                            let results = e
+                                .logs
+                                .append(&mut e.records, &stream, records, None, now)
+                                .expect("the stream exists and the append's size was checked");
+                            let places = results.into_iter().map(|r| r.expect("admitted by `check`")).collect();
+                            WriteOutcome::Appended(places)
+                        }
+                    });
+                }
+                Counters::add(&shared.counters.messages_sent, sent_count);
+                Ok(Ok(outcomes))
+            })
+            .await?;
+        // Long polls on the streams appended to look again, as after a plain append.
+        if committed.is_ok() {
+            for stream in &streams {
+                self.shared.stream_wakers.wake(stream);
             }
-            Counters::add(&shared.counters.messages_sent, sent_count);
-            Ok(Ok(outcomes))
-        })
-        .await
+        }
+        Ok(committed)
     }
 }
 
@@ -71,6 +97,8 @@ impl CommitStore for EmbeddedStore {
 fn check(e: &Engine, writes: &[Write], now: u64) -> Result<Result<(), Refused>, StoreError> {
     // Records as the commit's earlier writes leave them (`None`: deleted).
     let mut written: HashMap<(&str, &str), Option<&[u8]>> = HashMap::new();
+    // Dedup ids that earlier appends of the commit take, per stream.
+    let mut taken: HashMap<&str, usize> = HashMap::new();
     for (index, write) in writes.iter().enumerate() {
         let refuse = |conflict| Ok(Err(Refused { write: index, conflict }));
         match write {
@@ -110,6 +138,11 @@ fn check(e: &Engine, writes: &[Write], now: u64) -> Result<Result<(), Refused>, 
             }
             Write::DeleteRecord { kind, key } => {
                 written.insert((kind, key), None);
+            }
+            Write::Append { stream, records } => {
+                if let Err(conflict) = e.logs.admit(stream, records, now, taken.entry(stream).or_default()) {
+                    return refuse(conflict);
+                }
             }
         }
     }

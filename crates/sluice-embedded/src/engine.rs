@@ -27,6 +27,8 @@
 //! until the process restarts.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use crate::failure::{Failure, incompressible};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -90,52 +92,15 @@ struct Disk {
     ks: Keyspaces,
 }
 
-/// Why a batch could not be written.
-enum Failure {
-    /// The disk (or the user's quota, or the file-size limit) is full: the write was refused,
-    /// no sync failed. Recoverable by reopening once space is freed.
-    Full(String),
-    /// Anything else, a failed sync above all: poisoned until restart.
-    Fatal(String),
-}
-
-impl Failure {
-    fn of_io(doing: &str, e: std::io::Error) -> Failure {
-        if is_storage_full(&e) {
-            Failure::Full(format!("{doing}: {e}"))
-        } else {
-            Failure::Fatal(format!("{doing}: {e}"))
-        }
-    }
-
-    fn of_write(doing: &str, e: fjall::Error) -> Failure {
-        if is_storage_full(&e) {
-            Failure::Full(format!("{doing}: {e}"))
-        } else {
-            Failure::Fatal(format!("{doing}: {e}"))
-        }
-    }
-}
-
-/// Whether an error is an I/O error saying the disk, quota or file-size limit is exhausted.
-fn is_storage_full(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cause = Some(e);
-    while let Some(e) = cause {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            use std::io::ErrorKind::{FileTooLarge, QuotaExceeded, StorageFull};
-            return matches!(io.kind(), StorageFull | QuotaExceeded | FileTooLarge);
-        }
-        cause = e.source();
-    }
-    false
-}
-
 pub struct Engine {
     pub broker: Broker,
     /// Durable configuration records (`records.rs`), written with the broker's effects.
     pub records: Records,
     /// Streams (`log/`): staged by jobs, written after each batch (`commit`).
     pub logs: crate::log::Logs,
+    /// The job board, its pending writes and its long polls (`jobs/`), written with the
+    /// broker's effects.
+    pub jobs: crate::jobs::JobState,
     /// `None` only while a store that ran out of disk waits to reopen.
     disk: Option<Disk>,
     data_dir: PathBuf,
@@ -172,11 +137,12 @@ impl Engine {
         syncer: Syncer,
         clock: Arc<dyn Clock>,
     ) -> Engine {
-        let Recovered { db, ks, broker, records, .. } = recovered;
+        let Recovered { db, ks, broker, records, jobs, .. } = recovered;
         Engine {
             broker,
             records,
             logs,
+            jobs,
             disk: Some(Disk { db, ks }),
             data_dir: config.data_dir,
             durability: config.durability,
@@ -217,6 +183,20 @@ impl Engine {
             .map_err(|e| format!("reading the body of message {seq}: {e}"))?
             .ok_or_else(|| format!("the body of message {seq} is missing"))?;
         codec::decode(&value).map(Arc::new).map_err(|e| format!("the body of message {seq}: {e}"))
+    }
+
+    /// Sends the webhooks of the jobs that finished in this batch into the callback queue, so
+    /// that they are written with the change that finished them.
+    fn send_job_callbacks(&mut self, now: TimeMs) {
+        for callback in self.jobs.take_callbacks() {
+            match crate::jobs::callback_message(&mut self.broker, &callback, now) {
+                Ok((seq, content)) => {
+                    self.stage_body(seq, content);
+                    Counters::add(&self.shared.counters.messages_sent, 1);
+                }
+                Err(e) => tracing::error!(job = %callback.job_id, "job webhook not sent: {e}"),
+            }
+        }
     }
 
     /// Attaches bodies to deliveries. A delivery whose body cannot be read is left out and
@@ -385,7 +365,8 @@ impl Engine {
             + dedup.len()
             + self.pending_body_writes.len()
             + usize::from(high_water.is_some())
-            + self.records.write_pending(&mut batch, &disk.ks.meta);
+            + self.records.write_pending(&mut batch, &disk.ks.meta)
+            + self.jobs.write_pending(&mut batch);
         for (k, value) in dedup {
             match value {
                 Some(v) => batch.insert(&disk.ks.dedup, k, v),
@@ -420,6 +401,8 @@ impl Engine {
             // Into the kernel's hands before the sync stage is told: its `fdatasync` covers only
             // what was written to the file when it starts.
             disk.db.persist(PersistMode::Buffer).map_err(|e| Failure::of_write("writing a batch", e))?;
+            // Before the turn is handed over, so that the sync that answers it syncs the journal.
+            self.shared.journal_dirty.store(true, Ordering::Release);
         }
         // Stream records after the batch, so that a dedup id is never on disk before the
         // batch that holds it was written; their files go to the sync stage with this turn.
@@ -461,8 +444,11 @@ impl Engine {
             return self.reopen_at.map(|at| at.saturating_duration_since(real_now));
         }
         // `None` from the clock: a manual clock, whose moves wake the loop (`Command::Tick`).
-        let timer = self.broker.next_due().and_then(|at| self.clock.real_wait(at));
-        let poll = self.waiter_deadlines.first().map(|(at, _)| at.saturating_duration_since(real_now));
+        let due = self.broker.next_due().into_iter().chain(self.jobs.board.next_due()).min();
+        let timer = due.and_then(|at| self.clock.real_wait(at));
+        let polls =
+            self.waiter_deadlines.first().map(|(at, _)| *at).into_iter().chain(self.jobs.waiters.next_deadline());
+        let poll = polls.min().map(|at| at.saturating_duration_since(real_now));
         let timer = timer.into_iter().chain(poll).min();
         let sync = match (self.durability, self.unsynced_since) {
             (Durability::Interval(interval), Some(since)) => Some(interval.saturating_sub(since.elapsed())),
@@ -505,6 +491,7 @@ impl Engine {
 
     /// Answers every parked long poll with the poisoned error.
     fn fail_waiters(&mut self, refusal: &StoreError) {
+        self.jobs.fail_waiters(refusal);
         self.waiter_deadlines.clear();
         for (_, queue) in self.waiters.drain() {
             for waiter in queue {
@@ -529,6 +516,7 @@ impl Engine {
         self.pending_bodies.clear();
         self.pending_body_writes.clear();
         self.pending_bytes = 0;
+        self.jobs.clear_pending();
         self.unsynced_since = None;
         let recovered = match crate::recover::recover(&self.data_dir, self.clock.now_ms()) {
             Ok(recovered) => recovered,
@@ -578,10 +566,11 @@ impl Engine {
                 return;
             }
         };
-        let Recovered { db, ks, broker, records, recovery } = recovered;
+        let Recovered { db, ks, broker, records, jobs, recovery } = recovered;
         self.broker = broker;
         self.records = records;
         self.logs = logs;
+        self.jobs.reopened(jobs);
         self.disk = Some(Disk { db, ks });
         self.reopen_at = None;
         *self.shared.refusal.lock().unwrap_or_else(|e| e.into_inner()) = None;
@@ -602,22 +591,11 @@ impl Engine {
         let c = self.broker.counters();
         self.shared.counters.messages_dead_lettered.store(c.dead_lettered, Ordering::Relaxed);
         self.shared.counters.messages_expired.store(c.expired, Ordering::Relaxed);
+        let j = self.jobs.board.counters();
+        self.shared.counters.jobs_lapsed.store(j.lapsed, Ordering::Relaxed);
+        self.shared.counters.jobs_pruned_ttl.store(j.pruned_ttl, Ordering::Relaxed);
+        self.shared.counters.jobs_pruned_budget.store(j.pruned_budget, Ordering::Relaxed);
     }
-}
-
-/// `len` bytes that fjall's journal compression (lz4, for values from 4 KiB) cannot shrink, so
-/// that a probe takes on disk the room it claims to prove.
-fn incompressible(len: usize) -> Vec<u8> {
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    (0..len)
-        .map(|_| {
-            // xorshift64: fast, and without repeats lz4 could find at this length.
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 24) as u8
-        })
-        .collect()
 }
 
 /// The writer loop. Returns when a `Close` arrives or every sender is gone.
@@ -653,6 +631,7 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
         }
         let now = engine.clock.now_ms();
         engine.broker.tick(now);
+        engine.jobs.tick(now);
         let mut replies: Vec<Reply> = Vec::new();
         let mut taken = 0;
         let mut next = first.take();
@@ -679,6 +658,8 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
         }
         engine.serve_waiters(now, &mut replies);
         engine.expire_waiters(Instant::now());
+        crate::jobs::serve(&mut engine.jobs, now, &mut replies);
+        engine.send_job_callbacks(now);
         match engine.commit(now) {
             Ok(records) => {
                 if records > 0 {
@@ -704,6 +685,7 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
     for id in ids {
         engine.drop_waiters(id);
     }
+    engine.jobs.waiters.end_all();
     engine.syncer.drain();
     if let Some(disk) = &engine.disk
         && let Err(e) = disk.db.persist(PersistMode::SyncAll)
@@ -757,26 +739,5 @@ fn refuse_closed(cmd: Command) {
             let _ = ack.send(());
         }
         Command::Tick => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_full_disk_is_told_apart_from_other_write_errors() {
-        use std::io::{Error, ErrorKind};
-        for kind in [ErrorKind::StorageFull, ErrorKind::QuotaExceeded, ErrorKind::FileTooLarge] {
-            assert!(
-                matches!(Failure::of_write("w", fjall::Error::Io(Error::from(kind))), Failure::Full(_)),
-                "{kind:?}"
-            );
-        }
-        // ENOSPC as the OS reports it.
-        assert!(matches!(Failure::of_write("w", fjall::Error::Io(Error::from_raw_os_error(28))), Failure::Full(_)));
-        for e in [fjall::Error::Io(Error::other("EIO")), fjall::Error::Poisoned] {
-            assert!(matches!(Failure::of_write("w", e), Failure::Fatal(_)));
-        }
     }
 }

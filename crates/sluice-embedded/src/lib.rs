@@ -14,12 +14,16 @@
 //!
 //! Modules: `engine` (the writer loop), `sync` (the sync stage), `recover` (open), `codec`
 //! (the on-disk records), `journal` and `tables` (damage checks), `records` (records in
-//! memory), `log` (streams: the log engine of segment files, see its module doc), and one
-//! module per store trait: `queue_store`, `record_store`, `log_store`.
+//! memory), `log` (streams: the log engine of segment files, see its module doc), `jobs` (the
+//! job board on the writer thread, its keyspaces and long polls), and one module per store
+//! trait: `queue_store`, `record_store`, `log_store`, `job_store`.
 
 mod codec;
 mod commit_store;
 mod engine;
+mod failure;
+mod job_store;
+mod jobs;
 mod journal;
 mod log;
 mod log_store;
@@ -127,6 +131,10 @@ struct Shared {
     counters: Counters,
     /// Stream segment files written since the last sync, for the sync stage (`log`).
     log_files: Mutex<Vec<Arc<std::fs::File>>>,
+    /// Set by the writer after it appended a batch to fjall's journal, cleared by the sync stage
+    /// right before it syncs the journal: a turn that only appended stream records (nothing in
+    /// fjall) needs no journal sync.
+    journal_dirty: std::sync::atomic::AtomicBool,
     /// Long polls on streams, woken after durable appends (`log::wake`).
     stream_wakers: log::wake::Wakers,
 }
@@ -150,6 +158,7 @@ impl Shared {
 pub struct Recovery {
     pub queues: usize,
     pub messages: usize,
+    pub jobs: usize,
     pub elapsed: Duration,
 }
 
@@ -204,6 +213,15 @@ impl EmbeddedStore {
     /// What the last open recovered.
     pub fn recovery(&self) -> Recovery {
         self.recovery
+    }
+
+    /// Sets the per-queue budget of finished jobs (by default `JobLimits::default()`).
+    pub async fn set_job_limits(&self, limits: sluice_core::jobs::JobLimits) -> Result<(), StoreError> {
+        self.call(move |e, _now| {
+            e.jobs.board.set_limits(limits);
+            Ok(())
+        })
+        .await
     }
 
     /// Stops the writer after the work already queued and syncs; later calls get

@@ -17,6 +17,9 @@ pub struct Keyspaces {
     pub queues: Keyspace,
     pub messages: Keyspace,
     pub bodies: Keyspace,
+    /// Jobs (`jobs/mod.rs`): their records, and the values stored beside them.
+    pub jobs: Keyspace,
+    pub job_data: Keyspace,
 }
 
 /// What [`recover`] rebuilt from a data directory.
@@ -25,6 +28,7 @@ pub(crate) struct Recovered {
     pub ks: Keyspaces,
     pub broker: Broker,
     pub records: records::Records,
+    pub jobs: crate::jobs::JobState,
     pub recovery: Recovery,
 }
 
@@ -52,6 +56,8 @@ pub(crate) fn recover(path: &Path, now: TimeMs) -> Result<Recovered, OpenError> 
         queues: keyspace("queues")?,
         messages: keyspace("messages")?,
         bodies: keyspace("bodies")?,
+        jobs: keyspace("jobs")?,
+        job_data: keyspace("job_data")?,
     };
     // Damage in a table's index, filter or metadata would hide intact bodies: refuse.
     if let Some((file, reason)) = tables::check_structure(path) {
@@ -108,6 +114,8 @@ pub(crate) fn recover(path: &Path, now: TimeMs) -> Result<Recovered, OpenError> 
     }
     broker.finish_restore();
     let records = records::Records::load(meta).map_err(corrupt)?;
+    let (jobs, job_count) =
+        crate::jobs::recover(ks.jobs.clone(), ks.job_data.clone(), now, Default::default()).map_err(corrupt)?;
     if !stale_dedup.is_empty() {
         let mut batch = db.batch();
         for k in stale_dedup {
@@ -125,9 +133,9 @@ pub(crate) fn recover(path: &Path, now: TimeMs) -> Result<Recovered, OpenError> 
         }
         batch.durability(Some(fjall::PersistMode::SyncData)).commit().map_err(storage)?;
     }
-    let recovery = Recovery { queues, messages, elapsed: started.elapsed() };
-    tracing::debug!(queues, messages, records = records.count(), elapsed = ?recovery.elapsed, "recovered");
-    Ok(Recovered { db, ks, broker, records, recovery })
+    let recovery = Recovery { queues, messages, jobs: job_count, elapsed: started.elapsed() };
+    tracing::debug!(queues, messages, jobs = job_count, records = records.count(), elapsed = ?recovery.elapsed, "recovered");
+    Ok(Recovered { db, ks, broker, records, jobs, recovery })
 }
 
 /// Sorts a fjall error met while opening. Damage (a checksum, a tag or a trailer that does

@@ -51,6 +51,9 @@ pub const SYNC_BATCHES: &str = "sluice_store_sync_batches";
 /// stand-in around it to hold a sync back or make it fail, and see what is answered meanwhile.
 pub type SyncFile = Arc<dyn Fn(&File) -> std::io::Result<()> + Send + Sync>;
 
+/// Most threads that sync stream segment files at once, beside the journal's own sync.
+const LOG_SYNC_THREADS_MAX: usize = 16;
+
 /// `fdatasync` of one file: what [`SyncFile`] is outside tests.
 pub fn sync_data() -> SyncFile {
     Arc::new(|file: &File| file.sync_data())
@@ -168,7 +171,7 @@ impl Stage {
     /// Syncs the journal once for `jobs`; on failure poisons the store and returns its refusal.
     fn sync(&mut self, jobs: &[Job]) -> Result<(), StoreError> {
         let started = Instant::now();
-        if let Err(e) = self.journal.sync().and_then(|()| self.sync_log_files()) {
+        if let Err(e) = self.sync_journal_and_log_files() {
             let reason = format!("syncing a batch: {e}");
             self.shared.poison(&reason);
             return Err(self.shared.refusal().unwrap_or(StoreError::Poisoned(reason)));
@@ -181,16 +184,44 @@ impl Stage {
 }
 
 impl Stage {
-    /// `fdatasync` of every stream segment file the writer wrote to and handed over before
-    /// this sync started (`log`), each once, after the journal.
-    fn sync_log_files(&mut self) -> std::io::Result<()> {
+    /// `fdatasync` of the journal and of every stream segment file the writer wrote to and
+    /// handed over before this sync started, each once, all at the same time: the kernel's
+    /// flushes of separate files overlap (on ext4, fsyncs that run together share one commit of
+    /// the filesystem's journal), so a turn that appended to several partitions waits about one
+    /// sync rather than one per file. Their order does not matter for what is acknowledged,
+    /// which waits for all of them; a crash between them leaves at worst a dedup id past its
+    /// partition's end (dropped when the store opens) or a record without its dedup id (an
+    /// append never acknowledged, which a retry can append again).
+    ///
+    /// The journal is synced only if the writer appended to it since the last journal sync
+    /// began (`journal_dirty`): the writer sets the flag before it hands the turn over, and this
+    /// stage clears it just before syncing, so a write the flag no longer shows was covered by an
+    /// earlier sync that started after it.
+    fn sync_journal_and_log_files(&mut self) -> std::io::Result<()> {
         let mut files = std::mem::take(&mut *self.shared.log_files.lock().unwrap_or_else(|e| e.into_inner()));
+        let journal_dirty = self.shared.journal_dirty.swap(false, Ordering::AcqRel);
+        if files.is_empty() {
+            return if journal_dirty { self.journal.sync() } else { Ok(()) };
+        }
         files.sort_by_key(|f| Arc::as_ptr(f) as usize);
         files.dedup_by(|a, b| Arc::ptr_eq(a, b));
-        for file in files {
-            (self.journal.sync_file)(&file)?;
-        }
-        Ok(())
+        let threads = files.len().min(LOG_SYNC_THREADS_MAX);
+        let sync_file = self.journal.sync_file.clone();
+        let journal = &mut self.journal;
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (files, sync_file) = (&files, sync_file.clone());
+                    scope.spawn(move || files.iter().skip(t).step_by(threads).try_for_each(|f| sync_file(f)))
+                })
+                .collect();
+            let mut outcome = if journal_dirty { journal.sync() } else { Ok(()) };
+            for worker in workers {
+                let synced = worker.join().unwrap_or_else(|_| Err(std::io::Error::other("a sync thread panicked")));
+                outcome = outcome.and(synced);
+            }
+            outcome
+        })
     }
 }
 
@@ -264,6 +295,8 @@ mod tests {
     /// it started and then waits for the test's verdict before syncing for real.
     struct Gate {
         held: AtomicBool,
+        /// Every sync call, held or not.
+        calls: AtomicUsize,
         started: Mutex<mpsc::Sender<()>>,
         verdicts: Mutex<mpsc::Receiver<std::io::Result<()>>>,
     }
@@ -280,6 +313,7 @@ mod tests {
             let (verdicts, verdicts_rx) = mpsc::channel();
             let gate = Arc::new(Gate {
                 held: AtomicBool::new(false),
+                calls: AtomicUsize::new(0),
                 started: Mutex::new(started_tx),
                 verdicts: Mutex::new(verdicts_rx),
             });
@@ -289,6 +323,7 @@ mod tests {
         fn sync_file(&self) -> SyncFile {
             let gate = self.gate.clone();
             Arc::new(move |file: &File| {
+                gate.calls.fetch_add(1, Ordering::SeqCst);
                 if gate.held.load(Ordering::SeqCst) {
                     let _ = gate.started.lock().expect("lock").send(());
                     // A test that forgets a held sync fails it rather than hanging.
@@ -353,6 +388,47 @@ mod tests {
         while store.counters().messages_sent < sent {
             assert!(Instant::now() < deadline, "the writer never ran the sends");
             tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    // Several threads: the test blocks on the gate while its spawned calls go on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_append_is_answered_only_after_its_segment_files_are_synced() {
+        use sluice_core::stream::{NewRecord, StreamConfig};
+        use sluice_store::LogStore;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let driver = Driver::new();
+        let store = open(dir.path(), Durability::Fsync, &driver);
+        store.create_stream("s", StreamConfig { partitions: 2, ..Default::default() }).await.expect("create");
+        let record = |partition, dedup: Option<&str>| NewRecord {
+            partition: Some(partition),
+            body: b"r".to_vec(),
+            dedup_id: dedup.map(str::to_owned),
+            ..Default::default()
+        };
+        let append = |records: Vec<NewRecord>| {
+            let store = store.clone();
+            tokio::spawn(async move { store.append("s", records, None).await })
+        };
+        for (dedup, files) in [(None, 2), (Some("d"), 3)] {
+            // One record into each partition: two segment files, and the journal too when a
+            // dedup id went into fjall.
+            let before = driver.gate.calls.load(Ordering::SeqCst);
+            driver.hold();
+            let appended = append(vec![record(0, dedup), record(1, None)]);
+            for n in 0..files {
+                driver.sync_started(&format!("sync {n} of the append's {files} files"));
+            }
+            assert!(!appended.is_finished(), "the append was answered before its files were synced");
+            for _ in 0..files - 1 {
+                driver.finish_sync(Ok(()));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert!(!appended.is_finished(), "answered before the last of its files was synced");
+            driver.release();
+            let results = appended.await.expect("task").expect("append");
+            assert!(results.iter().all(Result::is_ok), "{results:?}");
+            assert_eq!(driver.gate.calls.load(Ordering::SeqCst) - before, files, "files synced for the append");
         }
     }
 

@@ -4,17 +4,20 @@
 //! `.fifo`). Each call checks its arguments the way the core does (queue names, attributes,
 //! messages, receipts) and then answers as an empty queue would, so that a request's parsing,
 //! conversion and validation run in full and nothing accumulates between fuzz inputs. Records
-//! are checked and forgotten: every record read finds nothing.
+//! are checked and forgotten: every record read finds nothing. Jobs are checked by a board
+//! made for each enqueue and dropped after it: every other job call finds no job.
 
 use async_trait::async_trait;
 use sluice_core::broker::{MoveOutcome, QueueStats, QueueView};
+use sluice_core::jobs::{ClaimSpec, JobBoard, JobError, JobId, NewJob, QueueJobStats};
 use sluice_core::limits::FIFO_SUFFIX;
 use sluice_core::name::validate_queue_name;
 use sluice_core::{EntryError, MessageId, NewMessage, QueueAttributes, QueueAttributesPatch, Receipt, Sent};
 use sluice_store::{
-    CommitStore, Committed, Conflict, EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest,
-    ReceivedMessage, Record, RecordStore, Refused, StoreCounters, StoreError, StoreStatus, VisibilityRule, Write,
-    WriteOutcome, validate_commit, validate_record_key, validate_record_list, validate_record_value,
+    ClaimedJob, CommitStore, Committed, Conflict, EnqueuedJob, EntryResults, HeartbeatAnswer, JobListRequest, JobPage,
+    JobStore, JobView, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage, Record, RecordStore,
+    Refused, StoreCounters, StoreError, StoreStatus, VisibilityRule, Write, WriteOutcome, parse_lease, validate_commit,
+    validate_record_key, validate_record_list, validate_record_value, validate_wait_ms,
 };
 
 pub struct ParseOnlyStore;
@@ -180,6 +183,54 @@ impl CommitStore for ParseOnlyStore {
             });
         }
         Ok(Ok(outcomes))
+    }
+}
+
+#[async_trait]
+impl JobStore for ParseOnlyStore {
+    async fn enqueue_job(&self, job: NewJob) -> Result<EnqueuedJob, StoreError> {
+        let mut board = JobBoard::default();
+        let id = board.enqueue(JobId(1), job, 0)?.id();
+        let record = board.get(id).ok_or(JobError::NotFound(id))?;
+        let view =
+            JobView { record, details: Default::default(), payload: None, result: None, progress: None, error: None };
+        Ok(EnqueuedJob { view, created: true })
+    }
+    async fn get_job(&self, id: JobId, wait_ms: u64) -> Result<JobView, StoreError> {
+        validate_wait_ms(wait_ms)?;
+        Err(JobError::NotFound(id).into())
+    }
+    async fn list_jobs(&self, _: JobListRequest) -> Result<JobPage, StoreError> {
+        Ok(JobPage::default())
+    }
+    async fn cancel_job(&self, id: JobId) -> Result<JobView, StoreError> {
+        Err(JobError::NotFound(id).into())
+    }
+    async fn claim_jobs(&self, spec: ClaimSpec, wait_ms: u64) -> Result<Vec<ClaimedJob>, StoreError> {
+        validate_wait_ms(wait_ms)?;
+        spec.validate().map_err(JobError::from)?;
+        Ok(Vec::new())
+    }
+    async fn heartbeat_job(
+        &self,
+        id: JobId,
+        lease: &str,
+        _: Option<Vec<u8>>,
+        _: Option<u64>,
+    ) -> Result<HeartbeatAnswer, StoreError> {
+        parse_lease(lease)?;
+        Err(JobError::NotFound(id).into())
+    }
+    async fn complete_job(&self, id: JobId, lease: &str, _: Vec<u8>) -> Result<JobView, StoreError> {
+        parse_lease(lease)?;
+        Err(JobError::NotFound(id).into())
+    }
+    async fn fail_job(&self, id: JobId, lease: &str, _: String, _: bool) -> Result<JobView, StoreError> {
+        parse_lease(lease)?;
+        Err(JobError::NotFound(id).into())
+    }
+    async fn job_stats(&self) -> Result<Vec<QueueJobStats>, StoreError> {
+        Ok(Vec::new())
     }
 }
 

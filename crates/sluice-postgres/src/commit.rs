@@ -1,8 +1,10 @@
 //! `CommitStore::commit`: every write in one transaction, in order; the first refused message
 //! or failed record condition rolls the whole transaction back. Long polls of the queues it sent
-//! into are woken after the commit, as for a plain send.
+//! into (and the streams it appended to) are woken after the commit, as for a plain send or
+//! append. An append takes its offsets from its partitions' rows in the same transaction, so
+//! its records appear, gapless, exactly when the rest of the commit does.
 
-use sluice_store::{Committed, Conflict, Refused, StoreError, Write, WriteOutcome, validate_commit};
+use sluice_store::{Committed, Conflict, LogError, Refused, StoreError, Write, WriteOutcome, validate_commit};
 
 use crate::queues::lookup;
 use crate::{Counters, Inner, db_error};
@@ -15,12 +17,17 @@ const REPLACE: &str = "UPDATE records SET value = $4, updated_at = sluice_now_ms
     WHERE kind = $1 AND key = $2 AND value = $3";
 const DELETE: &str = "DELETE FROM records WHERE kind = $1 AND key = $2";
 
-pub async fn commit(inner: &Inner, writes: Vec<Write>) -> Result<Committed, StoreError> {
+pub async fn commit(
+    inner: &Inner,
+    rr: &crate::streams::RoundRobin,
+    writes: Vec<Write>,
+) -> Result<Committed, StoreError> {
     validate_commit(&writes)?;
     let mut client = inner.client().await?;
     let tx = client.transaction().await.map_err(db_error)?;
     let mut outcomes = Vec::with_capacity(writes.len());
     let mut woken = Vec::new();
+    let mut appends = Vec::new();
     let (mut sent, mut changed) = (0u64, 0u64);
     for (index, write) in writes.into_iter().enumerate() {
         // Dropping `tx` without committing rolls every earlier write back.
@@ -60,6 +67,25 @@ pub async fn commit(inner: &Inner, writes: Vec<Write>) -> Result<Committed, Stor
                 changed += execute(&tx, DELETE, &[&kind, &key]).await?;
                 outcomes.push(WriteOutcome::Recorded);
             }
+            Write::Append { stream, records } => {
+                let appended = match crate::streams::append_in(&tx, rr, &stream, records, None).await {
+                    Ok(appended) => appended,
+                    Err(LogError::StreamNotFound(name)) => return refused(Conflict::StreamNotFound(name)),
+                    Err(LogError::Store(e)) => return Err(e),
+                    Err(LogError::Invalid(v)) => return Err(v.into()),
+                    // Only an append with an expectation meets the rest, and a commit has none.
+                    Err(other) => unreachable!("an append without an expectation failed with {other}"),
+                };
+                let mut places = Vec::with_capacity(appended.results.len());
+                for (record, result) in appended.results.iter().enumerate() {
+                    match result {
+                        Ok(place) => places.push(*place),
+                        Err(error) => return refused(Conflict::RecordRefused { record, error: error.clone() }),
+                    }
+                }
+                outcomes.push(WriteOutcome::Appended(places));
+                appends.push(appended);
+            }
         }
     }
     tx.commit().await.map_err(db_error)?;
@@ -69,6 +95,9 @@ pub async fn commit(inner: &Inner, writes: Vec<Write>) -> Result<Committed, Stor
     woken.sort_unstable();
     woken.dedup();
     inner.notify(&woken).await;
+    for appended in appends {
+        appended.done(inner).await;
+    }
     Ok(Ok(outcomes))
 }
 

@@ -35,6 +35,8 @@
 //! - `records`: durable configuration records (topics, subscriptions), one row each.
 //! - `streams`: streams (migration 6): records as rows, offsets from each partition's row in
 //!   the append's transaction, groups as rows whose state core's rules change, a chunked sweep.
+//! - `jobs`: async jobs (core's job state machine in SQL over the `jobs` table), their long
+//!   polls and their part of the sweep.
 //!
 //! Time is the database's clock (`sluice_now_ms()` in SQL), so nodes with drifting clocks agree
 //! on when holds and delays end.
@@ -45,6 +47,7 @@ mod commit;
 mod fair;
 mod fifo;
 mod fragments;
+mod jobs;
 mod messages;
 pub mod migrate;
 mod queues;
@@ -95,6 +98,8 @@ pub struct PostgresOptions {
     pub vacuum_dead_rows_max: u64,
     /// How often one node reads the churning tables' dead rows (from `pg_stat_user_tables`).
     pub vacuum_check_interval_ms: u64,
+    /// Each job queue's budget of finished jobs, kept by the sweeper.
+    pub job_limits: sluice_core::jobs::JobLimits,
 }
 
 /// Default of [`PostgresOptions::vacuum_dead_rows_max`]: the threshold migration 1 gives
@@ -109,6 +114,7 @@ impl Default for PostgresOptions {
             sweep_interval_ms: 250,
             vacuum_dead_rows_max: VACUUM_DEAD_ROWS_MAX_DEFAULT,
             vacuum_check_interval_ms: 1_000,
+            job_limits: sluice_core::jobs::JobLimits::default(),
         }
     }
 }
@@ -149,6 +155,7 @@ pub(crate) struct Inner {
     /// Long polls on streams, by stream id (`streams`).
     stream_wakers: Arc<wake::Wakers>,
     counters: Counters,
+    job_limits: sluice_core::jobs::JobLimits,
 }
 
 /// Maps a database failure to the error a store call returns: `Unavailable`, which the server
@@ -242,6 +249,7 @@ impl PostgresStore {
             wakers: wakers.clone(),
             stream_wakers: stream_wakers.clone(),
             counters: Counters::default(),
+            job_limits: options.job_limits.sane(),
         });
         let mut tasks = vec![
             tokio::spawn(wake::run(config, channel, wakers, stream_wakers, listener)),
@@ -445,7 +453,7 @@ impl RecordStore for PostgresStore {
 #[async_trait]
 impl CommitStore for PostgresStore {
     async fn commit_all(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
-        commit::commit(&self.inner, writes).await
+        commit::commit(&self.inner, &self.round_robin, writes).await
     }
 }
 

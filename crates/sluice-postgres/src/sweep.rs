@@ -11,7 +11,9 @@
 //!    when message groups with nothing visible were last served (both every
 //!    `RETENTION_EVERY_SWEEPS` sweeps); deletes FIFO deduplication keys whose window ended;
 //!    deletes messages and deduplication keys left under a deleted queue's id by a send that
-//!    raced the delete.
+//!    raced the delete;
+//! 3. then the jobs' part (`jobs/sweep.rs`, under a lock of its own): lapsed leases, finished
+//!    jobs past their TTL, and on retention sweeps each job queue's budget.
 //!
 //! Ending holds commits on its own because the rows it updates are messages other calls want:
 //! they stay visible throughout, and a redrive step that meets one locked skips it and has to
@@ -159,8 +161,12 @@ async fn sweep_pass(inner: &Inner, with_retention: bool) -> Result<SweepPass, St
         return Ok(SweepPass { leased: false, more: false });
     };
     let tidied = tidy(inner, with_retention).await?;
+    // Jobs: lapsed leases, pruning (and every retention sweep, the budgets), under a lock of
+    // their own.
+    let jobs = crate::jobs::sweep::pass(inner, inner.job_limits, with_retention).await?;
     let full = |n: u64| n >= SWEEP_BATCH_MAX as u64;
-    Ok(SweepPass { leased: true, more: full(ended) || tidied.is_some_and(|t| t.full()) })
+    let more = full(ended) || tidied.is_some_and(|t| t.full()) || jobs.is_some_and(|j| j.full());
+    Ok(SweepPass { leased: true, more })
 }
 
 /// Step 1 of a sweep in a transaction of its own: ends expired holds, then wakes long polls on

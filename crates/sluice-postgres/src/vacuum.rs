@@ -30,7 +30,7 @@ use crate::{Inner, describe};
 
 /// The tables whose rows churn: every one gets inserts and deletes (or updates) in proportion
 /// to the messages sent.
-pub const CHURNING_TABLES: [&str; 3] = ["messages", "dedup", "fair_groups"];
+pub const CHURNING_TABLES: [&str; 4] = ["messages", "dedup", "fair_groups", "jobs"];
 
 /// Vacuums run by a store, in the `metrics` registry (rendered by `/metrics` in `sluice serve`),
 /// labelled by table.

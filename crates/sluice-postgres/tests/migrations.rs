@@ -28,7 +28,7 @@ async fn migrations_apply_once_and_a_newer_schema_is_refused() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, (1..=known).collect::<Vec<_>>(), "each migration recorded once");
+    assert_eq!(versions, MIGRATIONS.iter().map(|m| m.version).collect::<Vec<_>>(), "each migration recorded once");
 
     client.execute("INSERT INTO schema_migrations (version, name) VALUES (999, 'from the future')", &[]).await.unwrap();
     match PostgresStore::connect(&url, schema.options()).await {

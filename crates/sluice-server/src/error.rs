@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use sluice_api::{ErrorBody, ErrorCode, ErrorResponse};
+use sluice_core::jobs::JobError;
 use sluice_core::{BrokerError, EntryError, ValidationError};
 use sluice_services::redrive::RedriveError;
 use sluice_store::StoreError;
@@ -98,6 +99,23 @@ impl From<StoreError> for ApiError {
             StoreError::StorageFull(reason) => ApiError::new(ErrorCode::InsufficientStorage, reason),
             StoreError::Unavailable(reason) => ApiError::new(ErrorCode::StoreUnavailable, reason),
             StoreError::ShuttingDown => ApiError::new(ErrorCode::ShuttingDown, "storage is shutting down"),
+            StoreError::Job(j) => j.into(),
+        }
+    }
+}
+
+impl From<JobError> for ApiError {
+    fn from(e: JobError) -> ApiError {
+        let message = e.to_string();
+        match e {
+            JobError::NotFound(id) => {
+                ApiError::new(ErrorCode::JobNotFound, message).with_details(json!({ "job": id.to_string() }))
+            }
+            JobError::StaleLease { id, status } => ApiError::new(ErrorCode::StaleLease, message)
+                .with_details(json!({ "job": id.to_string(), "status": status.as_str() })),
+            JobError::Finished { id, status } => ApiError::new(ErrorCode::JobFinished, message)
+                .with_details(json!({ "job": id.to_string(), "status": status.as_str() })),
+            JobError::Invalid(v) => v.into(),
         }
     }
 }
@@ -198,6 +216,31 @@ impl From<sluice_services::alerts::AlertError> for ApiError {
                 .with_details(json!({ "alert_rules_max": sluice_services::alerts::ALERT_RULES_MAX })),
             A::Corrupt(reason) => ApiError::new(ErrorCode::Internal, reason),
             A::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<sluice_services::relays::RelayError> for ApiError {
+    fn from(e: sluice_services::relays::RelayError) -> ApiError {
+        use sluice_services::relays::RelayError;
+        let message = e.to_string();
+        match e {
+            RelayError::NotFound(name) => {
+                ApiError::new(ErrorCode::RelayNotFound, message).with_details(json!({ "relay": name }))
+            }
+            RelayError::Exists(name) => {
+                ApiError::new(ErrorCode::RelayExists, message).with_details(json!({ "relay": name }))
+            }
+            RelayError::SourceInUse { relay } => {
+                ApiError::new(ErrorCode::RelaySourceInUse, message).with_details(json!({ "relay": relay }))
+            }
+            RelayError::Invalid(v) => v.into(),
+            RelayError::SourceUnreachable(why) => ApiError::new(ErrorCode::RelaySourceUnreachable, why),
+            RelayError::SourceInvalid(why) => ApiError::new(ErrorCode::RelaySourceInvalid, why),
+            RelayError::LimitExceeded => ApiError::new(ErrorCode::LimitExceeded, message),
+            RelayError::Contended => ApiError::new(ErrorCode::Contended, message),
+            RelayError::Corrupt(why) => ApiError::new(ErrorCode::Internal, why),
+            RelayError::Store(e) => e.into(),
         }
     }
 }

@@ -20,6 +20,7 @@ mod convert;
 mod error;
 mod extract;
 mod health;
+mod jobs;
 mod messages;
 mod metrics;
 mod observe;
@@ -27,6 +28,7 @@ mod openapi;
 mod paging;
 mod queues;
 mod redrive;
+mod relays;
 mod schedule_routes;
 mod schema_routes;
 mod stats_routes;
@@ -44,6 +46,7 @@ use axum::routing::{get, post};
 pub use sluice_clock::{Clock, ManualClock, Sleep, SystemClock};
 use sluice_core::limits::REQUEST_BYTES_MAX;
 use sluice_services::alerts::{Alerts, AlertsConfig};
+use sluice_services::jobs::JobsConfig;
 use sluice_services::redrive::Redrives;
 use sluice_services::sqs::SqsState;
 use sluice_services::stats::Stats;
@@ -73,6 +76,13 @@ pub struct ServerConfig {
     pub stats_sample_ms: u64,
     /// How often alert rules are evaluated (`sluice_services::alerts`); tests shorten it.
     pub alert_evaluate_ms: u64,
+    /// This node's name on outbox relay leases: a node restarted under the same name takes
+    /// its relays back at once. `None`: a random name (a restart then waits for the leases
+    /// to run out, as another node would).
+    pub relay_node: Option<String>,
+    /// The secret job completion webhooks are signed with; made once and shared by every node
+    /// through the store when `None`.
+    pub job_callback_secret: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -83,6 +93,8 @@ impl Default for ServerConfig {
             access_keys: Vec::new(),
             stats_sample_ms: sluice_services::stats::STATS_SAMPLE_MS_DEFAULT,
             alert_evaluate_ms: sluice_services::alerts::ALERT_EVALUATE_MS_DEFAULT,
+            relay_node: None,
+            job_callback_secret: None,
         }
     }
 }
@@ -151,8 +163,15 @@ pub fn services(
 ) -> Arc<Services> {
     let arns = Arns { region: config.region.clone(), account: config.account.clone() };
     let alerts = AlertsConfig { evaluate_ms: config.alert_evaluate_ms, ..AlertsConfig::default() };
-    let services =
-        ServicesConfig { push, stats_sample_ms: config.stats_sample_ms, alerts, ..ServicesConfig::new(arns) };
+    let jobs = JobsConfig { callback_secret: config.job_callback_secret.clone(), ..JobsConfig::default() };
+    let services = ServicesConfig {
+        push,
+        stats_sample_ms: config.stats_sample_ms,
+        alerts,
+        relay_node: config.relay_node.clone(),
+        jobs,
+        ..ServicesConfig::new(arns)
+    };
     Services::new(store, clock, services)
 }
 
@@ -160,6 +179,8 @@ pub fn services(
 pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
     // Installed before the first request so that the first request is measured too.
     metrics::handle();
+    // Completion webhooks carry the job as `GET /v1/jobs/{id}` shows it.
+    services.jobs().set_renderer(Arc::new(jobs::webhook_body));
     let state = AppState { services, config: Arc::new(config) };
     Router::new()
         .route("/v1/queues", get(queues::list_queues).post(queues::create_queue))
@@ -191,6 +212,8 @@ pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
         .merge(schedule_routes::routes())
         .merge(schema_routes::routes())
         .merge(streams::routes())
+        .merge(relays::routes())
+        .merge(jobs::routes())
         .route("/v1/openapi.json", get(openapi::openapi_json))
         .route("/metrics", get(metrics::scrape))
         .route("/healthz", get(health::healthz))

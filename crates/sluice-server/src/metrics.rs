@@ -13,7 +13,9 @@ use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use sluice_core::broker::QueueView;
+use sluice_core::jobs::{JobStatus, QueueJobStats};
 use sluice_core::limits::LIST_QUEUES_LIMIT_MAX;
+use sluice_services::jobs;
 use sluice_store::Store;
 
 use crate::AppState;
@@ -24,6 +26,9 @@ pub const HTTP_REQUEST_DURATION: &str = "sluice_http_request_duration_seconds";
 /// Latency buckets, in seconds: from sub-millisecond answers to the longest long poll (20 s).
 const HTTP_BUCKETS: &[f64] =
     &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0];
+/// Job queue waits and durations, in seconds: from a millisecond to a day.
+const JOB_BUCKETS: &[f64] =
+    &[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 86400.0];
 
 static PROMETHEUS: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
@@ -34,10 +39,16 @@ pub fn handle() -> Option<&'static PrometheusHandle> {
         .get_or_init(|| {
             let installed = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Full(HTTP_REQUEST_DURATION.to_string()), HTTP_BUCKETS)
+                .and_then(|b| b.set_buckets_for_metric(Matcher::Full(jobs::QUEUE_WAIT_METRIC.to_string()), JOB_BUCKETS))
+                .and_then(|b| b.set_buckets_for_metric(Matcher::Full(jobs::DURATION_METRIC.to_string()), JOB_BUCKETS))
                 .and_then(PrometheusBuilder::install_recorder);
             match installed {
                 Ok(handle) => {
                     metrics::describe_histogram!(HTTP_REQUEST_DURATION, "Time to answer an HTTP request, by route and status.");
+                    metrics::describe_histogram!(jobs::QUEUE_WAIT_METRIC, "How long claimable jobs waited for a worker, by queue.");
+                    metrics::describe_histogram!(jobs::DURATION_METRIC, "How long job attempts ran, by queue and outcome.");
+                    metrics::describe_counter!(jobs::ATTEMPTS_METRIC, "Job attempts started (claims), by queue.");
+                    metrics::describe_counter!(jobs::ENQUEUED_METRIC, "Jobs enqueued, by queue.");
                     Some(handle)
                 }
                 Err(e) => {
@@ -73,9 +84,11 @@ pub fn record_request(method: &str, route: &str, status: u16, seconds: f64) {
 )]
 pub async fn scrape(State(state): State<AppState>) -> Result<Response, ApiError> {
     let queues = all_queues(state.store().as_ref()).await?;
+    let job_stats = state.services.jobs().stats().await?;
     let mut text = handle().map(PrometheusHandle::render).unwrap_or_default();
-    text.push_str(&render_store(state.store().as_ref(), &queues));
+    text.push_str(&render_store(state.store().as_ref(), &queues, &job_stats));
     text.push_str(&crate::streams::metrics_text(state.store().as_ref()).await?);
+    text.push_str(&crate::relays::render_metrics(&state).await?);
     Ok(([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
 }
 
@@ -93,7 +106,7 @@ async fn all_queues(store: &dyn Store) -> Result<Vec<QueueView>, ApiError> {
     }
 }
 
-fn render_store(store: &dyn Store, queues: &[QueueView]) -> String {
+fn render_store(store: &dyn Store, queues: &[QueueView], job_stats: &[QueueJobStats]) -> String {
     let recorder = PrometheusBuilder::new().build_recorder();
     metrics::with_local_recorder(&recorder, || {
         metrics::describe_gauge!("sluice_queue_visible", "Messages a receive could get now.");
@@ -116,6 +129,15 @@ fn render_store(store: &dyn Store, queues: &[QueueView]) -> String {
                 metrics::gauge!("sluice_queue_dlq_depth", "queue" => name).set(depth as f64);
             }
         }
+        metrics::describe_gauge!("sluice_jobs", "Jobs by queue and status (finished ones until pruned).");
+        metrics::describe_gauge!("sluice_job_result_bytes", "Result bytes held by a queue's finished jobs.");
+        for q in job_stats {
+            for status in JobStatus::ALL {
+                let labels = [("queue", q.queue.clone()), ("status", status.as_str().to_string())];
+                metrics::gauge!("sluice_jobs", &labels).set(q.counts[status.index()] as f64);
+            }
+            metrics::gauge!("sluice_job_result_bytes", "queue" => q.queue.clone()).set(q.result_bytes as f64);
+        }
         let c = store.counters();
         let counters = [
             ("sluice_messages_sent_total", "Messages accepted by sends.", c.messages_sent),
@@ -125,11 +147,15 @@ fn render_store(store: &dyn Store, queues: &[QueueView]) -> String {
             ("sluice_messages_expired_total", "Messages deleted at the end of their retention.", c.messages_expired),
             ("sluice_store_batches_total", "Write batches made durable (group commits).", c.batches_committed),
             ("sluice_store_records_total", "Records in those batches.", c.records_committed),
+            ("sluice_jobs_lapsed_total", "Job attempts whose lease lapsed (worker gone or timed out).", c.jobs_lapsed),
         ];
         for (name, help, value) in counters {
             metrics::describe_counter!(name, help);
             metrics::counter!(name).absolute(value);
         }
+        metrics::describe_counter!("sluice_jobs_pruned_total", "Finished jobs pruned, by reason (`ttl`, `budget`).");
+        metrics::counter!("sluice_jobs_pruned_total", "reason" => "ttl").absolute(c.jobs_pruned_ttl);
+        metrics::counter!("sluice_jobs_pruned_total", "reason" => "budget").absolute(c.jobs_pruned_budget);
     });
     recorder.handle().render()
 }

@@ -11,7 +11,7 @@ use sluice_api as api;
 use sluice_api::{ErrorCode, ErrorResponse};
 use sluice_core::ValidationError;
 use sluice_core::message::MessageContent;
-use sluice_services::schedules::{self as schedules, Definition, ScheduleError, ScheduleView, Target};
+use sluice_services::schedules::{self as schedules, Definition, JobTarget, ScheduleError, ScheduleView, Target};
 use utoipa::{IntoParams, OpenApi};
 
 use crate::AppState;
@@ -38,7 +38,7 @@ pub fn routes() -> Router<AppState> {
 #[derive(OpenApi)]
 #[openapi(
     paths(create, list, get_one, delete, pause, resume),
-    tags((name = "schedules", description = "Recurring sends into a queue or a topic (cron or fixed interval), each tick fired once"))
+    tags((name = "schedules", description = "Recurring sends into a queue, a topic, a stream or a job queue (cron or fixed interval), each tick fired once"))
 )]
 pub struct ScheduleDoc;
 
@@ -71,12 +71,14 @@ fn definition(r: api::CreateScheduleRequest) -> Result<Definition, ApiError> {
     let target = match r.target {
         api::ScheduleTarget { queue: Some(q), topic: None, stream: None, job: None } => Target::Queue(q),
         api::ScheduleTarget { queue: None, topic: Some(t), stream: None, job: None } => Target::Topic(t),
-        api::ScheduleTarget { queue: None, topic: None, stream: Some(_), job: None } => {
-            return Err(invalid("target.stream", "streams are not available as a schedule's target yet"));
-        }
-        api::ScheduleTarget { queue: None, topic: None, stream: None, job: Some(_) } => {
-            return Err(invalid("target.job", "jobs are not available as a schedule's target yet"));
-        }
+        api::ScheduleTarget { queue: None, topic: None, stream: Some(s), job: None } => Target::Stream(s),
+        api::ScheduleTarget { queue: None, topic: None, stream: None, job: Some(j) } => Target::Job(JobTarget {
+            queue: j.queue,
+            job_type: j.job_type,
+            priority: j.priority,
+            timeout_ms: j.timeout_ms,
+            max_attempts: j.max_attempts,
+        }),
         _ => return Err(invalid("target", "name exactly one of queue, topic, stream or job")),
     };
     for (field, given) in [
@@ -122,10 +124,21 @@ fn definition(r: api::CreateScheduleRequest) -> Result<Definition, ApiError> {
 fn view(v: &ScheduleView) -> api::Schedule {
     let d = &v.record.definition;
     let s = &v.record.state;
-    let (queue, topic) = match &d.target {
-        Target::Queue(q) => (Some(q.clone()), None),
-        Target::Topic(t) => (None, Some(t.clone())),
-    };
+    let mut target = api::ScheduleTarget::default();
+    match &d.target {
+        Target::Queue(q) => target.queue = Some(q.clone()),
+        Target::Topic(t) => target.topic = Some(t.clone()),
+        Target::Stream(s) => target.stream = Some(s.clone()),
+        Target::Job(j) => {
+            target.job = Some(api::ScheduleJob {
+                queue: j.queue.clone(),
+                job_type: j.job_type.clone(),
+                priority: j.priority,
+                timeout_ms: j.timeout_ms,
+                max_attempts: j.max_attempts,
+            })
+        }
+    }
     let status = if s.paused {
         "paused"
     } else if s.next_tick_ms.is_none() {
@@ -140,7 +153,7 @@ fn view(v: &ScheduleView) -> api::Schedule {
         cron: d.cron.clone(),
         every_ms: d.every_ms,
         timezone: d.timezone.clone(),
-        target: api::ScheduleTarget { queue, topic, stream: None, job: None },
+        target,
         message,
         catch_up: match d.catch_up {
             schedules::CatchUp::None => api::CatchUp::None,

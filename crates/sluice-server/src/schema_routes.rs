@@ -85,6 +85,16 @@ pub fn violation_body(v: &Violation) -> ErrorBody {
     }
 }
 
+/// A refusal at the door of a single call (a job's enqueue): 400 `schema_validation_failed`.
+pub fn violation_error(v: &Violation) -> ApiError {
+    let body = violation_body(v);
+    let error = ApiError::new(ErrorCode::SchemaValidationFailed, body.message);
+    match body.details {
+        Some(details) => error.with_details(details),
+        None => error,
+    }
+}
+
 fn failure(f: &sluice_services::schemas::validate::Failure) -> api::SchemaFailure {
     api::SchemaFailure { pointer: f.pointer.clone(), schema_path: f.schema_path.clone(), message: f.message.clone() }
 }
@@ -319,14 +329,7 @@ pub async fn refuse_invalid<M: std::borrow::Borrow<sluice_core::NewMessage>>(
     let mut refused = Vec::new();
     let mut kept = Vec::with_capacity(messages.len());
     for (position, message) in messages.drain(..) {
-        let m = message.borrow();
-        let named = |name: &str| match m.attributes.get(name).map(|a| &a.value) {
-            Some(sluice_core::message::AttributeData::Text(t)) => Some(t.clone()),
-            _ => None,
-        };
-        let r#type = m.envelope.r#type.clone().or_else(|| named(sluice_services::schemas::ATTRIBUTE_TYPE));
-        let version = m.envelope.version.clone().or_else(|| named(sluice_services::schemas::ATTRIBUTE_VERSION));
-        match schemas.check_message(r#type.as_deref(), version.as_deref(), &m.body, m.body_binary).await? {
+        match schemas.check_new_message(message.borrow()).await? {
             Ok(()) => kept.push((position, message)),
             Err(violation) => refused.push((position, violation)),
         }

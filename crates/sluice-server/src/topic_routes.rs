@@ -447,6 +447,9 @@ pub async fn publish(
             structure_json: false,
             group_id: message.group_id,
             dedup_id: message.dedup_id,
+            message_id: None,
+            // The type is the attribute sluice.type (set from `type` above, natively).
+            schema_type: None,
         });
     }
     let origin = origin(&state, &headers);

@@ -14,8 +14,12 @@
 //! - `stats`: the short history of the store's totals and every queue's counts (the
 //!   dashboard's charts), and the per-queue counting of sends, receives and acks behind it.
 //! - `alerts`: alert rules, their evaluation by one node (leased), and webhook notifications.
+//! - `jobs`: async jobs over the store's `JobStore`, their metrics, and the completion-webhook
+//!   worker (`jobs/callbacks.rs`, the push worker's delivery reused).
+//! - `relays`: outbox relays, publishing the rows of an application's own database (store
+//!   records for configuration and state; one node per relay by lease).
 //!
-//! Every later long-running feature (jobs, sagas, outbox relays, schedules, alerts) is a module
+//! Every later long-running feature (sagas, the event store) is a module
 //! here, started by [`Services::start`] and stopped with the [`Running`] handle it returns.
 //!
 //! Time comes from the one [`Clock`] the services are built with, so that every timer here can
@@ -23,7 +27,9 @@
 //! deliveries; they serve nothing.
 
 pub mod alerts;
+pub mod jobs;
 pub mod redrive;
+pub mod relays;
 pub mod schemas;
 pub mod schedules;
 pub mod sqs;
@@ -38,7 +44,9 @@ use sluice_store::{Store, StoreParts};
 use tokio::task::JoinHandle;
 
 use alerts::{Alerts, AlertsConfig};
+use jobs::{Jobs, JobsConfig};
 use redrive::Redrives;
+use relays::Relays;
 use schedules::Schedules;
 use schemas::Schemas;
 use sqs::SqsState;
@@ -47,13 +55,17 @@ use topics::worker::{Endpoints, PushConfig};
 use topics::{Arns, Topics};
 
 /// How the services are set up: the ARNs they write (account and region), the push
-/// worker's timeouts and breaker, the stats sampler's interval and the alert evaluator's.
+/// worker's timeouts and breaker, the stats sampler's interval, the alert evaluator's, and the
+/// node's name on relay leases.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServicesConfig {
     pub arns: Arns,
     pub push: PushConfig,
     pub stats_sample_ms: u64,
     pub alerts: AlertsConfig,
+    /// This node's name on relay leases; see [`Relays`]. `None`: a random name.
+    pub relay_node: Option<String>,
+    pub jobs: JobsConfig,
 }
 
 impl ServicesConfig {
@@ -64,6 +76,8 @@ impl ServicesConfig {
             push: PushConfig::default(),
             stats_sample_ms: STATS_SAMPLE_MS_DEFAULT,
             alerts: AlertsConfig::default(),
+            relay_node: None,
+            jobs: JobsConfig::default(),
         }
     }
 }
@@ -81,6 +95,8 @@ pub struct Services {
     sqs: SqsState,
     stats: Arc<Stats>,
     alerts: Arc<Alerts>,
+    relays: Relays,
+    jobs: Arc<Jobs>,
 }
 
 impl Services {
@@ -93,6 +109,7 @@ impl Services {
             records: store.clone(),
             commits: store.clone(),
             logs: store.clone(),
+            jobs: store.clone(),
             status: store,
         });
         let schemas = Schemas::new(store.clone(), clock.clone());
@@ -104,6 +121,8 @@ impl Services {
             redrives: Redrives::new(store.clone(), clock.clone()),
             push: Arc::new(Endpoints::new(config.push)),
             sqs: SqsState::default(),
+            relays: Relays::new(config.relay_node),
+            jobs: Arc::new(Jobs::new(store.clone(), clock.clone(), config.jobs)),
             stats: Arc::new(Stats::new(store.clone(), clock.clone(), counts, config.stats_sample_ms)),
             alerts: Arc::new(Alerts::new(store.clone(), clock.clone(), config.alerts)),
             store,
@@ -151,9 +170,17 @@ impl Services {
         &self.alerts
     }
 
+    pub fn relays(&self) -> &Relays {
+        &self.relays
+    }
+
+    pub fn jobs(&self) -> &Arc<Jobs> {
+        &self.jobs
+    }
+
     /// Starts the background work: the push worker (subscriptions and alert webhooks), the
-    /// schedules' loop, the stream sweep, the stats sampler and the alert evaluator. Redrives
-    /// start on request.
+    /// schedules' loop, the stream sweep, the stats sampler, the alert evaluator, the job callback
+    /// worker and the relays' supervisor. Redrives start on request.
     pub fn start(self: &Arc<Self>) -> Running {
         // Stopped with the server: a POST cut short leaves its delivery to reappear after its
         // visibility timeout and be pushed again (at least once).
@@ -168,7 +195,9 @@ impl Services {
         let stream_sweep = streams::spawn(self.store.clone());
         let sampler = self.stats.spawn();
         let evaluator = self.alerts.spawn();
-        let tasks = vec![push_worker, schedules, stream_sweep, sampler, evaluator];
+        let callback_worker = jobs::callbacks::spawn(self.jobs.clone(), self.push.clone());
+        Relays::start(self);
+        let tasks = vec![push_worker, schedules, stream_sweep, sampler, evaluator, callback_worker];
         Running { services: self.clone(), tasks }
     }
 
@@ -176,6 +205,7 @@ impl Services {
     /// step), so that a long redrive does not keep moving messages while the server winds down.
     pub fn stop(&self) {
         self.redrives.stop_all();
+        self.relays.stop();
     }
 }
 
@@ -183,17 +213,20 @@ impl Services {
 /// begins to shut down, then [`Running::join`] once requests are finished.
 pub struct Running {
     services: Arc<Services>,
-    /// The background tasks (push worker, schedules, stream sweep, sampler, evaluator):
+    /// The background tasks (push worker, schedules, stream sweep, sampler, evaluator, job
+    /// callbacks):
     /// stopped by aborting them.
     tasks: Vec<JoinHandle<()>>,
 }
 
 impl Running {
-    /// Waits for the work that [`Services::stop`] ended, then drops the push worker's,
+    /// Waits for the work that [`Services::stop`] ended (redrives, relays, each after its
+    /// current step), then drops the push worker's,
     /// sampler's and evaluator's tasks, and lets the evaluator's lease go so that another node
     /// takes over at once.
     pub async fn join(self) {
         self.services.redrives.join_all().await;
+        self.services.relays.join().await;
         for task in &self.tasks {
             task.abort();
         }

@@ -1,7 +1,8 @@
 //! Schedules on a manual clock over real stores: every tick fires exactly once, on time, across
 //! restarts of the services and of the store, with each catch-up policy after downtime, into a
-//! topic, after a missing target appears, and with two nodes racing for every tick (two services
-//! over one embedded store, and over one PostgreSQL database when `SLUICE_TEST_PG_URL` is set).
+//! topic, into a stream and into a job queue, after a missing target appears, and with two nodes racing for every
+//! tick (two services over one embedded store, and over one PostgreSQL database when
+//! `SLUICE_TEST_PG_URL` is set).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -275,6 +276,181 @@ async fn bad_definitions_are_refused_and_the_same_one_twice_is_one_schedule() {
     assert!(matches!(s.get("nope").await, Err(ScheduleError::NotFound(_))));
     assert!(s.delete("s").await.unwrap());
     assert!(!s.delete("s").await.unwrap());
+}
+
+/// Waits (real time) until stream `name` holds `count` records in all, then a little longer
+/// to see that no more come.
+async fn stream_settles_at(store: &Arc<dyn Store>, name: &str, count: u64) {
+    let records = || async {
+        let view = store.get_stream(name).await.expect("stream");
+        view.partitions.iter().map(|p| p.next_offset - p.first_offset).sum::<u64>()
+    };
+    for _ in 0..500 {
+        if records().await >= count {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(records().await, count, "records in {name}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_target_appends_each_tick_once_keyed_by_the_schedule() {
+    use sluice_core::stream::StreamConfig;
+    use sluice_core::stream::partitioner::partition_for_key;
+    use sluice_store::{ReadFrom, ReadRequest};
+
+    let backend = Embedded::new();
+    let clock = ManualClock::new(T0_MS);
+    let store = backend.open(&clock);
+    let node = services(&store, &clock);
+    let stream = || Target::Stream("audit".into());
+    node.schedules().create(every("s", MINUTE, stream(), CatchUp::All), &origin()).await.unwrap();
+    // The stream does not exist yet: the tick waits for it, and says why.
+    let running = node.start();
+    let mut error = None;
+    for _ in 0..500 {
+        error = node.schedules().get("s").await.unwrap().record.state.last_error;
+        if error.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(error.as_deref().is_some_and(|e| e.contains("audit")), "the failure names the stream: {error:?}");
+    store.create_stream("audit", StreamConfig { partitions: 4, ..Default::default() }).await.expect("stream");
+    clock.advance_to(T0_MS + 10 * SECOND);
+    stream_settles_at(&store, "audit", 1).await;
+    for minute in 1..=2 {
+        clock.advance_to(T0_MS + minute * MINUTE);
+        stream_settles_at(&store, "audit", minute + 1).await;
+    }
+    stop(&node, running).await;
+    drop(node);
+    // A restart of the services and the store between ticks neither repeats nor loses one.
+    tokio::task::spawn_blocking(move || drop(store)).await.unwrap();
+    clock.advance_to(T0_MS + 2 * MINUTE + 30 * SECOND);
+    let store = backend.open(&clock);
+    let node = services(&store, &clock);
+    let running = node.start();
+    stream_settles_at(&store, "audit", 3).await;
+    clock.advance_to(T0_MS + 3 * MINUTE);
+    stream_settles_at(&store, "audit", 4).await;
+    stop(&node, running).await;
+
+    // Every tick in the schedule's key's partition, in tick order, carrying its tick.
+    let partition = partition_for_key(b"s", 4);
+    let request = ReadRequest { partition, from: ReadFrom::Offset(0), max: 100, wait_ms: 0 };
+    let records = store.read("audit", request).await.expect("read").records;
+    let ticks: Vec<u64> = (0..4).map(|m| T0_MS + m * MINUTE).collect();
+    assert_eq!(records.len(), ticks.len(), "{records:?}");
+    for (r, (offset, tick)) in records.iter().zip(ticks.iter().enumerate()) {
+        assert_eq!((r.offset, r.key.as_deref()), (offset as u64, Some(&b"s"[..])));
+        assert_eq!(r.body, b"tick of s");
+        assert_eq!(r.headers.get(SCHEDULED_AT_ATTRIBUTE), Some(&rfc(*tick)));
+        assert_eq!(r.headers.get("sluice.schedule").map(String::as_str), Some("s"));
+        assert_eq!(r.dedup_id, Some(format!("s/{tick}")));
+    }
+    let view = node.schedules().get("s").await.unwrap();
+    assert_eq!((view.record.state.fired, view.record.state.last_error), (4, None));
+}
+
+/// The jobs in `queue` now, oldest first.
+async fn jobs_in(store: &Arc<dyn Store>, queue: &str) -> Vec<sluice_store::JobView> {
+    use sluice_core::jobs::JobFilter;
+    let filter = JobFilter { queue: Some(queue.into()), ..JobFilter::default() };
+    let request = sluice_store::JobListRequest { filter, tag: None, after: None, limit: 100 };
+    let mut jobs = store.list_jobs(request).await.expect("list jobs").jobs;
+    jobs.sort_by_key(|j| j.record.id);
+    jobs
+}
+
+async fn jobs_settle_at(store: &Arc<dyn Store>, queue: &str, count: usize) {
+    for _ in 0..500 {
+        if jobs_in(store, queue).await.len() >= count {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(jobs_in(store, queue).await.len(), count, "jobs in {queue}");
+}
+
+/// A job target enqueues one job per tick, payload from the message body, the tick in its tags
+/// and unique key; two nodes race for every tick, and a tick whose job is already there (a crash
+/// after the enqueue and before the schedule's record was swapped leaves exactly that) adds none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_target_enqueues_each_tick_once() {
+    use sluice_core::jobs::NewJob;
+    use sluice_services::schedules::JobTarget;
+
+    let backend = Embedded::new();
+    let clock = ManualClock::new(T0_MS);
+    let store = backend.open(&clock);
+    let target = JobTarget {
+        queue: "reports".into(),
+        job_type: "build-report".into(),
+        priority: None,
+        timeout_ms: None,
+        max_attempts: Some(3),
+    };
+    let mut definition = every("nightly", MINUTE, Target::Job(target.clone()), CatchUp::All);
+    definition.message.body = b"{\"period\":\"day\"}".to_vec();
+    let a = services(&store, &clock);
+    let b = services(&store, &clock);
+
+    let not_json = Definition {
+        message: MessageContent { body: b"tick".to_vec(), ..definition.message.clone() },
+        ..definition.clone()
+    };
+    match a.schedules().create(not_json, &origin()).await {
+        Err(ScheduleError::Invalid(v)) => assert_eq!(v.field, "message.body"),
+        other => panic!("a job payload that is not JSON is refused: {other:?}"),
+    }
+    let bad_type = Definition {
+        target: Target::Job(JobTarget { job_type: String::new(), ..target.clone() }),
+        ..definition.clone()
+    };
+    match a.schedules().create(bad_type, &origin()).await {
+        Err(ScheduleError::Invalid(v)) => assert_eq!(v.field, "target.job.type"),
+        other => panic!("an empty job type is refused: {other:?}"),
+    }
+
+    a.schedules().create(definition, &origin()).await.unwrap();
+    // As a crash between the enqueue and the record's swap would leave it: the job of the
+    // second tick is there before the tick fires.
+    let early = NewJob {
+        queue: "reports".into(),
+        job_type: "build-report".into(),
+        payload: b"{\"period\":\"day\"}".to_vec(),
+        unique_key: Some(format!("schedule/nightly/{}", T0_MS + MINUTE)),
+        unique_for_ms: Some(sluice_core::jobs::limits::JOB_UNIQUE_FOR_MS_MAX),
+        ..NewJob::default()
+    };
+    assert!(store.enqueue_job(early).await.expect("enqueue").created);
+    let (running_a, running_b) = (a.start(), b.start());
+    jobs_settle_at(&store, "reports", 2).await;
+    for minute in 1..=3 {
+        clock.advance_to(T0_MS + minute * MINUTE);
+        jobs_settle_at(&store, "reports", if minute == 1 { 2 } else { minute as usize + 1 }).await;
+    }
+    stop(&a, running_a).await;
+    stop(&b, running_b).await;
+
+    let jobs = jobs_in(&store, "reports").await;
+    let keys: Vec<Option<String>> = jobs.iter().map(|j| j.details.unique_key.clone()).collect();
+    let expected: Vec<Option<String>> =
+        [1, 0, 2, 3].iter().map(|m| Some(format!("schedule/nightly/{}", T0_MS + m * MINUTE))).collect();
+    assert_eq!(keys, expected, "one job per tick; the early one stands for its tick");
+    for listed in jobs.iter().skip(1) {
+        let job = store.get_job(listed.record.id, 0).await.expect("get the job");
+        assert_eq!(job.payload.as_deref(), Some(&b"{\"period\":\"day\"}"[..]));
+        assert_eq!(job.record.job_type, "build-report");
+        let tick = job.details.unique_key.as_deref().unwrap().rsplit('/').next().unwrap().parse::<u64>().unwrap();
+        assert_eq!(job.details.tags, [format!("scheduled_at={}", rfc(tick)), "schedule=nightly".to_string()]);
+    }
+    let view = a.schedules().get("nightly").await.unwrap();
+    assert_eq!((view.record.state.fired, view.record.state.last_error), (4, None));
 }
 
 /// Two nodes over one store race for every tick; each fires once.

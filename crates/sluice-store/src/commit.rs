@@ -6,14 +6,17 @@
 //! records that a tick fired in the same write that sends the tick's message (so a restart can
 //! neither double nor lose it, and of two nodes racing for the tick exactly one wins the
 //! condition), an idempotency key's stored answer commits with the effect it answers for.
+//! A schedule whose target is a stream appends the tick's record in that same commit.
 
 use async_trait::async_trait;
+use sluice_core::stream::{NewRecord, RecordError};
 use sluice_core::{EntryError, NewMessage, Sent, ValidationError};
 
-use crate::StoreError;
 use crate::records::{validate_record_key, validate_record_value};
+use crate::{Appended, StoreError};
 
-/// Most writes in one commit, and most messages all its sends carry together.
+/// Most writes in one commit, and most messages all its sends and records all its appends carry
+/// together.
 pub const COMMIT_WRITES_MAX: usize = 1_000;
 pub const COMMIT_MESSAGES_MAX: usize = 1_000;
 
@@ -33,6 +36,11 @@ pub enum Write {
     ReplaceRecord { kind: String, key: String, expected: Vec<u8>, value: Vec<u8> },
     /// Deletes a record if it exists.
     DeleteRecord { kind: String, key: String },
+    /// Appends records to a stream, with `LogStore::append`'s rules (placement by partition,
+    /// key or round robin; a `dedup_id` seen within the window is answered with the original's
+    /// place and appends nothing). Every record must be one the stream takes, or the commit is
+    /// refused: [`Conflict::StreamNotFound`], [`Conflict::RecordRefused`].
+    Append { stream: String, records: Vec<NewRecord> },
 }
 
 /// What one write did.
@@ -42,6 +50,8 @@ pub enum WriteOutcome {
     Sent(Vec<Sent>),
     /// A record write.
     Recorded,
+    /// Each appended record's place (for a dedup duplicate: the original's, `duplicate` set).
+    Appended(Vec<Appended>),
 }
 
 /// Why a commit was refused. Nothing of it was applied.
@@ -61,6 +71,11 @@ pub enum Conflict {
     /// The queue refuses this message (too large, a delay past retention, FIFO rules, …).
     #[error("message {message} is refused: {error}")]
     MessageRefused { message: usize, error: EntryError },
+    #[error("no stream named {0:?}")]
+    StreamNotFound(String),
+    /// The stream refuses this record (too large, a partition it does not have, dedup ids full).
+    #[error("record {record} is refused: {error}")]
+    RecordRefused { record: usize, error: RecordError },
 }
 
 /// The answer of a commit that reached the store: every write's outcome, or the refusal.
@@ -94,12 +109,16 @@ pub fn validate_commit(writes: &[Write]) -> Result<(), ValidationError> {
                 validate_record_value(value)?;
             }
             Write::DeleteRecord { kind, key } => validate_record_key(kind, key)?,
+            Write::Append { records, .. } => {
+                crate::validate_append(records)?;
+                messages += records.len();
+            }
         }
     }
     if messages > COMMIT_MESSAGES_MAX {
         return Err(ValidationError::new(
             "messages",
-            format!("a commit sends at most {COMMIT_MESSAGES_MAX} messages in all"),
+            format!("a commit sends and appends at most {COMMIT_MESSAGES_MAX} messages and records in all"),
         ));
     }
     Ok(())

@@ -15,6 +15,7 @@
 //!   conditions, applied atomically in one durable batch or transaction, or not at all.
 //! - [`LogStore`] (`log.rs`): streams, append-only partitioned logs with gapless offsets, and
 //!   their consumer groups; the event store reuses it (appends with an expectation).
+//! - [`JobStore`] (`jobs.rs`): async jobs, each call one atomic state transition.
 //!
 //! [`Store`] is all of them together, what a backend is and what `serve` hands the services.
 //! A part that needs one concern only takes that trait (`Arc<dyn RecordStore>`), so that its
@@ -23,17 +24,24 @@
 
 mod commit;
 pub mod conformance;
+mod jobs;
 mod log;
 mod parts;
 mod queue;
 mod records;
 mod status;
 
+use sluice_core::jobs::JobError;
 use sluice_core::{BrokerError, ValidationError};
 
 pub use commit::{
     COMMIT_MESSAGES_MAX, COMMIT_WRITES_MAX, CommitStore, Committed, Conflict, Refused, Write, WriteOutcome,
     validate_commit,
+};
+pub use jobs::{
+    ClaimedJob, EnqueuedJob, HeartbeatAnswer, JOB_CALLBACK_DLQ, JOB_CALLBACK_FORMAT, JOB_CALLBACK_QUEUE,
+    JOB_LIST_SCAN_MAX, JobCallback, JobListRequest, JobPage, JobStore, JobView, job_callback_queue_attributes,
+    parse_lease, validate_wait_ms,
 };
 pub use log::{
     AppendResults, Appended, Expectation, FetchRequest, Fetched, FetchedRecord, GroupConfig, GroupMode,
@@ -76,6 +84,10 @@ pub enum StoreError {
     /// The store is shutting down.
     #[error("storage is shutting down")]
     ShuttingDown,
+    /// A job call was refused (unknown job, stale lease, a finished job, a bad field); the
+    /// store is unchanged.
+    #[error(transparent)]
+    Job(#[from] JobError),
 }
 
 impl From<ValidationError> for StoreError {
@@ -86,12 +98,12 @@ impl From<ValidationError> for StoreError {
 
 /// A whole backend: every concern's trait. Implemented for every type that implements them
 /// all, so a backend implements the concerns and is a `Store` by that.
-pub trait Store: QueueStore + RecordStore + CommitStore + LogStore + StoreStatus {}
+pub trait Store: QueueStore + RecordStore + CommitStore + LogStore + JobStore + StoreStatus {}
 
-impl<T: QueueStore + RecordStore + CommitStore + LogStore + StoreStatus + ?Sized> Store for T {}
+impl<T: QueueStore + RecordStore + CommitStore + LogStore + JobStore + StoreStatus + ?Sized> Store for T {}
 
 /// The store traits, for `use sluice_store::prelude::*`: calling a concern's method on a
 /// `dyn Store` needs that concern's trait in scope.
 pub mod prelude {
-    pub use crate::{CommitStore, LogStore, QueueStore, RecordStore, Store, StoreStatus};
+    pub use crate::{CommitStore, JobStore, LogStore, QueueStore, RecordStore, Store, StoreStatus};
 }

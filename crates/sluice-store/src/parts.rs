@@ -11,13 +11,14 @@ use sluice_core::{NewMessage, QueueAttributes, QueueAttributesPatch, Sent};
 
 use std::collections::BTreeMap;
 
+use sluice_core::jobs::{ClaimSpec, JobId, NewJob, QueueJobStats};
 use sluice_core::stream::{NewRecord, StreamConfig, StreamConfigPatch};
 
 use crate::{
-    AppendResults, CommitStore, Committed, EntryResults, Expectation, FetchRequest, Fetched, GroupConfig, GroupView,
-    LogError, LogStore, NackEntry, PeekedMessage, QueueStore, ReadBatch, ReadRequest, ReceiptResults, ReceiveRequest,
-    ReceivedMessage, Record, RecordStore, SeekTo, StoreCounters, StoreError, StoreStatus, StreamView, SweepReport,
-    VisibilityRule, Write,
+    AppendResults, ClaimedJob, CommitStore, Committed, EnqueuedJob, EntryResults, Expectation, FetchRequest, Fetched,
+    GroupConfig, GroupView, HeartbeatAnswer, JobListRequest, JobPage, JobStore, JobView, LogError, LogStore, NackEntry,
+    PeekedMessage, QueueStore, ReadBatch, ReadRequest, ReceiptResults, ReceiveRequest, ReceivedMessage, Record,
+    RecordStore, SeekTo, StoreCounters, StoreError, StoreStatus, StreamView, SweepReport, VisibilityRule, Write,
 };
 
 /// A store made of parts; every call goes to the part of its concern.
@@ -27,6 +28,7 @@ pub struct StoreParts {
     /// Atomic commits span queues and records, so they have a part of their own.
     pub commits: Arc<dyn CommitStore>,
     pub logs: Arc<dyn LogStore>,
+    pub jobs: Arc<dyn JobStore>,
     pub status: Arc<dyn StoreStatus>,
 }
 
@@ -228,6 +230,51 @@ impl LogStore for StoreParts {
 
     async fn sweep_streams(&self) -> Result<SweepReport, LogError> {
         self.logs.sweep_streams().await
+    }
+}
+
+#[async_trait]
+impl JobStore for StoreParts {
+    async fn enqueue_job(&self, job: NewJob) -> Result<EnqueuedJob, StoreError> {
+        self.jobs.enqueue_job(job).await
+    }
+
+    async fn get_job(&self, id: JobId, wait_ms: u64) -> Result<JobView, StoreError> {
+        self.jobs.get_job(id, wait_ms).await
+    }
+
+    async fn list_jobs(&self, request: JobListRequest) -> Result<JobPage, StoreError> {
+        self.jobs.list_jobs(request).await
+    }
+
+    async fn cancel_job(&self, id: JobId) -> Result<JobView, StoreError> {
+        self.jobs.cancel_job(id).await
+    }
+
+    async fn claim_jobs(&self, spec: ClaimSpec, wait_ms: u64) -> Result<Vec<ClaimedJob>, StoreError> {
+        self.jobs.claim_jobs(spec, wait_ms).await
+    }
+
+    async fn heartbeat_job(
+        &self,
+        id: JobId,
+        lease: &str,
+        progress: Option<Vec<u8>>,
+        lease_ms: Option<u64>,
+    ) -> Result<HeartbeatAnswer, StoreError> {
+        self.jobs.heartbeat_job(id, lease, progress, lease_ms).await
+    }
+
+    async fn complete_job(&self, id: JobId, lease: &str, result: Vec<u8>) -> Result<JobView, StoreError> {
+        self.jobs.complete_job(id, lease, result).await
+    }
+
+    async fn fail_job(&self, id: JobId, lease: &str, error: String, retry: bool) -> Result<JobView, StoreError> {
+        self.jobs.fail_job(id, lease, error, retry).await
+    }
+
+    async fn job_stats(&self) -> Result<Vec<QueueJobStats>, StoreError> {
+        self.jobs.job_stats().await
     }
 }
 

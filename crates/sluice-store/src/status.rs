@@ -25,6 +25,11 @@ pub struct StoreCounters {
     /// Write batches made durable, and the records in them (group-commit efficiency).
     pub batches_committed: u64,
     pub records_committed: u64,
+    /// Job attempts whose lease lapsed, and finished jobs pruned at the end of their
+    /// `result_ttl_ms` or to keep their queue's budget.
+    pub jobs_lapsed: u64,
+    pub jobs_pruned_ttl: u64,
+    pub jobs_pruned_budget: u64,
 }
 
 /// The running totals as a backend keeps them: atomics it adds to as calls succeed, read as
@@ -38,6 +43,9 @@ pub struct Counters {
     pub messages_expired: AtomicU64,
     pub batches_committed: AtomicU64,
     pub records_committed: AtomicU64,
+    pub jobs_lapsed: AtomicU64,
+    pub jobs_pruned_ttl: AtomicU64,
+    pub jobs_pruned_budget: AtomicU64,
 }
 
 impl Counters {
@@ -63,6 +71,9 @@ impl Counters {
             messages_expired: get(&self.messages_expired),
             batches_committed: get(&self.batches_committed),
             records_committed: get(&self.records_committed),
+            jobs_lapsed: get(&self.jobs_lapsed),
+            jobs_pruned_ttl: get(&self.jobs_pruned_ttl),
+            jobs_pruned_budget: get(&self.jobs_pruned_budget),
         }
     }
 }

@@ -135,6 +135,16 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         WrongGroupMode => "see the group's mode with `sluice stream group get STREAM NAME`",
         AlertRuleNotFound => "list alert rules with `sluice alert list`",
         AlertRuleExists => "see it with `sluice alert get NAME`; delete it first to change it",
+        RelayNotFound => "list relays with `sluice relay list`, or create one with `sluice relay create`",
+        RelayExists => "see its configuration with `sluice relay get NAME`, or delete it first to change it",
+        RelaySourceInUse => "one relay per table: see the other with `sluice relay get NAME`",
+        RelaySourceUnreachable => {
+            "check the --source URL (host, port, user, password) and that the server running Sluice can reach it"
+        }
+        RelaySourceInvalid => "check --table and the --column mapping against the table's columns",
+        JobNotFound => "list jobs with `sluice job list`; finished jobs are pruned after their result_ttl_ms",
+        StaleLease => "the attempt is over (its lease lapsed, or it was completed or failed); claim the job again",
+        JobFinished => "see how it ended with `sluice job get ID`",
         SchemaNotFound => "list registered types with `sluice schema list`, or register one with `sluice schema register`",
         SchemaInvalid => "fix the schema (JSON Schema 2020-12, local $refs only) and register it again",
         SchemaIncompatible => {

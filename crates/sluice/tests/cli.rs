@@ -4,7 +4,7 @@
 mod common;
 
 use common::{Server, run_cli};
-use serde_json::Value;
+use serde_json::{Value, json};
 use sluice_api::{NackEntry, NackRequest};
 
 fn names(list: &Value) -> Vec<&str> {
@@ -456,6 +456,34 @@ fn schedule_commands_fire_ticks_into_a_queue() {
     assert!(shown.contains("recurrence") && shown.contains("every 300ms"), "{shown}");
     assert!(server.cli(&["schedule", "resume", "pulse", "--json"]).json()["status"] == "active");
     assert_eq!(server.cli(&["schedule", "delete", "pulse"]).ok(), "deleted schedule pulse\n");
+    // Into a job queue: each tick enqueues one job with the body as its payload.
+    let job = [
+        "schedule",
+        "create",
+        "builds",
+        "--every",
+        "300ms",
+        "--job-queue",
+        "ci",
+        "--job-type",
+        "build",
+        "--body",
+        "{\"ref\":\"main\"}",
+    ];
+    server.cli(&job).ok();
+    assert!(server.cli(&["schedule", "list"]).ok().contains("job ci (build)"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let jobs = server.cli(&["job", "list", "--queue", "ci", "--json"]).json();
+        let jobs = jobs["jobs"].as_array().cloned().unwrap_or_default();
+        if jobs.len() >= 2 {
+            assert!(jobs.iter().all(|j| j["type"] == "build"), "{jobs:?}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the schedule never enqueued two jobs");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    server.cli(&["schedule", "delete", "builds"]).ok();
     assert!(server.cli(&["schedule", "get", "pulse"]).failed().contains("(schedule_not_found)"));
     assert_eq!(server.cli(&["schedule", "list"]).ok(), "", "nothing on stdout; the hint goes to stderr");
 }
@@ -519,4 +547,174 @@ fn alert_commands_manage_rules_and_show_what_fires() {
     assert_eq!(server.cli(&["alert", "firing", "--json"]).json()["alerts"], serde_json::json!([]));
     let gone = server.cli(&["alert", "get", "nope"]);
     assert!(gone.failed().contains("sluice alert list"), "the hint names the next command: {}", gone.failed());
+}
+
+/// The JSON records `sluice stream read --json` printed, one per line.
+fn json_lines(stdout: &str) -> Vec<Value> {
+    stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect()
+}
+
+#[test]
+fn stream_commands_append_read_follow_and_manage_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let created = server.cli(&["stream", "create", "orders", "--partitions", "2", "--retention", "1d"]).ok().to_owned();
+    assert_eq!(created, "stream orders created (2 partitions)\n");
+    assert!(
+        server
+            .cli(&["stream", "create", "orders", "--partitions", "2", "--retention", "1d"])
+            .ok()
+            .contains("already exists")
+    );
+    let conflict = server.cli(&["stream", "create", "orders", "--partitions", "3"]).failed().to_owned();
+    assert!(conflict.contains("(stream_exists)") && conflict.contains("sluice stream get"), "{conflict}");
+
+    // Appends: explicit partitions, a key, headers and type, a batch from stdin, a retried dedup id.
+    let one = server
+        .cli(&[
+            "stream",
+            "append",
+            "orders",
+            "first",
+            "--partition",
+            "0",
+            "--header",
+            "source=web",
+            "--type",
+            "order.created",
+            "--json",
+        ])
+        .json();
+    assert_eq!((one[0]["partition"].clone(), one[0]["offset"].clone()), (json!(0), json!(0)));
+    let batch = server
+        .cli_with_stdin(
+            &["stream", "append", "orders", "--stdin", "--lines", "--partition", "1", "--json"],
+            b"a\nb\nc\n",
+        )
+        .json();
+    let offsets: Vec<u64> = batch.as_array().unwrap().iter().map(|r| r["offset"].as_u64().unwrap()).collect();
+    assert_eq!(offsets, [0, 1, 2]);
+    let table =
+        server.cli(&["stream", "append", "orders", "again", "--partition", "0", "--dedup-id", "d-1"]).ok().to_owned();
+    assert!(table.contains("PARTITION") && table.contains("appended"), "{table}");
+    let retried =
+        server.cli(&["stream", "append", "orders", "again", "--partition", "0", "--dedup-id", "d-1"]).ok().to_owned();
+    assert!(retried.contains("duplicate (the original's place)"), "{retried}");
+    let refused = server.cli(&["stream", "append", "orders", "x", "--partition", "9"]);
+    assert!(refused.failed().contains("1 of 1 records were refused"), "{refused:?}");
+
+    // Reads: from the start, from an offset, as text and JSON; tail.
+    let read = json_lines(server.cli(&["stream", "read", "orders", "--partition", "1", "--json"]).ok());
+    assert_eq!(read.iter().map(|r| r["body"].as_str().unwrap()).collect::<Vec<_>>(), ["a", "b", "c"]);
+    let first = &json_lines(server.cli(&["stream", "read", "orders", "--json"]).ok())[0];
+    assert_eq!((first["body"].clone(), first["headers"]["source"].clone()), (json!("first"), json!("web")));
+    assert_eq!(first["type"], "order.created");
+    let from = json_lines(
+        server
+            .cli(&["stream", "read", "orders", "--partition", "1", "--from-offset", "1", "--max", "1", "--json"])
+            .ok(),
+    );
+    assert_eq!(
+        from.iter().map(|r| r["body"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["b", "c"],
+        "--max is per request; read goes on to the end"
+    );
+    let text = server.cli(&["stream", "read", "orders", "--partition", "1"]).ok().to_owned();
+    let line: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!((line[0], line[1], line.last().copied()), ("1", "0", Some("a")), "{text}");
+    let tail = json_lines(server.cli(&["stream", "tail", "orders", "--partition", "1", "-n", "2", "--json"]).ok());
+    assert_eq!(tail.iter().map(|r| r["offset"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 2]);
+    let out_of_range = server.cli(&["stream", "read", "nope"]).failed().to_owned();
+    assert!(
+        out_of_range.contains("(stream_not_found)") && out_of_range.contains("sluice stream list"),
+        "{out_of_range}"
+    );
+
+    // --follow prints records appended after it started, as they arrive.
+    let mut follow = std::process::Command::new(common::sluice_bin())
+        .args([
+            "stream",
+            "read",
+            "orders",
+            "--partition",
+            "1",
+            "--from-offset",
+            "3",
+            "--follow",
+            "--json",
+            "--server",
+            &server.url,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("sluice stream read --follow");
+    let (lines_tx, lines_rx) = std::sync::mpsc::channel();
+    let stdout = follow.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    server.cli(&["stream", "append", "orders", "late", "--partition", "1"]).ok();
+    let line = lines_rx.recv_timeout(std::time::Duration::from_secs(30)).expect("--follow printed the new record");
+    let late: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!((late["offset"].clone(), late["body"].clone()), (json!(3), json!("late")));
+    follow.kill().unwrap();
+    follow.wait().unwrap();
+
+    // Groups: create (offsets and shared), list, get, seek.
+    let group = server.cli(&["stream", "group", "create", "orders", "billing", "--json"]).json();
+    assert_eq!((group["mode"].clone(), group["lag"].clone()), (json!("offsets"), json!(6)));
+    server.cli(&["queue", "create", "orders-dlq"]).ok();
+    let shared = [
+        "stream",
+        "group",
+        "create",
+        "orders",
+        "workers",
+        "--mode",
+        "shared",
+        "--key-ordered",
+        "--dlq",
+        "orders-dlq",
+        "--max-deliveries",
+        "3",
+        "--ack-timeout",
+        "5s",
+    ];
+    assert!(server.cli(&shared).ok().contains("group workers of stream orders created"));
+    let missing_dlq = server.cli(&["stream", "group", "create", "orders", "w2", "--mode", "shared", "--dlq", "nope"]);
+    assert!(missing_dlq.failed().contains("nope"), "{missing_dlq:?}");
+    let groups = server.cli(&["stream", "group", "list", "orders"]).ok().to_owned();
+    assert!(groups.contains("billing") && groups.contains("workers") && groups.contains("shared"), "{groups}");
+    let seek = server
+        .cli(&["stream", "group", "seek", "orders", "billing", "--partition", "1", "--offset", "2"])
+        .ok()
+        .to_owned();
+    assert_eq!(seek, "group billing now reads partition 1 from offset 2\n");
+    let got = server.cli(&["stream", "group", "get", "orders", "billing", "--json"]).json();
+    assert_eq!(got["partitions"][1]["committed_offset"], 2);
+    assert_eq!(got["partitions"][1]["lag"], 2);
+    let shown = server.cli(&["stream", "group", "get", "orders", "billing"]).ok().to_owned();
+    assert!(shown.contains("COMMITTED") && shown.contains("LAG"), "{shown}");
+
+    // A key goes where Kafka's default partitioner puts it.
+    let keyed = server.cli(&["stream", "append", "orders", "k", "--key", "customer-7", "--json"]).json();
+    let kp = sluice_core::stream::partitioner::partition_for_key(b"customer-7", 2);
+    assert_eq!(keyed[0]["partition"], kp);
+
+    // The stream with its partitions and groups; the list; delete.
+    let view = server.cli(&["stream", "get", "orders", "--json"]).json();
+    assert_eq!(view["partition_details"][1]["next_offset"], 4 + u64::from(kp == 1));
+    assert_eq!(view["groups"].as_array().unwrap().len(), 2);
+    let shown = server.cli(&["stream", "get", "orders"]).ok().to_owned();
+    assert!(shown.contains("FIRST OFFSET") && shown.contains("billing"), "{shown}");
+    let listed = server.cli(&["stream", "list"]).ok().to_owned();
+    let row: Vec<&str> = listed.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(&row[..3], ["orders", "2", "7"], "{listed}");
+    assert_eq!(server.cli(&["stream", "delete", "orders"]).ok(), "deleted stream orders\n");
+    assert!(server.cli(&["stream", "get", "orders"]).failed().contains("(stream_not_found)"));
+    assert_eq!(server.cli(&["stream", "list"]).ok(), "", "nothing on stdout; the hint goes to stderr");
 }

@@ -453,3 +453,108 @@ async fn schemas_are_registered_read_checked_and_enforced_through_the_client() {
     assert!(!client.update_topic("events", &off).await.unwrap().schema_validation);
     assert!(!client.get_topic("events").await.unwrap().schema_validation);
 }
+
+#[tokio::test]
+async fn streams_through_the_producer_and_both_consumers() {
+    use sluice_api::{CreateGroupRequest, CreateStreamRequest, GroupMode};
+    use sluice_client::streams::{From, OffsetsConsumer, Producer, SharedConsumer};
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let client = server.client();
+    let stream = CreateStreamRequest { name: "events".into(), partitions: Some(2), ..Default::default() };
+    assert!(client.create_stream(&stream).await.unwrap().created);
+    assert!(!client.create_stream(&stream).await.unwrap().created, "the same settings again");
+
+    // The producer: one record, a batch; every record gets a dedup id.
+    let producer = Producer::new(client.clone(), "events");
+    let keys = ["k0", "k1", "k2"];
+    let mut appended = Vec::new();
+    for i in 0..6 {
+        let body = format!("e{i}");
+        let place = producer.send(Some(keys[i % 3]), &body).await.unwrap();
+        appended.push((place.partition.unwrap(), place.offset.unwrap(), body));
+    }
+    let batch: Vec<sluice_api::AppendRecord> = (6..10)
+        .map(|i| sluice_api::AppendRecord { body: Some(format!("e{i}")), partition: Some(1), ..Default::default() })
+        .collect();
+    for (i, r) in producer.send_batch(batch).await.unwrap().into_iter().enumerate() {
+        assert!(r.error.is_none() && !r.duplicate, "{r:?}");
+        appended.push((1, r.offset.unwrap(), format!("e{}", i + 6)));
+    }
+    let read = client.read_records("events", 0, From::Start, 100, 0).await.unwrap();
+    assert!(read.records.iter().all(|r| r.dedup_id.is_some()), "the producer's records carry dedup ids");
+    // A key always lands on one partition.
+    let partition_of = |body: &str| appended.iter().find(|(_, _, b)| b == body).unwrap().0;
+    assert_eq!(partition_of("e0"), partition_of("e3"));
+    assert_code(Producer::new(client.clone(), "nope").send(None, "x").await, ErrorCode::StreamNotFound);
+    let small = CreateStreamRequest { name: "small".into(), record_bytes_max: Some(16), ..Default::default() };
+    client.create_stream(&small).await.unwrap();
+    assert_code(Producer::new(client.clone(), "small").send(None, &"x".repeat(64)).await, ErrorCode::RecordTooLarge);
+
+    // An offsets member: a failing handler commits nothing and gets its records again.
+    let group = CreateGroupRequest { name: "billing".into(), ..Default::default() };
+    client.create_group("events", &group).await.unwrap();
+    let mut consumer = OffsetsConsumer::new(client.clone(), "events", "billing", "m1");
+    consumer.max = 4;
+    consumer.wait_ms = 200;
+    let failed = consumer.next_batch(|_| async { Err::<(), _>("not now") }).await.unwrap();
+    assert_eq!((failed.records, failed.done), (4, 0));
+    let mut handled: Vec<String> = Vec::new();
+    loop {
+        let seen = std::sync::Mutex::new(Vec::new());
+        let round = consumer
+            .next_batch(|records| {
+                seen.lock().unwrap().extend(records.into_iter().map(|r| r.body.unwrap()));
+                async { Ok::<(), std::io::Error>(()) }
+            })
+            .await
+            .unwrap();
+        assert_eq!(round.records, round.done, "a handled batch is committed");
+        handled.extend(seen.into_inner().unwrap());
+        if round.records == 0 {
+            break;
+        }
+    }
+    let mut expected: Vec<String> = appended.iter().map(|(_, _, b)| b.clone()).collect();
+    expected.sort();
+    handled.sort();
+    assert_eq!(handled, expected, "every record handled once after the failed round");
+    let billing = client.get_group("events", "billing").await.unwrap();
+    assert_eq!(billing.lag, 0, "everything committed: {billing:?}");
+
+    // A shared member: handled records are acked, a failing one is nacked with the handler's
+    // error and, after its one delivery, dead-lettered with that error.
+    client.create_queue(&queue("events-dlq")).await.unwrap();
+    let shared = CreateGroupRequest {
+        name: "workers".into(),
+        mode: Some(GroupMode::Shared),
+        key_ordered: Some(true),
+        dead_letter_queue: Some("events-dlq".into()),
+        max_deliveries: Some(1),
+        ..Default::default()
+    };
+    client.create_group("events", &shared).await.unwrap();
+    let mut worker = SharedConsumer::new(client.clone(), "events", "workers", "w1");
+    worker.wait_ms = 200;
+    let mut acked = 0;
+    for _ in 0..20 {
+        let round = worker
+            .next_batch(|r| async move {
+                if r.body.as_deref() == Some("e7") { Err("cannot handle e7".to_owned()) } else { Ok(()) }
+            })
+            .await
+            .unwrap();
+        acked += round.done;
+        if round.records == 0 {
+            break;
+        }
+    }
+    assert_eq!(acked, appended.len() - 1);
+    let workers = client.get_group("events", "workers").await.unwrap();
+    assert_eq!((workers.lag, workers.in_flight), (0, Some(0)), "{workers:?}");
+    let dead = client.receive("events-dlq", 10, 1_000).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].body.as_deref(), Some("e7"));
+    assert_eq!(dead[0].attributes["sluice.last_error"].value, "cannot handle e7");
+}

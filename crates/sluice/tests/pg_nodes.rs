@@ -1,13 +1,16 @@
 //! Several `sluice serve --store postgres://…` processes on one database. Three nodes with
 //! producers and consumers spread across them, one node killed with SIGKILL mid-run: every
 //! acknowledged send must be received, and no message may be held by two consumers with
-//! overlapping visibility. Two nodes sharing topics: each sees the other's subscriptions.
+//! overlapping visibility. Three nodes sharing job workers, one killed: every job ends once,
+//! and no job runs again before its earlier attempt's lease ended. Two nodes sharing topics:
+//! each sees the other's subscriptions.
 //!
 //! Runs when `SLUICE_TEST_PG_URL` is set (CI sets it) and fails loudly if PostgreSQL is
 //! unreachable; without it, it says it was skipped. Each run uses a database of its own,
 //! created through `psql` and dropped at the end.
 
 mod common;
+mod job_ledger;
 
 use std::collections::{HashMap, HashSet};
 use std::process::Command;
@@ -245,4 +248,153 @@ async fn two_nodes_share_topics_and_subscriptions() {
     b.unsubscribe("events", &subscription.id).await.expect("unsubscribe");
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     assert_eq!(publish(a.clone(), "after").await, 0);
+}
+
+/// Jobs on three nodes: producers and workers spread across them (each moving to another node
+/// when its own stops answering), one node killed with SIGKILL mid-run. Every job the nodes
+/// acknowledged ends `succeeded` once; a job claimed through any node is never claimed through
+/// another before its lease ended (the claims and the lapses are the database's, shared).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_share_job_workers_one_killed_every_job_ends_once() {
+    let Ok(admin_url) = std::env::var("SLUICE_TEST_PG_URL") else {
+        println!("skipped: SLUICE_TEST_PG_URL is not set");
+        return;
+    };
+    let db = Database::create_named(&admin_url, &format!("sluice_jobs_{}", std::process::id()));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = db.url();
+    let mut nodes: Vec<Option<Server>> =
+        (0..3).map(|_| Some(Server::start_with(dir.path(), &["--store", &store]))).collect();
+    let urls: Vec<String> = nodes.iter().map(|n| n.as_ref().expect("node").url.clone()).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let dead = Arc::new(Mutex::new(HashSet::<usize>::new()));
+    let enqueued = Arc::new(Mutex::new(HashMap::<String, String>::new()));
+    let attempts = Arc::new(job_ledger::Attempts::default());
+    let next_live = |node: usize, dead: &Mutex<HashSet<usize>>| {
+        let dead = dead.lock().expect("dead").clone();
+        (0..3).map(|i| (node + 1 + i) % 3).find(|i| !dead.contains(i)).unwrap_or(node)
+    };
+    let mut tasks = Vec::new();
+    for p in 0..3usize {
+        let (urls, stop, dead, enqueued) = (urls.clone(), stop.clone(), dead.clone(), enqueued.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mut node, mut n) = (p, 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let payload = format!("p{p}-{n}");
+                let request = sluice_api::EnqueueJobRequest {
+                    queue: "work".into(),
+                    job_type: "t".into(),
+                    max_attempts: Some(1_000),
+                    unique_key: Some(payload.clone()),
+                    ..Default::default()
+                };
+                // Retried with the same unique key until a node acknowledges it.
+                loop {
+                    match client(&urls[node]).enqueue_job(&request).await {
+                        Ok(e) => {
+                            enqueued.lock().expect("ledger").insert(payload, e.job.id);
+                            break;
+                        }
+                        Err(_) => {
+                            node = next_live(node, &dead);
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                    }
+                }
+            }
+        }));
+    }
+    for w in 0..6usize {
+        let (urls, stop, dead, attempts) = (urls.clone(), stop.clone(), dead.clone(), attempts.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut node = w % 3;
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let Ok(answer) = client(&urls[node]).claim_jobs(&job_ledger::claim_request("work", 2)).await else {
+                    node = next_live(node, &dead);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                };
+                let url = urls[node].clone();
+                let works = answer.jobs.into_iter().map(|c| {
+                    n += 1;
+                    // One in five outlasts its lease and lives on heartbeats.
+                    let work_ms = if n.is_multiple_of(5) { 1_300 } else { n % 50 };
+                    let (attempts, url) = (attempts.clone(), url.clone());
+                    async move { attempts.work(|| url.clone(), c.job, c.lease, work_ms).await }
+                });
+                futures::future::join_all(works).await;
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let victim = nodes[1].take().expect("node 1");
+    common::signal(victim.pid(), "KILL");
+    dead.lock().expect("dead").insert(1);
+    drop(victim);
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.expect("client task");
+    }
+
+    // The survivors' workers finish the backlog, the killed node's leases included.
+    let survivors = [urls[0].clone(), urls[2].clone()];
+    let drainers: Vec<_> = survivors
+        .iter()
+        .map(|url| {
+            let (url, attempts) = (url.clone(), attempts.clone());
+            tokio::spawn(async move {
+                loop {
+                    if let Ok(answer) = client(&url).claim_jobs(&job_ledger::claim_request("work", 10)).await {
+                        for c in answer.jobs {
+                            attempts.work(|| url.clone(), c.job, c.lease, 0).await;
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let enqueued = enqueued.lock().expect("ledger").clone();
+    let started = Instant::now();
+    let jobs = loop {
+        let mut jobs = Vec::new();
+        let mut query =
+            sluice_client::JobQuery { queue: Some("work".into()), limit: Some(1_000), ..Default::default() };
+        loop {
+            let page = client(&urls[0]).list_jobs(&query).await.expect("list");
+            jobs.extend(page.jobs);
+            match page.next_token {
+                Some(next) => query.next_token = Some(next),
+                None => break,
+            }
+        }
+        if jobs.len() >= enqueued.len() && jobs.iter().all(|j| j.status == "succeeded") {
+            break jobs;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "the backlog did not finish");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    for d in drainers {
+        d.abort();
+    }
+    let ids: HashSet<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+    let lost: Vec<&String> = enqueued.values().filter(|id| !ids.contains(id.as_str())).collect();
+    let verdict = attempts.check();
+    println!(
+        "3 nodes sharing job workers, 1 SIGKILLed: jobs {}, attempts {}, runs after a lapse {}, lost {}, doubled {}, completed twice {}, early reruns {}",
+        jobs.len(),
+        verdict.attempts,
+        verdict.reruns,
+        lost.len(),
+        jobs.len() - enqueued.len(),
+        verdict.completed_twice.len(),
+        verdict.early.len()
+    );
+    assert!(enqueued.len() > 50, "too little load to prove anything ({})", enqueued.len());
+    assert!(lost.is_empty(), "acknowledged jobs lost: {lost:?}");
+    assert_eq!(jobs.len(), enqueued.len(), "a payload became two jobs");
+    assert!(verdict.completed_twice.is_empty(), "completed twice: {:?}", verdict.completed_twice);
+    assert!(verdict.early.is_empty(), "claimed again before the lease ended: {:?}", verdict.early);
 }

@@ -28,6 +28,9 @@ const ACK_WAIT: Duration = Duration::from_secs(60);
 
 pub(crate) struct Nats {
     url: String,
+    /// `WorkQueue` for the peers scenario (a message goes once acked), `Limits` for streams (a
+    /// log that the durable consumer reads and acks, every message kept).
+    retention: stream::RetentionPolicy,
     admin: jetstream::Context,
     /// The second server, when this driver started one.
     server: Option<Spawned>,
@@ -35,12 +38,32 @@ pub(crate) struct Nats {
 
 /// The running server at `url`, at its default sync.
 pub(crate) async fn connect_default(url: &str) -> anyhow::Result<Connected> {
-    connect(url, None, "default sync (the file store is synced every 2 minutes)").await
+    connect(url, None, "default sync (the file store is synced every 2 minutes)", stream::RetentionPolicy::WorkQueue)
+        .await
+}
+
+/// As [`connect_default`] and [`connect_always`] (`always`), with streams that keep every
+/// message (limits retention), as a log: the streams scenario's setting.
+pub(crate) async fn connect_log(url: &str, tmp_dir: &Path, always: bool) -> anyhow::Result<Connected> {
+    let retention = stream::RetentionPolicy::Limits;
+    if always {
+        let server = spawn_always(tmp_dir).await?;
+        let url = format!("nats://127.0.0.1:{}", server.port);
+        connect(&url, Some(server), "sync_interval: always", retention).await
+    } else {
+        connect(url, None, "default sync (the file store is synced every 2 minutes)", retention).await
+    }
 }
 
 /// A second nats-server on a free port with its own store, syncing every write.
 pub(crate) async fn connect_always(tmp_dir: &Path) -> anyhow::Result<Connected> {
-    let server = Spawned::start("nats-server", tmp_dir, |port, dir| {
+    let server = spawn_always(tmp_dir).await?;
+    let url = format!("nats://127.0.0.1:{}", server.port);
+    connect(&url, Some(server), "sync_interval: always", stream::RetentionPolicy::WorkQueue).await
+}
+
+async fn spawn_always(tmp_dir: &Path) -> anyhow::Result<Spawned> {
+    Spawned::start("nats-server", tmp_dir, |port, dir| {
         let config = format!(
             "listen: 127.0.0.1:{port}\njetstream {{\n  store_dir: \"{}\"\n  sync_interval: always\n}}\n",
             dir.join("jetstream").display()
@@ -50,12 +73,15 @@ pub(crate) async fn connect_always(tmp_dir: &Path) -> anyhow::Result<Connected> 
         Ok(vec!["-c".into(), path.display().to_string()])
     })
     .await
-    .context("starting a second nats-server with `sync_interval: always`")?;
-    let url = format!("nats://127.0.0.1:{}", server.port);
-    connect(&url, Some(server), "sync_interval: always").await
+    .context("starting a second nats-server with `sync_interval: always`")
 }
 
-async fn connect(url: &str, server: Option<Spawned>, sync: &str) -> anyhow::Result<Connected> {
+async fn connect(
+    url: &str,
+    server: Option<Spawned>,
+    sync: &str,
+    retention: stream::RetentionPolicy,
+) -> anyhow::Result<Connected> {
     let client = async_nats::connect(url).await.with_context(|| format!("connecting to NATS at {url}"))?;
     let info = client.server_info();
     if !info.jetstream {
@@ -65,8 +91,12 @@ async fn connect(url: &str, server: Option<Spawned>, sync: &str) -> anyhow::Resu
         Some(s) => format!(", started by the harness with its store in {}", s.dir().display()),
         None => String::new(),
     };
+    let kind = match retention {
+        stream::RetentionPolicy::WorkQueue => "a work-queue stream",
+        _ => "a stream keeping every message (limits retention)",
+    };
     let settings = format!(
-        "{url}{started} via async-nats; a work-queue stream on file storage, 1 replica, {sync}; one durable pull \
+        "{url}{started} via async-nats; {kind} on file storage, 1 replica, {sync}; one durable pull \
          consumer with explicit acks (one ack per message, not awaited), max_ack_pending unlimited, pulled in \
          batches; producers publish a batch then await every publish ack; one connection per producer and consumer"
     );
@@ -75,7 +105,7 @@ async fn connect(url: &str, server: Option<Spawned>, sync: &str) -> anyhow::Resu
         None => (Durability::Deferred, "default sync (every 2 min)".to_owned()),
     };
     Ok(Connected {
-        peer: Box::new(Nats { url: url.to_owned(), admin: jetstream::new(client), server }),
+        peer: Box::new(Nats { url: url.to_owned(), retention, admin: jetstream::new(client), server }),
         version: format!("nats-server {}", info.version),
         settings,
         durability,
@@ -90,7 +120,7 @@ impl Peer for Nats {
         let config = stream::Config {
             name: queue.to_owned(),
             subjects: vec![queue.to_owned()],
-            retention: stream::RetentionPolicy::WorkQueue,
+            retention: self.retention,
             storage: stream::StorageType::File,
             num_replicas: 1,
             ..Default::default()

@@ -30,6 +30,9 @@ const VERSION_WAIT: Duration = Duration::from_secs(15);
 pub(crate) enum QueueType {
     Classic,
     Quorum,
+    /// A stream queue (x-queue-type=stream) over AMQP 0-9-1: an append-only log, read from its
+    /// first record by each consumer (RabbitMQ 3.10 has no consumer groups on streams).
+    Stream,
 }
 
 impl QueueType {
@@ -37,6 +40,7 @@ impl QueueType {
         match self {
             QueueType::Classic => "classic",
             QueueType::Quorum => "quorum",
+            QueueType::Stream => "stream",
         }
     }
 }
@@ -61,12 +65,18 @@ pub(crate) async fn connect(url: &str, queue_type: QueueType) -> anyhow::Result<
          manual acks (one basic.ack with multiple=true per receive), prefetch = batch; one connection per producer \
          and consumer"
     );
+    // A stream confirms a publish once it is written to the stream's segment file, which is
+    // not fsynced: RabbitMQ leaves a stream's durability to replication and the page cache.
+    let (durability, setting) = match queue_type {
+        QueueType::Stream => (Durability::Deferred, "stream queue, confirms (segment files not fsynced)".to_owned()),
+        _ => (Durability::PerWrite, format!("{kind} queue, persistent + confirms")),
+    };
     Ok(Connected {
         peer: Box::new(RabbitMq { url: url.to_owned(), queue_type, admin, channel }),
         version,
         settings,
-        durability: Durability::PerWrite,
-        durability_setting: format!("{kind} queue, persistent + confirms"),
+        durability,
+        durability_setting: setting,
         batch_max: BATCH_MAX,
     })
 }
@@ -115,9 +125,12 @@ impl Peer for RabbitMq {
         let (connection, channel) = open_channel(&self.url).await?;
         let prefetch = u16::try_from(batch).unwrap_or(u16::MAX);
         channel.basic_qos(prefetch, BasicQosOptions::default()).await?;
-        let deliveries = channel
-            .basic_consume(queue.into(), "".into(), BasicConsumeOptions::default(), FieldTable::default())
-            .await?;
+        let mut arguments = FieldTable::default();
+        if self.queue_type == QueueType::Stream {
+            arguments.insert("x-stream-offset".into(), AMQPValue::LongString("first".into()));
+        }
+        let deliveries =
+            channel.basic_consume(queue.into(), "".into(), BasicConsumeOptions::default(), arguments).await?;
         Ok(Box::new(RabbitConsumer { _connection: connection, channel, deliveries, last_tag: None }))
     }
 

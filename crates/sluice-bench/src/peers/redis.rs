@@ -47,8 +47,9 @@ pub(crate) async fn connect_default(url: &str) -> anyhow::Result<Connected> {
     connect(url, None).await
 }
 
-/// A second redis-server on a free port with its own directory, syncing every write.
-pub(crate) async fn connect_always(tmp_dir: &Path) -> anyhow::Result<Connected> {
+/// A second redis-server on a free port with its own directory, syncing every write, and its
+/// URL.
+pub(crate) async fn spawn_always(tmp_dir: &Path) -> anyhow::Result<(Spawned, String)> {
     let server = Spawned::start("redis-server", tmp_dir, |port, dir| {
         let args = [
             "--bind",
@@ -72,6 +73,12 @@ pub(crate) async fn connect_always(tmp_dir: &Path) -> anyhow::Result<Connected> 
     .await
     .context("starting a second redis-server with `appendfsync always`")?;
     let url = format!("redis://127.0.0.1:{}/", server.port);
+    Ok((server, url))
+}
+
+/// [`spawn_always`], connected.
+pub(crate) async fn connect_always(tmp_dir: &Path) -> anyhow::Result<Connected> {
+    let (server, url) = spawn_always(tmp_dir).await?;
     connect(&url, Some(server)).await
 }
 

@@ -41,7 +41,9 @@ pub const SEGMENT_BYTES_MAX: u64 = 1024 * 1024 * 1024;
 pub const APPEND_RECORDS_MAX: usize = 1_000;
 /// How long a `dedup_id` is remembered: a retried append within it gets the original offset.
 pub const STREAM_DEDUP_WINDOW_MS: u64 = 5 * 60 * 1000;
-/// Dedup ids remembered per stream at once; an append with a new id past it is refused.
+/// Dedup ids remembered per stream at once by the embedded store, which keeps them all in
+/// memory; an append with a new id past it is refused. (PostgreSQL keeps them on disk and does
+/// not count them: see `sluice-postgres/src/streams/append.rs`.)
 pub const STREAM_DEDUP_ENTRIES_MAX: usize = 1_000_000;
 
 /// Records and body bytes one read or fetch returns (at least one record if one is there).

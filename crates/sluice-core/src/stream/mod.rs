@@ -34,6 +34,10 @@ pub struct StreamConfig {
     pub retention_bytes: Option<u64>,
     pub record_bytes_max: u64,
     pub segment_bytes: u64,
+    /// Refuse an append whose record breaks the JSON Schema registered for its `type` and
+    /// version (checked at the door, by the services; the log does not act on it).
+    #[serde(default)]
+    pub schema_validation: bool,
 }
 
 impl Default for StreamConfig {
@@ -44,6 +48,7 @@ impl Default for StreamConfig {
             retention_bytes: None,
             record_bytes_max: RECORD_BYTES_MAX_DEFAULT,
             segment_bytes: SEGMENT_BYTES_DEFAULT,
+            schema_validation: false,
         }
     }
 }
@@ -58,6 +63,7 @@ pub struct StreamConfigPatch {
     pub retention_bytes: Option<Option<u64>>,
     pub record_bytes_max: Option<u64>,
     pub segment_bytes: Option<u64>,
+    pub schema_validation: Option<bool>,
 }
 
 fn range(field: &str, value: u64, min: u64, max: u64) -> Result<(), ValidationError> {
@@ -87,6 +93,7 @@ impl StreamConfig {
             retention_bytes: patch.retention_bytes.unwrap_or(self.retention_bytes),
             record_bytes_max: patch.record_bytes_max.unwrap_or(self.record_bytes_max),
             segment_bytes: patch.segment_bytes.unwrap_or(self.segment_bytes),
+            schema_validation: patch.schema_validation.unwrap_or(self.schema_validation),
         };
         if next.partitions < self.partitions {
             return Err(ValidationError::new(

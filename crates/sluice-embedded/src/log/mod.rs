@@ -25,6 +25,7 @@ pub mod groups_api {
 }
 mod partition;
 pub mod segment;
+mod stream_record;
 pub mod wake;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -54,13 +55,6 @@ const KIND_STREAM: &str = "stream";
 const KIND_META: &str = "stream_meta";
 const KIND_GROUP: &str = "stream_group";
 const KIND_DEDUP: &str = "stream_dedup";
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct StreamRecord {
-    id: u64,
-    config: StreamConfig,
-    created_at: TimeMs,
-}
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 struct DedupEntry {
@@ -157,7 +151,7 @@ impl Logs {
         };
         let mut warnings = Vec::new();
         for r in records.list(KIND_STREAM, "", None, usize::MAX) {
-            let rec: StreamRecord = codec::decode(&r.value).map_err(|e| corrupt(format!("stream/{}", r.key), e))?;
+            let rec = stream_record::decode(&r.value).map_err(|e| corrupt(format!("stream/{}", r.key), e))?;
             let mut partitions = Vec::with_capacity(rec.config.partitions as usize);
             for p in 0..rec.config.partitions {
                 let opened = Partition::open(root.join(rec.id.to_string()).join(p.to_string()), p, 0)?;
@@ -234,8 +228,8 @@ impl Logs {
     }
 
     fn put_stream(records: &mut Records, s: &Stream) {
-        let rec = StreamRecord { id: s.id, config: s.config.clone(), created_at: s.created_at };
-        records.put(KIND_STREAM, &s.name, codec::encode(&rec));
+        let rec = stream_record::StreamRecord { id: s.id, config: s.config.clone(), created_at: s.created_at };
+        records.put(KIND_STREAM, &s.name, stream_record::encode(&rec));
     }
 
     pub fn view(&self, name: &str, now: TimeMs) -> Result<StreamView, LogError> {
@@ -416,6 +410,44 @@ impl Logs {
             out.push(Ok(Appended { partition: p, offset, timestamp_ms, duplicate: false }));
         }
         Ok(out)
+    }
+
+    /// For a commit, which is all or nothing: whether [`Logs::append`] would take every record
+    /// of `new` into `name` now, or the refusal of the first it would not take. `taken` counts
+    /// the dedup ids that earlier appends of the same commit to this stream admitted (and
+    /// grows by this one's).
+    pub fn admit(
+        &self,
+        name: &str,
+        new: &[NewRecord],
+        now: TimeMs,
+        taken: &mut usize,
+    ) -> Result<(), sluice_store::Conflict> {
+        use sluice_store::Conflict;
+        let s = self.streams.get(name).ok_or_else(|| Conflict::StreamNotFound(name.to_owned()))?;
+        // As `append` counts them: after dropping the ids whose window is over.
+        let expired = s
+            .dedup_order
+            .iter()
+            .take_while(|(at, _)| *at <= now)
+            .filter(|(_, id)| s.dedup.get(id).is_some_and(|e| e.expires_at <= now))
+            .count();
+        let mut live = s.dedup.len() - expired + *taken;
+        let mut fresh: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        for (record, r) in new.iter().enumerate() {
+            r.validate(&s.config).map_err(|error| Conflict::RecordRefused { record, error })?;
+            if let Some(id) = &r.dedup_id
+                && s.dedup.get(id).is_none_or(|e| e.expires_at <= now)
+                && fresh.insert(id)
+            {
+                if live >= STREAM_DEDUP_ENTRIES_MAX {
+                    return Err(Conflict::RecordRefused { record, error: RecordError::DedupFull });
+                }
+                live += 1;
+                *taken += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Writes every staged batch (after the turn's fjall batch); returns the records written

@@ -259,7 +259,7 @@ impl Partition {
             let start = ix.position_for(meta.base, from);
             let partition = self.index;
             let mut done = false;
-            segment::read_batches(&file, &path, start, meta.bytes, |buf, h| {
+            let read = segment::read_batches(&file, &path, start, meta.bytes, |buf, h| {
                 if h.next_offset() <= from {
                     return Ok(true);
                 }
@@ -271,9 +271,21 @@ impl Partition {
                     bytes += r.body.len() as u64;
                     out.push(r);
                 }
-                Ok(true)
-            })
-            .map_err(ReadError::Damaged)?;
+                // Full: the next batch is not read, so damage after this one is no reason to
+                // withhold what is here.
+                done = out.len() >= max;
+                Ok(!done)
+            });
+            match read {
+                Ok(()) => {}
+                // Every record before the damaged batch was checked and is served; the read
+                // that starts at the damaged batch fails.
+                Err(damage) if !out.is_empty() => {
+                    tracing::error!("{} is damaged: {}", damage.file.display(), damage.reason);
+                    break;
+                }
+                Err(damage) => return Err(ReadError::Damaged(damage)),
+            }
             if done {
                 break;
             }

@@ -290,6 +290,10 @@ pub fn read_batches(
     while position < end {
         file.read_exact_at(&mut head, position).map_err(|e| damage(position, e.to_string()))?;
         let h = format::header(&head).map_err(|e| damage(position, e.to_string()))?;
+        // A damaged length must not make the read allocate past the segment's end.
+        if u64::from(h.length) > end - position {
+            return Err(damage(position, format!("its length {} runs past the segment's end at {end}", h.length)));
+        }
         buf.resize(h.length as usize, 0);
         file.read_exact_at(&mut buf, position).map_err(|e| damage(position, e.to_string()))?;
         let h = format::check(&buf).map_err(|e| damage(position, e.to_string()))?;

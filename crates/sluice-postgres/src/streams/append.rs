@@ -6,6 +6,12 @@
 //! order so that two appends never deadlock), then the records go in with one `INSERT ... SELECT
 //! FROM unnest(...)`. The partition row stays locked until commit, so commit order is offset
 //! order and no reader ever sees an offset before those below it.
+//!
+//! The dedup ids a stream remembers are not counted against `STREAM_DEDUP_ENTRIES_MAX` here:
+//! that bound protects the embedded store's memory, which holds every live id, while these are
+//! rows on disk, deleted by the sweep 5 minutes after their append. An exact count would be a
+//! row that every append to any partition of the stream updates, serializing appends that the
+//! per-partition offset rows let run side by side on every node (README, "Streams").
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -32,8 +38,41 @@ pub async fn append(
     sluice_store::validate_append(&records)?;
     let mut client = inner.client().await?;
     let tx = client.transaction().await.map_err(store_error)?;
-    let s = stream_row(&tx, stream).await?;
-    let now = now_ms(&tx).await?;
+    let appended = append_in(&tx, rr, stream, records, expect).await?;
+    tx.commit().await.map_err(store_error)?;
+    appended.done(inner).await;
+    Ok(appended.results)
+}
+
+/// What [`append_in`] did, for the caller to report once its transaction committed.
+pub(crate) struct InTransaction {
+    pub results: AppendResults,
+    stream_id: i64,
+    /// Whether any record was inserted (not only duplicates or refusals).
+    appended: bool,
+}
+
+impl InTransaction {
+    /// Counts the append and wakes the stream's long polls; call after the commit.
+    pub(crate) async fn done(&self, inner: &Inner) {
+        inner.counters.committed(self.results.len() as u64);
+        if self.appended {
+            inner.notify_stream(self.stream_id).await;
+        }
+    }
+}
+
+/// An append inside the caller's transaction (a plain append's, or a commit's with other
+/// writes); nothing is visible until that transaction commits, and a rollback undoes it whole.
+pub(crate) async fn append_in(
+    tx: &deadpool_postgres::Transaction<'_>,
+    rr: &RoundRobin,
+    stream: &str,
+    records: Vec<NewRecord>,
+    expect: Option<Expectation>,
+) -> Result<InTransaction, LogError> {
+    let s = stream_row(tx, stream).await?;
+    let now = now_ms(tx).await?;
     let mut records = records;
     if let Some(e) = expect {
         if e.partition >= s.config.partitions {
@@ -179,7 +218,6 @@ pub async fn append(
             .map_err(store_error)?;
         }
     }
-    tx.commit().await.map_err(store_error)?;
     let appended = !cols.partition.is_empty();
     let out: AppendResults = records
         .iter()
@@ -195,11 +233,7 @@ pub async fn append(
             Ok(Appended { duplicate: true, ..first.expect("a repeat follows its first") })
         })
         .collect();
-    inner.counters.committed(out.len() as u64);
-    if appended {
-        inner.notify_stream(s.id).await;
-    }
-    Ok(out)
+    Ok(InTransaction { results: out, stream_id: s.id, appended })
 }
 
 /// The columns of the records an append inserts.

@@ -16,6 +16,7 @@
 //! records over the partitions each on its own.
 
 mod append;
+pub(crate) use append::append_in;
 mod groups;
 mod sweep;
 

@@ -76,6 +76,7 @@ fn config(r: &CreateStreamRequest) -> StreamConfig {
         retention_bytes: r.retention_bytes,
         record_bytes_max: r.record_bytes_max.unwrap_or(d.record_bytes_max),
         segment_bytes: r.segment_bytes.unwrap_or(d.segment_bytes),
+        schema_validation: r.schema_validation.unwrap_or(d.schema_validation),
     }
 }
 
@@ -94,6 +95,7 @@ pub async fn create_stream(
     Json(request): Json<CreateStreamRequest>,
 ) -> Result<(StatusCode, axum::Json<Stream>), ApiError> {
     let (view, created) = state.store().create_stream(&request.name, config(&request)).await?;
+    state.services.schemas().forget_stream(&request.name);
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, axum::Json(wire::stream(view))))
 }
@@ -154,8 +156,11 @@ pub async fn update_stream(
         retention_bytes: request.retention_bytes,
         record_bytes_max: request.record_bytes_max,
         segment_bytes: request.segment_bytes,
+        schema_validation: request.schema_validation,
     };
-    Ok(axum::Json(wire::stream(state.store().update_stream(&name, patch).await?)))
+    let view = state.store().update_stream(&name, patch).await?;
+    state.services.schemas().forget_stream(&name);
+    Ok(axum::Json(wire::stream(view)))
 }
 
 #[utoipa::path(
@@ -165,6 +170,7 @@ pub async fn update_stream(
 )]
 pub async fn delete_stream(State(state): State<AppState>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
     state.store().delete_stream(&name).await?;
+    state.services.schemas().forget_stream(&name);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -206,6 +212,22 @@ pub async fn append(
             }
             Err(e) => results[i] = Some(failed(entry_validation_error(&e.within(&format!("records[{i}]"))))),
         }
+    }
+    // The schema check at the door: a refused record is answered in its place, the others
+    // are appended.
+    if !accepted.is_empty() && state.services.schemas().stream_validates(&name).await? {
+        let schemas = state.services.schemas();
+        let mut kept = (Vec::with_capacity(accepted.len()), Vec::with_capacity(accepted.len()));
+        for (record, i) in accepted.into_iter().zip(positions) {
+            match schemas.check_record(&record).await? {
+                Ok(()) => {
+                    kept.0.push(record);
+                    kept.1.push(i);
+                }
+                Err(violation) => results[i] = Some(failed(crate::schema_routes::violation_body(&violation))),
+            }
+        }
+        (accepted, positions) = kept;
     }
     if accepted.is_empty() {
         state.store().get_stream(&name).await?;

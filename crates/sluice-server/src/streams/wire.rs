@@ -32,12 +32,27 @@ fn exclusive(
 pub fn new_record(r: api::AppendRecord) -> Result<NewRecord, ValidationError> {
     let key = exclusive("key", r.key, r.key_base64)?.map(|(k, _)| k);
     let (body, body_binary) = exclusive("body", r.body, r.body_base64)?.unwrap_or_default();
+    let mut headers = r.headers;
+    if let Some(version) = r.version {
+        let header = sluice_services::schemas::ATTRIBUTE_VERSION;
+        match headers.get(header) {
+            Some(given) if *given != version => {
+                return Err(ValidationError::new(
+                    "version",
+                    format!("version {version:?} differs from the header {header} given too; give one of them"),
+                ));
+            }
+            _ => {
+                headers.insert(header.to_owned(), version);
+            }
+        }
+    }
     Ok(NewRecord {
         key,
         partition: r.partition,
         body,
         body_binary,
-        headers: r.headers,
+        headers,
         r#type: r.record_type,
         correlation_id: r.correlation_id,
         dedup_id: r.dedup_id,
@@ -97,6 +112,7 @@ pub fn stream(v: StreamView) -> api::Stream {
         retention_bytes: v.config.retention_bytes,
         record_bytes_max: v.config.record_bytes_max,
         segment_bytes: v.config.segment_bytes,
+        schema_validation: v.config.schema_validation,
         created_at: rfc3339(v.created_at),
         created_at_ms: v.created_at,
         partition_details,

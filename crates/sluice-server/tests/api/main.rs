@@ -5,11 +5,13 @@ mod support;
 
 mod alerts;
 mod dashboard;
+mod jobs;
 mod messages;
 mod operations;
 mod poisoned;
 mod queues;
 mod redrive;
+mod relays;
 mod schedules;
 mod schemas;
 mod serve;

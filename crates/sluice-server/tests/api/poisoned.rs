@@ -8,8 +8,10 @@ use axum::body::Body;
 use axum::http::Request;
 use serde_json::Value;
 use sluice_core::broker::{MoveOutcome, QueueView};
+use sluice_core::jobs::{ClaimSpec, JobId, NewJob, QueueJobStats};
 use sluice_core::{QueueAttributes, QueueAttributesPatch};
 use sluice_embedded::{Durability, EmbeddedConfig, EmbeddedStore};
+use sluice_store::{ClaimedJob, EnqueuedJob, HeartbeatAnswer, JobListRequest, JobPage, JobStore, JobView};
 use sluice_store::{
     CommitStore, Committed, EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage,
     Record, RecordStore, Store, StoreCounters, StoreError, StoreStatus, VisibilityRule, Write,
@@ -109,6 +111,43 @@ impl RecordStore for Poisoned {
 impl CommitStore for Poisoned {
     async fn commit_all(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
         self.0.commit_all(writes).await
+    }
+}
+
+#[async_trait]
+impl JobStore for Poisoned {
+    async fn enqueue_job(&self, job: NewJob) -> Result<EnqueuedJob, StoreError> {
+        self.0.enqueue_job(job).await
+    }
+    async fn get_job(&self, id: JobId, wait_ms: u64) -> Result<JobView, StoreError> {
+        self.0.get_job(id, wait_ms).await
+    }
+    async fn list_jobs(&self, request: JobListRequest) -> Result<JobPage, StoreError> {
+        self.0.list_jobs(request).await
+    }
+    async fn cancel_job(&self, id: JobId) -> Result<JobView, StoreError> {
+        self.0.cancel_job(id).await
+    }
+    async fn claim_jobs(&self, spec: ClaimSpec, wait_ms: u64) -> Result<Vec<ClaimedJob>, StoreError> {
+        self.0.claim_jobs(spec, wait_ms).await
+    }
+    async fn heartbeat_job(
+        &self,
+        id: JobId,
+        lease: &str,
+        progress: Option<Vec<u8>>,
+        lease_ms: Option<u64>,
+    ) -> Result<HeartbeatAnswer, StoreError> {
+        self.0.heartbeat_job(id, lease, progress, lease_ms).await
+    }
+    async fn complete_job(&self, id: JobId, lease: &str, result: Vec<u8>) -> Result<JobView, StoreError> {
+        self.0.complete_job(id, lease, result).await
+    }
+    async fn fail_job(&self, id: JobId, lease: &str, error: String, retry: bool) -> Result<JobView, StoreError> {
+        self.0.fail_job(id, lease, error, retry).await
+    }
+    async fn job_stats(&self) -> Result<Vec<QueueJobStats>, StoreError> {
+        self.0.job_stats().await
     }
 }
 

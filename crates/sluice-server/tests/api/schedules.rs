@@ -58,6 +58,26 @@ async fn schedule_lifecycle() {
         (resumed["status"].clone(), resumed["next_fire_at"].clone()),
         (json!("active"), json!("2030-01-01T00:00:00Z"))
     );
+    // A stream target is shown as given (it may be created after the schedule).
+    let mut into_stream = every_minute("audit-tick");
+    into_stream["target"] = json!({ "stream": "audit" });
+    let audit = s.expect("POST", "/v1/schedules", Some(into_stream), 201).await;
+    assert_eq!(audit["target"], json!({ "stream": "audit" }));
+    s.expect("DELETE", "/v1/schedules/audit-tick", None, 204).await;
+    // A job target: the body is the job's JSON payload.
+    let mut into_job = every_minute("nightly-report");
+    into_job["target"] = json!({ "job": { "queue": "reports", "type": "build-report", "max_attempts": 3 } });
+    into_job["message"] = json!({ "body": "{\"period\":\"day\"}" });
+    let report = s.expect("POST", "/v1/schedules", Some(into_job.clone()), 201).await;
+    assert_eq!(report["target"], json!({ "job": { "queue": "reports", "type": "build-report", "max_attempts": 3 } }));
+    into_job["message"] = json!({ "body": "not json" });
+    into_job["name"] = json!("other-report");
+    let refused = s.expect("POST", "/v1/schedules", Some(into_job), 400).await;
+    assert_eq!(
+        (refused["code"].as_str(), refused["details"]["field"].as_str()),
+        (Some("invalid_argument"), Some("message.body"))
+    );
+    s.expect("DELETE", "/v1/schedules/nightly-report", None, 204).await;
     s.expect("DELETE", "/v1/schedules/nightly", None, 204).await;
     s.expect("GET", "/v1/schedules/nightly", None, 404).await;
 
@@ -128,8 +148,14 @@ async fn schedule_errors() {
                 Some("invalid_argument"),
             )
             .field("target"),
-            case("POST", "/v1/schedules", with(json!({ "target": { "stream": "s" } })), 400, Some("invalid_argument"))
-                .field("target.stream"),
+            case(
+                "POST",
+                "/v1/schedules",
+                with(json!({ "target": { "stream": "no spaces" } })),
+                400,
+                Some("invalid_argument"),
+            )
+            .field("target.stream"),
             case(
                 "POST",
                 "/v1/schedules",

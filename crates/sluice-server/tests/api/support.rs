@@ -44,6 +44,11 @@ impl TestServer {
         TestServer { app, store, _dir: dir }
     }
 
+    /// The router, to drive from another task (a long poll).
+    pub fn clone_app(&self) -> Router {
+        self.app.clone()
+    }
+
     pub async fn raw(&self, request: Request<Body>) -> (StatusCode, HeaderMap, Vec<u8>) {
         let response = self.app.clone().oneshot(request).await.expect("the router never fails");
         let status = response.status();

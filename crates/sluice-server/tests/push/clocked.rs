@@ -51,6 +51,7 @@ impl ClockedStore {
             records: inner.clone(),
             commits: inner.clone(),
             logs: inner.clone(),
+            jobs: inner.clone(),
             status: inner,
         })
     }

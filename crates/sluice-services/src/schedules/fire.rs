@@ -6,12 +6,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use sluice_core::jobs::NewJob;
 use sluice_core::message::AttributeData;
+use sluice_core::stream::NewRecord;
 use sluice_core::{AttributeValue, NewMessage};
 use sluice_store::{Conflict, RECORD_LIST_LIMIT_MAX, Refused, StoreError, Write};
 
 use super::plan::{Plan, plan};
-use super::record::{SCHEDULE_KIND, ScheduleRecord, Target};
+use super::record::{Definition, JobTarget, SCHEDULE_KIND, ScheduleRecord, Target};
 use super::{SCHEDULE_ATTRIBUTE, SCHEDULE_REFRESH_MS, SCHEDULE_RETRY_MS, SCHEDULED_AT_ATTRIBUTE, Schedules};
 use crate::topics::{Origin, Publication};
 
@@ -21,6 +23,14 @@ enum Turn {
     Wait(Option<u64>),
     /// Another node, or a change through the API, got there first: read it again now.
     Changed,
+}
+
+/// Why a commit of a schedule's record did not happen.
+enum Unswapped {
+    /// The record was changed elsewhere.
+    Changed,
+    /// The store refused the tick's writes or failed (already logged); why, for the schedule.
+    Failed(String),
 }
 
 impl Schedules {
@@ -109,7 +119,8 @@ impl Schedules {
                     metrics::counter!("sluice_schedule_ticks_skipped_total").increment(skip);
                     (current, record) = (bytes, updated);
                 }
-                Err(turn) => return turn,
+                Err(Unswapped::Changed) => return Turn::Changed,
+                Err(Unswapped::Failed(_)) => return Turn::Wait(None),
             }
         }
         for (i, &tick) in fires.iter().enumerate() {
@@ -131,25 +142,21 @@ impl Schedules {
                         .record(now.saturating_sub(tick) as f64 / 1000.0);
                     (current, record) = (bytes, updated);
                 }
-                Err(Turn::Wait(_)) => {
-                    let reason = "the store refused or failed the tick's commit (see the server's log)".to_string();
-                    return self.failed(name, &current, &record, reason, retry_at).await;
-                }
-                Err(changed) => return changed,
+                Err(Unswapped::Failed(reason)) => return self.failed(name, &current, &record, reason, retry_at).await,
+                Err(Unswapped::Changed) => return Turn::Changed,
             }
         }
         Turn::Wait(record.state.next_tick_ms)
     }
 
-    /// Commits `updated` in place of `current` with `sends`. `Err(Changed)`: the record was
-    /// changed elsewhere; `Err(Wait)`: the store refused the sends or failed (already logged).
+    /// Commits `updated` in place of `current` with `sends`.
     async fn swap(
         &self,
         name: &str,
         current: &[u8],
         updated: &ScheduleRecord,
         sends: Vec<Write>,
-    ) -> Result<Vec<u8>, Turn> {
+    ) -> Result<Vec<u8>, Unswapped> {
         let bytes = updated.encode();
         let mut writes = vec![Write::ReplaceRecord {
             kind: SCHEDULE_KIND.into(),
@@ -160,14 +167,14 @@ impl Schedules {
         writes.extend(sends);
         match self.store.commit_all(writes).await {
             Ok(Ok(_)) => Ok(bytes),
-            Ok(Err(Refused { write: 0, conflict: Conflict::RecordChanged })) => Err(Turn::Changed),
+            Ok(Err(Refused { write: 0, conflict: Conflict::RecordChanged })) => Err(Unswapped::Changed),
             Ok(Err(refused)) => {
                 tracing::warn!(schedule = name, "a tick's message was refused: {}", refused.conflict);
-                Err(Turn::Wait(None))
+                Err(Unswapped::Failed(format!("the tick's message was refused: {}", refused.conflict)))
             }
             Err(e) => {
                 tracing::warn!(schedule = name, "firing a tick failed: {e}");
-                Err(Turn::Wait(None))
+                Err(Unswapped::Failed(format!("firing the tick failed: {e}")))
             }
         }
     }
@@ -207,11 +214,24 @@ impl Schedules {
                 }
                 Ok(vec![Write::Send { queue: queue.clone(), messages: vec![message] }])
             }
+            Target::Stream(stream) => {
+                Ok(vec![Write::Append { stream: stream.clone(), records: vec![stream_record(record, tick)] }])
+            }
             Target::Topic(topic) => {
                 let origin = Origin { base_url: record.origin.0.clone(), sender: record.origin.1.clone() };
                 let copies = self.topics.plan_publish(topic, publication(record, tick), &origin).await;
                 let copies = copies.map_err(|e| e.to_string())?;
                 Ok(copies.into_iter().map(|(queue, messages)| Write::Send { queue, messages }).collect())
+            }
+            Target::Job(target) => {
+                // Durable before the record's swap; its unique key makes a second enqueue of
+                // the same tick (after a crash, or by a node that lost the swap) find this one.
+                let enqueued = self.store.enqueue_job(job(&record.definition, target, tick)).await;
+                let enqueued = enqueued.map_err(|e| format!("the tick's job was refused: {e}"))?;
+                if enqueued.created {
+                    metrics::counter!(crate::jobs::ENQUEUED_METRIC, "queue" => target.queue.clone()).increment(1);
+                }
+                Ok(Vec::new())
             }
         }
     }
@@ -246,6 +266,35 @@ fn message(record: &ScheduleRecord, tick: u64) -> NewMessage {
     }
 }
 
+/// The tick's record for a stream target: keyed by the schedule's name (one partition, in tick
+/// order), the message's attributes as headers (text and numbers as they are, binary ones in
+/// base64), `scheduled_at` and `sluice.schedule` among them, and the tick as its dedup id.
+fn stream_record(record: &ScheduleRecord, tick: u64) -> NewRecord {
+    use base64::Engine as _;
+    let content = &record.definition.message;
+    let name = &record.definition.name;
+    let headers = attributes(record, tick)
+        .into_iter()
+        .map(|(header, value)| {
+            let value = match value.value {
+                AttributeData::Text(text) => text,
+                AttributeData::Bytes(bytes) => base64::engine::general_purpose::STANDARD.encode(bytes),
+            };
+            (header, value)
+        })
+        .collect();
+    NewRecord {
+        key: Some(name.as_bytes().to_vec()),
+        partition: None,
+        body: content.body.clone(),
+        body_binary: content.body_binary,
+        headers,
+        r#type: content.envelope.r#type.clone(),
+        correlation_id: content.envelope.correlation_id.clone(),
+        dedup_id: Some(format!("{name}/{tick}")),
+    }
+}
+
 /// The tick's message as a topic publishes it (text, with the same attributes).
 pub(super) fn publication(record: &ScheduleRecord, tick: u64) -> Publication {
     let content = &record.definition.message;
@@ -259,6 +308,30 @@ pub(super) fn publication(record: &ScheduleRecord, tick: u64) -> Publication {
         // A FIFO topic needs a group, and the tick is its own dedup id there.
         group_id: content.envelope.group_id.clone().or_else(|| fifo.then(|| name.clone())),
         dedup_id: fifo.then(|| format!("{name}/{tick}")),
+        message_id: None,
+        schema_type: None,
+    }
+}
+
+/// The job a tick enqueues: the message body as its payload, the tick as its unique key (kept
+/// for the longest window jobs allow) and in its tags (`schedule=NAME` only when it fits a
+/// tag's 64 bytes).
+pub(super) fn job(definition: &Definition, target: &JobTarget, tick: u64) -> NewJob {
+    let name = &definition.name;
+    NewJob {
+        queue: target.queue.clone(),
+        job_type: target.job_type.clone(),
+        payload: definition.message.body.clone(),
+        priority: target.priority.unwrap_or(definition.priority),
+        timeout_ms: target.timeout_ms,
+        max_attempts: target.max_attempts,
+        unique_key: Some(format!("schedule/{name}/{tick}")),
+        unique_for_ms: Some(sluice_core::jobs::limits::JOB_UNIQUE_FOR_MS_MAX),
+        tags: [format!("scheduled_at={}", rfc3339(tick)), format!("schedule={name}")]
+            .into_iter()
+            .filter(|tag| tag.len() <= sluice_core::jobs::limits::JOB_TAG_LEN_MAX)
+            .collect(),
+        ..NewJob::default()
     }
 }
 

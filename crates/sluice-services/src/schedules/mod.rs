@@ -21,7 +21,7 @@ use sluice_core::ValidationError;
 use sluice_store::{RECORD_LIST_LIMIT_MAX, Store, StoreError};
 use tokio::sync::Notify;
 
-pub use record::{CatchUp, Definition, SCHEDULE_KIND, ScheduleRecord, State, Target};
+pub use record::{CatchUp, Definition, JobTarget, SCHEDULE_KIND, ScheduleRecord, State, Target};
 
 use crate::topics::{Origin, TopicError, Topics};
 use spec::Spec;
@@ -256,7 +256,25 @@ fn check(d: &Definition) -> Result<(), ScheduleError> {
         return Err(invalid("end_at", "the end is before the start"));
     }
     if d.target.name().is_empty() {
-        return Err(invalid("target", "name a queue or a topic"));
+        return Err(invalid("target", "name a queue, a topic or a stream"));
+    }
+    if let Target::Stream(stream) = &d.target {
+        sluice_core::stream::validate_name("target.stream", stream)?;
+    }
+    if let Target::Job(job) = &d.target {
+        // The job a tick would enqueue, checked as an enqueue checks it (`now` 0: no run_at).
+        let tick_job = fire::job(d, job, 0);
+        tick_job.validate(0).map_err(|mut v| {
+            v.field = match v.field.as_str() {
+                "payload" => "message.body".into(),
+                "type" => "target.job.type".into(),
+                other => format!("target.job.{other}"),
+            };
+            v
+        })?;
+        if serde_json::from_slice::<serde::de::IgnoredAny>(&d.message.body).is_err() {
+            return Err(invalid("message.body", "a job's payload is JSON: the message body must be JSON text"));
+        }
     }
     let size = sluice_core::NewMessage {
         body: d.message.body.clone(),

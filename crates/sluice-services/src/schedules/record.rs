@@ -17,12 +17,33 @@ pub const RECORD_FORMAT: u8 = 1;
 pub enum Target {
     Queue(String),
     Topic(String),
+    /// A stream: each tick appends one record keyed by the schedule's name, so that the ticks
+    /// of a schedule keep their order in one partition.
+    Stream(String),
+    /// A job queue: each tick enqueues one job, deduplicated by its unique key
+    /// `schedule/NAME/TICK_MS` (the enqueue comes before the record's swap, so a tick fired
+    /// again after a crash or by a racing node finds its job there).
+    Job(JobTarget),
+}
+
+/// The job every tick enqueues; the schedule's message body (JSON) is its payload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobTarget {
+    pub queue: String,
+    pub job_type: String,
+    #[serde(default)]
+    pub priority: Option<u8>,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
 }
 
 impl Target {
     pub fn name(&self) -> &str {
         match self {
-            Target::Queue(name) | Target::Topic(name) => name,
+            Target::Queue(name) | Target::Topic(name) | Target::Stream(name) => name,
+            Target::Job(job) => &job.queue,
         }
     }
 }

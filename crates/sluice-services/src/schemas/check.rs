@@ -3,8 +3,8 @@
 //! version's schema. Refusals are [`Violation`]s, which every protocol reports in its own way
 //! (`schema_validation_failed` natively, `InvalidParameterValue` over SQS and SNS).
 //!
-//! Two short-lived caches keep the check off the store on the hot path: a type's latest version
-//! (for messages without a version) and whether a queue validates, each trusted for
+//! Short-lived caches keep the check off the store on the hot path: a type's latest version
+//! (for messages without a version) and whether a queue or a stream validates, each trusted for
 //! [`CACHE_TTL_MS`] on the injected clock. A change made through this node takes effect at once;
 //! one made on another node of a shared database takes effect within that time.
 
@@ -12,8 +12,10 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use serde_json::Value;
-use sluice_core::BrokerError;
-use sluice_store::StoreError;
+use sluice_core::message::AttributeData;
+use sluice_core::stream::NewRecord;
+use sluice_core::{BrokerError, NewMessage};
+use sluice_store::{LogError, StoreError};
 
 use super::validate::{self, Failure};
 use super::{SchemaError, Schemas};
@@ -73,6 +75,8 @@ pub(super) struct Caches {
     latest: Mutex<HashMap<String, (u32, u64)>>,
     /// Queue → (validates; when it was read).
     queues: Mutex<HashMap<String, (bool, u64)>>,
+    /// Stream → (validates; when it was read).
+    streams: Mutex<HashMap<String, (bool, u64)>>,
 }
 
 impl Caches {
@@ -95,7 +99,7 @@ fn put<T>(cache: &Mutex<HashMap<String, (T, u64)>>, key: &str, entry: (T, u64)) 
 }
 
 impl Schemas {
-    /// Checks one message: `Ok(Err(violation))` refuses it; `Err` is the store failing.
+    /// Checks one message body: `Ok(Err(violation))` refuses it; `Err` is the store failing.
     pub async fn check_message(
         &self,
         r#type: Option<&str>,
@@ -103,22 +107,44 @@ impl Schemas {
         body: &[u8],
         binary: bool,
     ) -> Result<Result<(), Violation>, StoreError> {
-        let outcome = self.check_inner(r#type, version, body, binary).await;
-        let result = match &outcome {
-            Ok(Ok(())) => "valid",
-            Ok(Err(_)) => "refused",
-            Err(_) => "error",
+        counted(self.check_inner(r#type, version, Body::Bytes { body, binary }).await)
+    }
+
+    /// Checks a message as a queue's door does: its schema is named by its `type` and
+    /// `version`, or by the attributes `sluice.type` and `sluice.version` (SQS, relays).
+    pub async fn check_new_message(&self, m: &NewMessage) -> Result<Result<(), Violation>, StoreError> {
+        let named = |name: &str| match m.attributes.get(name).map(|a| &a.value) {
+            Some(AttributeData::Text(t)) => Some(t.as_str()),
+            _ => None,
         };
-        metrics::counter!("sluice_schema_checks_total", "result" => result).increment(1);
-        outcome
+        let r#type = m.envelope.r#type.as_deref().or_else(|| named(ATTRIBUTE_TYPE));
+        let version = m.envelope.version.as_deref().or_else(|| named(ATTRIBUTE_VERSION));
+        self.check_message(r#type, version, &m.body, m.body_binary).await
+    }
+
+    /// Checks a stream record: its schema is named by its `type` (or the header `sluice.type`)
+    /// and the header `sluice.version`.
+    pub async fn check_record(&self, r: &NewRecord) -> Result<Result<(), Violation>, StoreError> {
+        let r#type = r.r#type.as_deref().or_else(|| r.headers.get(ATTRIBUTE_TYPE).map(String::as_str));
+        let version = r.headers.get(ATTRIBUTE_VERSION).map(String::as_str);
+        self.check_message(r#type, version, &r.body, r.body_binary).await
+    }
+
+    /// Checks a JSON value that is already parsed (a job's payload).
+    pub async fn check_value(
+        &self,
+        r#type: Option<&str>,
+        version: Option<&str>,
+        instance: &Value,
+    ) -> Result<Result<(), Violation>, StoreError> {
+        counted(self.check_inner(r#type, version, Body::Json(instance)).await)
     }
 
     async fn check_inner(
         &self,
         r#type: Option<&str>,
         version: Option<&str>,
-        body: &[u8],
-        binary: bool,
+        body: Body<'_>,
     ) -> Result<Result<(), Violation>, StoreError> {
         let Some(name) = r#type else {
             return Ok(Err(Violation::whole(
@@ -151,14 +177,21 @@ impl Schemas {
             Err(SchemaError::Store(e)) => return Err(e),
             Err(e) => return Ok(Err(Violation::whole(Some(name), Some(version), e.to_string()))),
         };
-        if binary {
-            return Ok(Err(Violation::whole(Some(name), Some(version), "the body is binary; a schema checks JSON text")));
-        }
-        let instance: Value = match serde_json::from_slice(body) {
-            Ok(v) => v,
-            Err(e) => return Ok(Err(Violation::whole(Some(name), Some(version), format!("the body is not JSON: {e}")))),
+        let parsed;
+        let instance = match body {
+            Body::Json(instance) => instance,
+            Body::Bytes { binary: true, .. } => {
+                return Ok(Err(Violation::whole(Some(name), Some(version), "the body is binary; a schema checks JSON text")));
+            }
+            Body::Bytes { body, binary: false } => match serde_json::from_slice::<Value>(body) {
+                Ok(v) => {
+                    parsed = v;
+                    &parsed
+                }
+                Err(e) => return Ok(Err(Violation::whole(Some(name), Some(version), format!("the body is not JSON: {e}")))),
+            },
         };
-        let failures = validate::failures(&validator, &instance);
+        let failures = validate::failures(&validator, instance);
         let Some(first) = failures.first() else { return Ok(Ok(())) };
         Ok(Err(Violation {
             r#type: Some(name.to_owned()),
@@ -205,4 +238,43 @@ impl Schemas {
     pub fn forget_queue(&self, queue: &str) {
         self.caches.queues.lock().expect("schema cache").remove(queue);
     }
+
+    /// Whether appends to `stream` are checked (cached); an unknown stream is not (its append
+    /// answers `stream_not_found` anyway).
+    pub async fn stream_validates(&self, stream: &str) -> Result<bool, StoreError> {
+        let now = self.clock.now_ms();
+        if let Some(v) = fresh(&self.caches.streams, stream, now) {
+            return Ok(v);
+        }
+        let validates = match self.store.get_stream(stream).await {
+            Ok(view) => view.config.schema_validation,
+            Err(LogError::Store(e)) => return Err(e),
+            // Not found, or a store without streams: nothing to check.
+            Err(_) => false,
+        };
+        put(&self.caches.streams, stream, (validates, now));
+        Ok(validates)
+    }
+
+    /// Forgets what is cached about a stream, after it was created, changed or deleted here.
+    pub fn forget_stream(&self, stream: &str) {
+        self.caches.streams.lock().expect("schema cache").remove(stream);
+    }
+}
+
+/// What a check is given: a body as sent, or JSON already parsed.
+enum Body<'a> {
+    Bytes { body: &'a [u8], binary: bool },
+    Json(&'a Value),
+}
+
+/// Counts a check's outcome in `sluice_schema_checks_total`.
+fn counted(outcome: Result<Result<(), Violation>, StoreError>) -> Result<Result<(), Violation>, StoreError> {
+    let result = match &outcome {
+        Ok(Ok(())) => "valid",
+        Ok(Err(_)) => "refused",
+        Err(_) => "error",
+    };
+    metrics::counter!("sluice_schema_checks_total", "result" => result).increment(1);
+    outcome
 }

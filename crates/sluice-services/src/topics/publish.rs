@@ -49,6 +49,13 @@ pub struct Publication {
     pub group_id: Option<String>,
     /// FIFO topics only.
     pub dedup_id: Option<String>,
+    /// The message id (the envelope's `MessageId`), when the caller has one of its own: the
+    /// outbox relay gives the row id, so that a row published twice carries one id. A new
+    /// UUIDv7 when `None`.
+    pub message_id: Option<String>,
+    /// The schema type when the attribute `sluice.type` does not name one: the outbox relay's
+    /// row type. Not sent to subscribers.
+    pub schema_type: Option<String>,
 }
 
 /// An acknowledged message.
@@ -238,6 +245,7 @@ impl Topics {
     async fn check_schema(&self, p: &Publication) -> Result<Result<(), Violation>, StoreError> {
         let text = |name: &str| match p.attributes.get(name).map(|a| &a.value) {
             Some(AttributeData::Text(t)) => Some(t.as_str()),
+            _ if name == ATTRIBUTE_TYPE => p.schema_type.as_deref(),
             _ => None,
         };
         let default;
@@ -257,10 +265,10 @@ impl Topics {
         let Checked { default_text, per_protocol, dedup_id } = check(&snapshot.topic, &publication)?;
         Ok(Accepted {
             index,
+            message_id: publication.message_id.clone().unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
             publication,
             default_text,
             per_protocol,
-            message_id: uuid::Uuid::now_v7().to_string(),
             sequence_number: snapshot.topic.fifo.then(|| format!("{:020}", self.next_sequence())),
             dedup_id,
         })

@@ -120,6 +120,11 @@ impl Endpoints {
         Endpoints { config, map: Mutex::new(HashMap::new()) }
     }
 
+    /// The timeouts and breaker settings every delivery from this node uses.
+    pub fn config(&self) -> PushConfig {
+        self.config
+    }
+
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, EndpointState>> {
         self.map.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -133,15 +138,15 @@ impl Endpoints {
         f(state)
     }
 
-    fn permits(&self, endpoint: &str) -> Arc<Semaphore> {
+    pub(crate) fn permits(&self, endpoint: &str) -> Arc<Semaphore> {
         self.with(endpoint, |s| s.permits.clone())
     }
 
-    fn allow(&self, endpoint: &str, now_ms: u64) -> Admission {
+    pub(crate) fn allow(&self, endpoint: &str, now_ms: u64) -> Admission {
         self.with(endpoint, |s| s.breaker.allow(now_ms))
     }
 
-    fn record(&self, endpoint: &str, now_ms: u64, permit: Permit, outcome: Outcome) {
+    pub(crate) fn record(&self, endpoint: &str, now_ms: u64, permit: Permit, outcome: Outcome) {
         if let Some(state) = self.with(endpoint, |s| s.breaker.record(now_ms, permit, outcome)) {
             tracing::info!(endpoint, state = breaker_state_name(state), "push endpoint's circuit breaker changed");
             metrics::gauge!("sluice_push_breaker_state", "endpoint" => endpoint.to_string())
@@ -233,7 +238,7 @@ pub fn after_failure(policy: &DeliveryPolicy, attempt: u32, draw: u64) -> AfterF
 
 /// The jitter draw of one retry: derived from the message id and the attempt, so that a run
 /// replays exactly while different deliveries spread apart.
-fn draw(message_id: &str, attempt: u32) -> u64 {
+pub(crate) fn draw(message_id: &str, attempt: u32) -> u64 {
     let digest = Sha256::new().chain_update(message_id.as_bytes()).chain_update(attempt.to_le_bytes()).finalize();
     let mut bytes = [0u8; 8];
     bytes.copy_from_slice(&digest[..8]);
@@ -585,7 +590,7 @@ async fn post(shared: &Shared, target: &Target, delivery: &PushDelivery) -> Resu
 }
 
 /// A request error with its causes, cut to `PUSH_ERROR_BYTES_MAX`.
-fn describe(error: &reqwest::Error) -> String {
+pub(crate) fn describe(error: &reqwest::Error) -> String {
     let mut text = if error.is_timeout() { "timed out".to_string() } else { error.to_string() };
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
@@ -596,7 +601,7 @@ fn describe(error: &reqwest::Error) -> String {
     truncate(text)
 }
 
-fn truncate(mut text: String) -> String {
+pub(crate) fn truncate(mut text: String) -> String {
     if text.len() > PUSH_ERROR_BYTES_MAX {
         let mut end = PUSH_ERROR_BYTES_MAX;
         while !text.is_char_boundary(end) {

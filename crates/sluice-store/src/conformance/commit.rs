@@ -1,12 +1,14 @@
 //! Conformance of [`CommitStore`](crate::CommitStore): all writes or none, conditions checked
-//! against what earlier writes left, concurrent commits on one condition, restarts.
+//! against what earlier writes left, concurrent commits on one condition, appends to streams
+//! beside sends and records, restarts.
 
 use std::sync::Arc;
 
+use sluice_core::stream::{NewRecord, RecordError, StreamConfig};
 use sluice_core::{BrokerError, NewMessage, QueueAttributes};
 
 use super::{Backend, bodies, queue, recv, text};
-use crate::{Conflict, Refused, StoreError, Write, WriteOutcome};
+use crate::{Appended, Conflict, ReadFrom, ReadRequest, Refused, StoreError, Write, WriteOutcome};
 
 fn send(queue: &str, bodies: &[&str]) -> Write {
     Write::Send { queue: queue.into(), messages: bodies.iter().map(|b| text(b)).collect() }
@@ -25,7 +27,7 @@ fn replace(key: &str, expected: &str, value: &str) -> Write {
     }
 }
 
-async fn record(s: &dyn crate::Store, key: &str) -> Option<String> {
+async fn record_value(s: &dyn crate::Store, key: &str) -> Option<String> {
     s.get_record("k", key).await.expect("get").map(|v| String::from_utf8(v).expect("utf-8"))
 }
 
@@ -46,12 +48,12 @@ pub async fn commit_applies_sends_and_records_together(b: &dyn Backend) {
     assert_eq!(sent.len(), 2);
     assert!(sent[0].seq < sent[1].seq && !sent[0].duplicate);
     assert!(outcomes[1..].iter().all(|o| *o == WriteOutcome::Recorded));
-    assert_eq!(record(s.as_ref(), "a").await.as_deref(), Some("v2"));
-    assert_eq!(record(s.as_ref(), "b").await, None);
+    assert_eq!(record_value(s.as_ref(), "a").await.as_deref(), Some("v2"));
+    assert_eq!(record_value(s.as_ref(), "b").await, None);
     b.close(s).await;
 
     let s = b.open().await;
-    assert_eq!(record(s.as_ref(), "a").await.as_deref(), Some("v2"), "the commit survives a restart");
+    assert_eq!(record_value(s.as_ref(), "a").await.as_deref(), Some("v2"), "the commit survives a restart");
     let got = s.receive("q", recv(10, 0, None)).await.expect("receive");
     assert_eq!(bodies(&got), ["one", "two"]);
     assert_eq!(got[0].message.meta.id, sent[0].id);
@@ -86,8 +88,8 @@ pub async fn a_refused_commit_changes_nothing(b: &dyn Backend) {
     let too_many = s.commit_all(vec![Write::Send { queue: "q".into(), messages: huge }]).await;
     assert!(matches!(too_many, Err(StoreError::Broker(BrokerError::Invalid(_)))), "{too_many:?}");
 
-    assert_eq!(record(s.as_ref(), "new").await, None);
-    assert_eq!(record(s.as_ref(), "taken").await.as_deref(), Some("x"));
+    assert_eq!(record_value(s.as_ref(), "new").await, None);
+    assert_eq!(record_value(s.as_ref(), "taken").await.as_deref(), Some("x"));
     for q in ["q", "small"] {
         assert!(s.receive(q, recv(10, 0, None)).await.expect("receive").is_empty(), "nothing sent into {q}");
     }
@@ -135,6 +137,90 @@ pub async fn of_commits_racing_on_one_condition_exactly_one_wins(b: &dyn Backend
     }
     assert_eq!(won, 1, "exactly one commit took the condition");
     assert_eq!(s.receive("q", recv(10, 0, None)).await.expect("receive").len(), 1, "and only its send happened");
-    assert_eq!(record(s.as_ref(), "tick").await.as_deref(), Some("1"));
+    assert_eq!(record_value(s.as_ref(), "tick").await.as_deref(), Some("1"));
+    b.close(s).await;
+}
+
+fn record(body: &str, dedup: Option<&str>) -> NewRecord {
+    NewRecord {
+        key: Some(b"tick".to_vec()),
+        body: body.as_bytes().to_vec(),
+        dedup_id: dedup.map(str::to_owned),
+        ..Default::default()
+    }
+}
+
+fn append(stream: &str, records: Vec<NewRecord>) -> Write {
+    Write::Append { stream: stream.into(), records }
+}
+
+async fn stream_bodies(s: &dyn crate::Store, stream: &str) -> Vec<String> {
+    let request = ReadRequest { partition: 0, from: ReadFrom::Offset(0), max: 100, wait_ms: 0 };
+    let batch = s.read(stream, request).await.expect("read");
+    batch.records.iter().map(|r| String::from_utf8_lossy(&r.body).into_owned()).collect()
+}
+
+pub async fn commit_appends_to_streams_with_the_other_writes(b: &dyn Backend) {
+    let s = b.open().await;
+    queue(s.as_ref(), "q", QueueAttributes::default()).await;
+    let small = StreamConfig { record_bytes_max: 64, ..StreamConfig::default() };
+    s.create_stream("ticks", small).await.expect("create stream");
+    s.put_record("k", "tick", b"0".to_vec()).await.expect("put");
+
+    let writes = vec![
+        replace("tick", "0", "1"),
+        append("ticks", vec![record("one", Some("t/1")), record("two", None)]),
+        send("q", &["sent"]),
+    ];
+    let outcomes = s.commit_all(writes).await.expect("commit").expect("not refused");
+    let WriteOutcome::Appended(places) = &outcomes[1] else { panic!("an append's outcome: {outcomes:?}") };
+    assert_eq!(
+        places.iter().map(|p| (p.partition, p.offset, p.duplicate)).collect::<Vec<_>>(),
+        [(0, 0, false), (0, 1, false)]
+    );
+    assert_eq!(stream_bodies(s.as_ref(), "ticks").await, ["one", "two"]);
+
+    // The same dedup id again is answered with the original's place and appends nothing.
+    let outcomes = s
+        .commit_all(vec![replace("tick", "1", "2"), append("ticks", vec![record("one again", Some("t/1"))])])
+        .await
+        .expect("commit")
+        .expect("not refused");
+    assert_eq!(outcomes[1], WriteOutcome::Appended(vec![Appended { duplicate: true, ..places[0] }]));
+
+    // Refused, each changing nothing: an unknown stream, a record the stream does not take
+    // (the earlier, valid record and every other write are not applied either).
+    let refused = s.commit_all(vec![replace("tick", "2", "3"), append("nope", vec![record("x", None)])]).await;
+    assert_eq!(refused.expect("commit"), Err(Refused { write: 1, conflict: Conflict::StreamNotFound("nope".into()) }));
+    let large = record(&"x".repeat(100), None);
+    let refused = s
+        .commit_all(vec![
+            send("q", &["lost"]),
+            replace("tick", "2", "3"),
+            append("ticks", vec![record("ok", None), large]),
+        ])
+        .await
+        .expect("commit");
+    assert!(
+        matches!(
+            &refused,
+            Err(Refused {
+                write: 2,
+                conflict: Conflict::RecordRefused { record: 1, error: RecordError::TooLarge { .. } }
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(record_value(s.as_ref(), "tick").await.as_deref(), Some("2"));
+    assert_eq!(stream_bodies(s.as_ref(), "ticks").await, ["one", "two"], "nothing more appended");
+    b.close(s).await;
+
+    // Durable with the commit, and the dedup id with it.
+    let s = b.open().await;
+    assert_eq!(stream_bodies(s.as_ref(), "ticks").await, ["one", "two"]);
+    assert_eq!(bodies(&s.receive("q", recv(10, 0, None)).await.expect("receive")), ["sent"]);
+    let outcomes = s.commit_all(vec![append("ticks", vec![record("once more", Some("t/1"))])]).await.expect("commit");
+    assert_eq!(outcomes, Ok(vec![WriteOutcome::Appended(vec![Appended { duplicate: true, ..places[0] }])]));
+    assert_eq!(stream_bodies(s.as_ref(), "ticks").await, ["one", "two"]);
     b.close(s).await;
 }

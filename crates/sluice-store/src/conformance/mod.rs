@@ -1,6 +1,5 @@
 //! The conformance suite: the behaviour every backend must show, written once, one module per
-//! store trait (`queues.rs`, `records.rs`, `commit.rs`).
-//! store trait (`queues.rs`, `records.rs`, `log.rs`).
+//! store trait (`queues.rs`, `records.rs`, `commit.rs`, `log.rs`, `jobs.rs`).
 //!
 //! A backend's test file calls [`conformance_tests!`] with an expression that builds a fresh
 //! [`Backend`] (its own empty storage) for each test. Tests use real time with short timeouts;
@@ -9,6 +8,7 @@
 //! restart.
 
 mod commit;
+mod jobs;
 mod log;
 mod queues;
 mod records;
@@ -19,6 +19,7 @@ use async_trait::async_trait;
 use sluice_core::{NewMessage, QueueAttributes};
 
 pub use commit::*;
+pub use jobs::*;
 pub use log::*;
 pub use queues::*;
 pub use records::*;
@@ -57,13 +58,18 @@ macro_rules! conformance_tests {
             records_insert_put_replace_get_delete,
             records_list_by_kind_prefix_and_key_order, records_survive_restart,
             commit_applies_sends_and_records_together, a_refused_commit_changes_nothing,
-            of_commits_racing_on_one_condition_exactly_one_wins,
+            of_commits_racing_on_one_condition_exactly_one_wins, commit_appends_to_streams_with_the_other_writes,
             streams_create_get_list_update_delete, appends_get_gapless_offsets_by_partition_key_and_round_robin,
             reads_from_offsets_and_times_keep_every_field, read_long_polls_wake_on_append_and_time_out,
             dedup_ids_return_the_original_place_across_restart, streams_records_and_groups_survive_restart,
             offsets_groups_share_partitions_commit_forward_and_seek,
             shared_groups_keep_key_order_and_dead_letter_exhausted_records,
-            retention_removes_old_records_by_size_and_age, bad_records_fail_alone_and_expectations_change_nothing);
+            retention_removes_old_records_by_size_and_age, bad_records_fail_alone_and_expectations_change_nothing,
+            jobs_enqueue_get_list_filter_and_unique, jobs_claim_heartbeat_complete_and_stale_leases,
+            jobs_fail_retries_after_backoff_then_dead, jobs_lapsed_lease_requeues_and_the_old_lease_is_stale,
+            jobs_cancel_waiting_and_running, jobs_claim_order_delay_and_types,
+            jobs_long_polls_wake_on_enqueue_and_on_finish, jobs_finished_are_pruned_after_their_ttl,
+            jobs_survive_restart_with_their_leases, jobs_callbacks_are_enqueued_with_the_transition);
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
         $(

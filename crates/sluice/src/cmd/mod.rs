@@ -5,10 +5,12 @@ mod ack;
 mod alert;
 mod bench;
 mod dlq;
+mod job;
 mod migrate;
 mod peek;
 mod queue;
 mod receive;
+mod relay;
 mod schedule;
 mod schema;
 mod send;
@@ -34,6 +36,8 @@ pub enum Command {
     Schema(schema::Args),
     Stream(stream::Args),
     Alert(alert::Args),
+    Relay(relay::Args),
+    Job(job::Args),
     // Boxed: the benchmark's many flags would make every command as large as it.
     Bench(Box<bench::Args>),
     Migrate(migrate::Args),
@@ -54,6 +58,8 @@ impl Command {
             Command::Schema(args) => schema::run(args).await,
             Command::Stream(args) => stream::run(args).await,
             Command::Alert(args) => alert::run(args).await,
+            Command::Relay(args) => relay::run(args).await,
+            Command::Job(args) => job::run(args).await,
             Command::Bench(args) => bench::run(*args).await,
             Command::Migrate(args) => migrate::run(args).await,
         }

@@ -7,8 +7,8 @@ use sluice_api::{Attribute, CatchUp, CreateScheduleRequest, Schedule, ScheduleTa
 use super::{ClientArgs, parse_attribute, parse_duration_ms};
 use crate::output;
 
-/// Send a message into a queue or a topic on a cron schedule or at a fixed interval; each tick
-/// fires exactly once, across restarts and servers.
+/// Send a message into a queue, a topic or a stream on a cron schedule or at a fixed interval;
+/// each tick fires exactly once, across restarts and servers.
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Examples:\n  sluice schedule create nightly-report --cron '0 2 * * *' --timezone Europe/Paris --queue reports --body 'build the report'\n  sluice schedule create heartbeat --every 30s --topic health --body ping\n  sluice schedule list\n  sluice schedule pause nightly-report"
@@ -32,10 +32,12 @@ enum ScheduleCommand {
 /// Create a schedule (succeeds without change if one with this definition exists).
 ///
 /// Every tick sends the message with the attribute `scheduled_at` (the tick's time, RFC 3339)
-/// and `sluice.schedule` (its name).
+/// and `sluice.schedule` (its name); into a stream, as headers of a record keyed by the
+/// schedule's name, with `NAME/TICK_MS` as its dedup id.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  sluice schedule create weekdays --cron '0 9 * * MON-FRI' --timezone America/New_York --queue standup --body 'stand-up in 5 minutes'\n  sluice schedule create every-ten-seconds --cron '*/10 * * * * *' --queue ticks --body tick\n  sluice schedule create heartbeat --every 30s --topic health --body ping --catch-up latest\n  sluice schedule create campaign --every 1h --queue mails --body send --start-at 2030-01-01T00:00:00Z --end-at 2030-01-31T00:00:00Z"
+    after_help = "Examples:\n  sluice schedule create weekdays --cron '0 9 * * MON-FRI' --timezone America/New_York --queue standup --body 'stand-up in 5 minutes'\n  sluice schedule create every-ten-seconds --cron '*/10 * * * * *' --queue ticks --body tick\n  sluice schedule create heartbeat --every 30s --topic health --body ping --catch-up latest\n  sluice schedule create audit-tick --every 1m --stream audit --body tick\n  sluice schedule create nightly-report --cron '0 2 * * *' --job-queue reports --job-type build-report --body '{\"period\":\"day\"}'\n  sluice schedule create campaign --every 1h --queue mails --body send --start-at 2030-01-01T00:00:00Z --end-at 2030-01-31T00:00:00Z",
+    group(clap::ArgGroup::new("target").required(true).multiple(false).args(["queue", "topic", "stream"]))
 )]
 struct CreateArgs {
     /// Schedule name: letters, digits, `.`, `-` and `_`, up to 128 characters.
@@ -50,12 +52,21 @@ struct CreateArgs {
     #[arg(long, value_name = "ZONE", requires = "cron")]
     timezone: Option<String>,
     /// Send into this queue.
-    #[arg(long, value_name = "QUEUE", required_unless_present = "topic", conflicts_with = "topic")]
+    #[arg(long, value_name = "QUEUE")]
     queue: Option<String>,
     /// Publish to this topic.
     #[arg(long, value_name = "TOPIC")]
     topic: Option<String>,
-    /// The message every tick sends, as text.
+    /// Append to this stream (one record per tick, keyed by the schedule's name).
+    #[arg(long, value_name = "STREAM")]
+    stream: Option<String>,
+    /// Enqueue a job in this job queue every tick (with --job-type; --body is its JSON payload).
+    #[arg(long, value_name = "QUEUE", requires = "job_type")]
+    job_queue: Option<String>,
+    /// The type of the job each tick enqueues.
+    #[arg(long, value_name = "TYPE", requires = "job_queue")]
+    job_type: Option<String>,
+    /// The message every tick sends, as text (for a job: its JSON payload).
     #[arg(long)]
     body: String,
     /// A typed attribute: NAME=String:text, NAME=Number:42 or NAME=Binary:<base64>; repeat for
@@ -140,7 +151,16 @@ async fn create(args: CreateArgs) -> Result<()> {
         cron: args.cron.clone(),
         every_ms: args.every,
         timezone: args.timezone.clone(),
-        target: ScheduleTarget { queue: args.queue.clone(), topic: args.topic.clone(), ..Default::default() },
+        target: ScheduleTarget {
+            queue: args.queue.clone(),
+            topic: args.topic.clone(),
+            stream: args.stream.clone(),
+            job: args.job_queue.clone().map(|queue| sluice_api::ScheduleJob {
+                queue,
+                job_type: args.job_type.clone().unwrap_or_default(),
+                ..Default::default()
+            }),
+        },
         message: SendMessage {
             body: Some(args.body.clone()),
             attributes: args.attributes.iter().cloned().collect(),
@@ -178,10 +198,14 @@ fn recurrence(s: &Schedule) -> String {
 }
 
 fn target(s: &Schedule) -> String {
-    match (&s.target.queue, &s.target.topic) {
-        (Some(q), _) => format!("queue {q}"),
-        (None, Some(t)) => format!("topic {t}"),
-        _ => "-".into(),
+    match (&s.target.queue, &s.target.topic, &s.target.stream) {
+        (Some(q), _, _) => format!("queue {q}"),
+        (None, Some(t), _) => format!("topic {t}"),
+        (None, None, Some(st)) => format!("stream {st}"),
+        _ => match &s.target.job {
+            Some(job) => format!("job {} ({})", job.queue, job.job_type),
+            None => "-".into(),
+        },
     }
 }
 

@@ -73,6 +73,11 @@ pub struct Args {
         value_parser = clap::value_parser!(u64).range(1_000..=600_000)
     )]
     stats_sample_ms: u64,
+    /// The secret job completion webhooks are signed with (HMAC-SHA256, as HTTP push). Without
+    /// it one is made at first use and kept in the store, shared by every node; read it with
+    /// `sluice job callback-secret`.
+    #[arg(long, env = "SLUICE_JOB_CALLBACK_SECRET", value_name = "SECRET", hide_env_values = true)]
+    job_callback_secret: Option<String>,
 }
 
 fn parse_durability(s: &str) -> Result<Durability, String> {
@@ -101,9 +106,14 @@ pub async fn run(args: Args) -> Result<()> {
     let signals = Signals::install()?;
     announce(addr)?;
 
-    let served =
-        sluice_server::run_with(listener, Arc::clone(&store) as Arc<dyn Store>, server_config(&args), signals.first())
-            .await;
+    // One process per data directory (fjall locks it), so a lease held under this name was
+    // held by an earlier run of this server, which is dead: take its relays back at once.
+    let data_dir = std::fs::canonicalize(&args.data_dir).unwrap_or_else(|_| args.data_dir.clone());
+    let config = sluice_server::ServerConfig {
+        relay_node: Some(format!("embedded:{}", data_dir.display())),
+        ..server_config(&args)
+    };
+    let served = sluice_server::run_with(listener, Arc::clone(&store) as Arc<dyn Store>, config, signals.first()).await;
     tracing::info!("stopped accepting; syncing the store");
     // Close even when serving failed: the last batch of acknowledged writes must reach disk.
     let closing = Arc::clone(&store);
@@ -122,6 +132,7 @@ fn server_config(args: &Args) -> sluice_server::ServerConfig {
         region: args.region.clone(),
         access_keys: args.access_keys.clone(),
         stats_sample_ms: args.stats_sample_ms,
+        job_callback_secret: args.job_callback_secret.clone(),
         ..sluice_server::ServerConfig::default()
     }
 }

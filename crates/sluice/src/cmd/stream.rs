@@ -1,4 +1,4 @@
-//! `sluice stream ...`: create, list, inspect and delete streams; append and read records
+//! `sluice stream ...`: create, list, inspect, change and delete streams; append and read records
 //! (`read --follow` keeps reading as records arrive, `tail` shows the last ones); consumer
 //! groups (`stream group create|list|get|seek`).
 
@@ -10,7 +10,7 @@ use base64::Engine;
 use clap::Subcommand;
 use sluice_api::{
     AppendRecord, CreateGroupRequest, CreateStreamRequest, GroupMode, GroupStart, SeekRequest, StartName, Stream,
-    StreamGroup, StreamRecord,
+    StreamGroup, StreamRecord, UpdateStreamRequest,
 };
 use sluice_client::streams::From;
 
@@ -33,6 +33,7 @@ enum StreamCommand {
     Create(CreateArgs),
     List(ListArgs),
     Get(NameArgs),
+    Update(UpdateArgs),
     Delete(NameArgs),
     Append(AppendArgs),
     Read(ReadArgs),
@@ -64,6 +65,34 @@ struct CreateArgs {
     /// Roll a segment once it holds this much [default: 67108864].
     #[arg(long, value_name = "BYTES")]
     segment_bytes: Option<u64>,
+    /// Check every appended record against the schema registered for its type and version
+    /// (`sluice schema register`): `true` or `false` [default: false].
+    #[arg(long, value_name = "BOOL")]
+    schema_validation: Option<bool>,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+/// Change a stream's settings; those not given keep their current values.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:
+  sluice stream update orders --schema-validation true
+  sluice stream update orders --retention 30d --partitions 16"
+)]
+struct UpdateArgs {
+    name: String,
+    /// More partitions (they can only grow; keys then map to other partitions, as in Kafka).
+    #[arg(long)]
+    partitions: Option<u32>,
+    #[arg(long, value_parser = parse_duration_ms, value_name = "DURATION")]
+    retention: Option<u64>,
+    #[arg(long, value_name = "BYTES")]
+    record_bytes_max: Option<u64>,
+    /// Check every appended record against its type's schema: `true` or `false`. Other nodes
+    /// see the change within a second.
+    #[arg(long, value_name = "BOOL")]
+    schema_validation: Option<bool>,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -112,8 +141,12 @@ struct AppendArgs {
     /// A header; repeat for several.
     #[arg(long = "header", value_name = "NAME=VALUE", value_parser = parse_tag)]
     headers: Vec<(String, String)>,
+    /// The record's type: on a stream with schema validation, the schema its body must pass.
     #[arg(long = "type", value_name = "TYPE")]
     record_type: Option<String>,
+    /// The schema version to check against (the header `sluice.version`); default: the latest.
+    #[arg(long = "version", value_name = "N", requires = "record_type")]
+    schema_version: Option<u32>,
     #[arg(long)]
     correlation_id: Option<String>,
     /// A retry with the same id within 5 minutes is appended once.
@@ -242,6 +275,7 @@ pub async fn run(args: Args) -> Result<()> {
         StreamCommand::Create(a) => create(a).await,
         StreamCommand::List(a) => list(a).await,
         StreamCommand::Get(a) => get(a).await,
+        StreamCommand::Update(a) => update(a).await,
         StreamCommand::Delete(a) => delete(a).await,
         StreamCommand::Append(a) => append(a).await,
         StreamCommand::Read(a) => read(a).await,
@@ -265,6 +299,7 @@ async fn create(a: CreateArgs) -> Result<()> {
         retention_bytes: a.retention_bytes,
         record_bytes_max: a.record_bytes_max,
         segment_bytes: a.segment_bytes,
+        schema_validation: a.schema_validation,
     };
     let created = a.client.client()?.create_stream(&request).await?;
     if a.client.json {
@@ -310,6 +345,7 @@ fn print_stream(s: &Stream) {
         ("retention bytes", s.retention_bytes.map_or_else(|| "-".to_owned(), |b| b.to_string())),
         ("record bytes max", s.record_bytes_max.to_string()),
         ("segment bytes", s.segment_bytes.to_string()),
+        ("schema validation", s.schema_validation.to_string()),
         ("created at", s.created_at.clone()),
     ]));
     println!();
@@ -354,6 +390,25 @@ async fn get(a: NameArgs) -> Result<()> {
     Ok(())
 }
 
+async fn update(a: UpdateArgs) -> Result<()> {
+    let request = UpdateStreamRequest {
+        partitions: a.partitions,
+        retention_ms: a.retention,
+        record_bytes_max: a.record_bytes_max,
+        schema_validation: a.schema_validation,
+        ..Default::default()
+    };
+    if request == UpdateStreamRequest::default() {
+        bail!("nothing to change: give at least one setting flag (see `sluice stream update --help`)");
+    }
+    let s = a.client.client()?.update_stream(&a.name, &request).await?;
+    if a.client.json {
+        return output::json(&s);
+    }
+    print_stream(&s);
+    Ok(())
+}
+
 async fn delete(a: NameArgs) -> Result<()> {
     a.client.client()?.delete_stream(&a.name).await?;
     if !a.client.json {
@@ -388,6 +443,7 @@ async fn append(a: AppendArgs) -> Result<()> {
                 body: Some(body.clone()),
                 headers: a.headers.iter().cloned().collect(),
                 record_type: a.record_type.clone(),
+                version: a.schema_version.map(|v| v.to_string()),
                 correlation_id: a.correlation_id.clone(),
                 dedup_id: if chunk.len() == 1 { a.dedup_id.clone() } else { None },
                 ..Default::default()

@@ -162,6 +162,11 @@ impl From<StoreError> for AwsError {
                 AwsError::service_unavailable()
             }
             StoreError::ShuttingDown => AwsError::service_unavailable(),
+            // No SQS or SNS action calls the job store.
+            StoreError::Job(e) => {
+                tracing::error!("an AWS request met a job error: {e}");
+                AwsError::internal()
+            }
         }
     }
 }

@@ -54,6 +54,9 @@ impl MessageIn {
             structure_json,
             group_id: self.message_group_id,
             dedup_id: self.message_deduplication_id,
+            message_id: None,
+            // The type is the attribute sluice.type (set from `type` above, natively).
+            schema_type: None,
         })
     }
 

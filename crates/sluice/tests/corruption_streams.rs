@@ -30,14 +30,19 @@ use sluice_client::streams::From;
 use torture::{body_sized, payload_of};
 
 const STREAM: &str = "c";
-const RECORDS: usize = 200;
+/// Records appended at least; then more until the active segment holds `ACTIVE_BATCHES_MIN`.
+const RECORDS_MIN: usize = 200;
+const ACTIVE_BATCHES_MIN: usize = 10;
 
 fn cases() -> u64 {
     std::env::var("SLUICE_CORRUPTION_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(4)
 }
 
 fn first_seed() -> u64 {
-    std::env::var("SLUICE_CORRUPTION_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| rand::thread_rng().r#gen())
+    std::env::var("SLUICE_CORRUPTION_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| rand::thread_rng().r#gen())
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -49,7 +54,8 @@ struct Fixture {
     bodies: Vec<String>,
 }
 
-/// 200 records of 150–400 bytes, one append each, in 8 KiB segments; then SIGKILL.
+/// At least 200 records of 150–400 bytes, one append each, in 8 KiB segments, until the active
+/// segment holds at least 10 batches; then SIGKILL.
 fn fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("data");
@@ -59,9 +65,16 @@ fn fixture() -> Fixture {
         let request = CreateStreamRequest { name: STREAM.into(), segment_bytes: Some(8_192), ..Default::default() };
         c.create_stream(&request).await.expect("create");
         let mut bodies = Vec::new();
-        for i in 0..RECORDS {
+        for i in 0.. {
+            if i >= RECORDS_MIN {
+                let active = segments(&data).pop().expect("an active segment");
+                if batches(&active).len() >= ACTIVE_BATCHES_MIN {
+                    break;
+                }
+            }
             let body = body_sized(&format!("r{i:04}"), 150 + (i * 37) % 250);
-            let r = c.append(STREAM, vec![AppendRecord { body: Some(body.clone()), ..Default::default() }]).await.expect("append");
+            let record = AppendRecord { body: Some(body.clone()), ..Default::default() };
+            let r = c.append(STREAM, vec![record]).await.expect("append");
             assert_eq!(r[0].offset, Some(i as u64));
             bodies.push(body);
         }
@@ -75,8 +88,12 @@ fn fixture() -> Fixture {
 fn segments(data: &Path) -> Vec<PathBuf> {
     let streams = data.join("streams");
     let id = std::fs::read_dir(&streams).expect("streams").flatten().next().expect("a stream").path();
-    let mut logs: Vec<PathBuf> =
-        std::fs::read_dir(id.join("0")).expect("partition").flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "log")).collect();
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(id.join("0"))
+        .expect("partition")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
     logs.sort();
     logs
 }
@@ -98,7 +115,11 @@ fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("mkdir");
     for e in std::fs::read_dir(from).expect("read dir").flatten() {
         let target = to.join(e.file_name());
-        if e.path().is_dir() { copy_dir(&e.path(), &target) } else { std::fs::copy(e.path(), &target).map(|_| ()).expect("copy") }
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &target)
+        } else {
+            std::fs::copy(e.path(), &target).map(|_| ()).expect("copy")
+        }
     }
 }
 
@@ -124,10 +145,9 @@ fn read_each(server: &torture::Serve, count: usize) -> Vec<Result<String, Option
     })
 }
 
-fn first_offset_of(f: &Fixture, data: &Path, file: &Path) -> usize {
-    // Records are one per batch, so a segment's base offset (its file name) plus the batch's
-    // position in the file is the record's offset.
-    let _ = (f, data);
+/// A segment's base offset, from its file name. Records are one per batch, so the base plus a
+/// batch's index in the file is that batch's record's offset.
+fn base_of(file: &Path) -> usize {
     file.file_stem().and_then(|s| s.to_str()).and_then(|s| s.parse().ok()).expect("a segment's base offset")
 }
 
@@ -139,14 +159,16 @@ fn torn_segment_tails_keep_every_earlier_batch() {
         let mut rng = StdRng::seed_from_u64(seed + case);
         let (_dir, data) = damaged_copy(&f);
         let active = segments(&data).pop().expect("an active segment");
-        let base = first_offset_of(&f, &data, &active);
+        let base = base_of(&active);
         let len = std::fs::metadata(&active).expect("meta").len() as usize;
         let cut = rng.gen_range(0..len.max(1));
         let whole = batches(&active).iter().filter(|(_, end)| *end <= cut).count();
         std::fs::OpenOptions::new().write(true).open(&active).expect("open").set_len(cut as u64).expect("cut");
-        let server = torture::spawn(&data, "info").wait_started().unwrap_or_else(|r| panic!("seed {}: refused a torn tail: {}", seed + case, r.log));
+        let server = torture::spawn(&data, "info")
+            .wait_started()
+            .unwrap_or_else(|r| panic!("seed {}: refused a torn tail: {}", seed + case, r.log));
         let expected = base + whole;
-        let got = read_each(&server, RECORDS);
+        let got = read_each(&server, f.bodies.len());
         for (o, r) in got.iter().enumerate() {
             if o < expected {
                 assert_eq!(r.as_ref().ok(), Some(&f.bodies[o]), "seed {}: record {o} before the cut", seed + case);
@@ -154,7 +176,7 @@ fn torn_segment_tails_keep_every_earlier_batch() {
                 assert!(r.is_err(), "seed {}: record {o} after the cut at byte {cut} was served", seed + case);
             }
         }
-        println!("torn tail: {} cut at byte {cut}: {expected} of {RECORDS} records kept", active.display());
+        println!("torn tail: {} cut at byte {cut}: {expected} of {} records kept", active.display(), f.bodies.len());
     }
 }
 
@@ -167,7 +189,7 @@ fn flipped_active_segment_bytes_are_refused_or_cut_at_the_end() {
         let mut rng = StdRng::seed_from_u64(seed + case);
         let (_dir, data) = damaged_copy(&f);
         let active = segments(&data).pop().expect("an active segment");
-        let base = first_offset_of(&f, &data, &active);
+        let base = base_of(&active);
         let ranges = batches(&active);
         // Half of the cases in the last batch, half anywhere.
         let len = ranges.last().map_or(0, |r| r.1);
@@ -178,22 +200,39 @@ fn flipped_active_segment_bytes_are_refused_or_cut_at_the_end() {
         std::fs::write(&active, &bytes).expect("write");
         match torture::spawn(&data, "info").wait_started() {
             Ok(server) => {
-                assert_eq!(batch, ranges.len() - 1, "seed {}: started with damage at byte {at} before the last batch", seed + case);
-                let got = read_each(&server, RECORDS);
+                assert_eq!(
+                    batch,
+                    ranges.len() - 1,
+                    "seed {}: started with damage at byte {at} before the last batch",
+                    seed + case
+                );
+                let got = read_each(&server, f.bodies.len());
                 for (o, r) in got.iter().enumerate().take(base + batch) {
                     assert_eq!(r.as_ref().ok(), Some(&f.bodies[o]), "seed {}: record {o}", seed + case);
                 }
-                assert!(got[base + batch..].iter().all(Result::is_err), "seed {}: the damaged last batch was served", seed + case);
+                assert!(
+                    got[base + batch..].iter().all(Result::is_err),
+                    "seed {}: the damaged last batch was served",
+                    seed + case
+                );
                 cut += 1;
             }
             Err(r) => {
                 let named = active.to_str().expect("UTF-8");
-                assert!(r.log.contains("is damaged") && r.log.contains(named), "seed {}: the refusal names no file:\n{}", seed + case, r.log);
+                assert!(
+                    r.log.contains("is damaged") && r.log.contains(named),
+                    "seed {}: the refusal names no file:\n{}",
+                    seed + case,
+                    r.log
+                );
                 refused += 1;
             }
         }
     }
-    println!("flipped active segments: {} cases, {refused} refused naming the file, {cut} cut the damaged last batch", cases());
+    println!(
+        "flipped active segments: {} cases, {refused} refused naming the file, {cut} cut the damaged last batch",
+        cases()
+    );
 }
 
 #[test]
@@ -206,15 +245,17 @@ fn flipped_sealed_segment_bytes_are_never_served() {
         let mut all = segments(&data);
         all.pop();
         let sealed = all[rng.gen_range(0..all.len())].clone();
-        let base = first_offset_of(&f, &data, &sealed);
+        let base = base_of(&sealed);
         let ranges = batches(&sealed);
         let at = rng.gen_range(0..ranges.last().unwrap().1);
         let batch = ranges.iter().position(|(s, e)| (*s..*e).contains(&at)).expect("in a batch");
         let mut bytes = std::fs::read(&sealed).expect("read");
         bytes[at] ^= rng.gen_range(1..=255u8);
         std::fs::write(&sealed, &bytes).expect("write");
-        let server = torture::spawn(&data, "info").wait_started().unwrap_or_else(|r| panic!("seed {}: refused: {}", seed + case, r.log));
-        let got = read_each(&server, RECORDS);
+        let server = torture::spawn(&data, "info")
+            .wait_started()
+            .unwrap_or_else(|r| panic!("seed {}: refused: {}", seed + case, r.log));
+        let got = read_each(&server, f.bodies.len());
         let mut refused = 0;
         for (o, r) in got.iter().enumerate() {
             match r {
@@ -229,8 +270,17 @@ fn flipped_sealed_segment_bytes_are_never_served() {
                 }
             }
         }
-        assert!(refused >= 1, "seed {}: the damaged batch at byte {at} of {} was served", seed + case, sealed.display());
-        println!("flipped sealed segment {} byte {at}: {refused} records refused, {} served", sealed.display(), RECORDS - refused);
+        assert!(
+            refused >= 1,
+            "seed {}: the damaged batch at byte {at} of {} was served",
+            seed + case,
+            sealed.display()
+        );
+        println!(
+            "flipped sealed segment {} byte {at}: {refused} records refused, {} served",
+            sealed.display(),
+            f.bodies.len() - refused
+        );
     }
 }
 
@@ -245,7 +295,7 @@ fn damaged_indexes_are_rebuilt() {
     std::fs::write(&idx, &bytes).expect("write");
     std::fs::remove_file(all[1].with_extension("tix")).expect("remove a time index");
     let server = torture::spawn(&data, "info").wait_started().unwrap_or_else(|r| panic!("refused: {}", r.log));
-    let got = read_each(&server, RECORDS);
+    let got = read_each(&server, f.bodies.len());
     for (o, r) in got.iter().enumerate() {
         assert_eq!(r.as_ref().ok(), Some(&f.bodies[o]), "record {o}");
     }

@@ -1,0 +1,301 @@
+//! Job handlers (`/v1/jobs...`): enqueue (`202 Accepted` + `Location`), get (with a long poll
+//! until the job finishes), list, cancel, and the worker calls (claim, heartbeat, complete,
+//! fail). Every rule is the store's, reached through the jobs service
+//! (`sluice_services::jobs`); wire mapping is in `convert.rs`.
+
+mod convert;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::header::LOCATION;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use sluice_api::{
+    CallbackSecret, ClaimJobsRequest, ClaimJobsResponse, ClaimedJob, CompleteJobRequest, EnqueueJobRequest, ErrorCode,
+    ErrorResponse, FailJobRequest, HeartbeatRequest, HeartbeatResponse, Job, JobList,
+};
+use sluice_core::jobs::limits::{JOB_LEASE_MS_DEFAULT, JOB_LIST_LIMIT_DEFAULT, JOB_LIST_LIMIT_MAX};
+use sluice_core::jobs::{ClaimSpec, JobFilter, JobId, JobStatus, validate_tag};
+use sluice_services::jobs::Jobs;
+use sluice_store::JobListRequest;
+use utoipa::{IntoParams, OpenApi};
+
+use crate::AppState;
+use crate::convert::rfc3339;
+use crate::error::ApiError;
+use crate::extract::{Json, Path, Query};
+use crate::paging::{PageRequest, encode_page_token};
+
+pub use convert::webhook_body;
+
+type JsonResult<T> = Result<axum::Json<T>, ApiError>;
+
+/// Every job route.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/jobs", post(enqueue).get(list))
+        .route("/v1/jobs/claim", post(claim))
+        .route("/v1/jobs/callback-secret", get(callback_secret))
+        .route("/v1/jobs/{id}", get(get_job))
+        .route("/v1/jobs/{id}/cancel", post(cancel))
+        .route("/v1/jobs/{id}/heartbeat", post(heartbeat))
+        .route("/v1/jobs/{id}/complete", post(complete))
+        .route("/v1/jobs/{id}/fail", post(fail))
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    paths(enqueue, list, get_job, cancel, claim, heartbeat, complete, fail, callback_secret),
+    components(schemas(sluice_api::JobBackoff)),
+    tags((name = "jobs", description = "Async jobs: enqueue and get a job id at once (202), poll or wait for the result or get a webhook; workers claim, heartbeat, complete and fail"))
+)]
+pub struct JobsDoc;
+
+fn jobs(state: &AppState) -> &Jobs {
+    state.services.jobs()
+}
+
+/// A job id from a path: anything that is not one names no job.
+fn job_id(text: &str) -> Result<JobId, ApiError> {
+    text.parse().map_err(|_| {
+        ApiError::new(ErrorCode::JobNotFound, format!("no job has id {text:?}"))
+            .with_details(serde_json::json!({ "job": text }))
+    })
+}
+
+#[utoipa::path(
+    post, path = "/v1/jobs", tag = "jobs",
+    request_body = EnqueueJobRequest,
+    responses(
+        (status = 202, description = "Enqueued: `Location: /v1/jobs/{id}`; `status` is `queued`", body = Job),
+        (status = 200, description = "The unique key is held within its window: the existing job, nothing enqueued", body = Job),
+        (status = 400, description = "A field breaks a rule (`invalid_argument`, `details.field`), or the payload breaks its type's schema while a queue of the job queue's name has `schema_validation` (`schema_validation_failed`, `details.pointer`)", body = ErrorResponse),
+        (status = 413, description = "The body is too large", body = ErrorResponse),
+    )
+)]
+pub async fn enqueue(
+    State(state): State<AppState>,
+    Json(request): Json<EnqueueJobRequest>,
+) -> Result<Response, ApiError> {
+    // Job queues have no attributes of their own: a Sluice queue of the same name with
+    // schema_validation has its jobs' payloads checked against their type's latest schema.
+    let schemas = state.services.schemas();
+    if schemas.queue_validates(&request.queue).await?
+        && let Err(violation) = schemas.check_value(Some(&request.job_type), None, &request.payload).await?
+    {
+        return Err(crate::schema_routes::violation_error(&violation));
+    }
+    let job = convert::new_job(request)?;
+    let enqueued = jobs(&state).enqueue(job).await?;
+    let body = convert::job(&enqueued.view);
+    let location = format!("/v1/jobs/{}", body.id);
+    let status = if enqueued.created { StatusCode::ACCEPTED } else { StatusCode::OK };
+    let mut response = (status, axum::Json(body)).into_response();
+    if let Ok(value) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(LOCATION, value);
+    }
+    Ok(response)
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct GetJobParams {
+    /// Wait up to this long (at most 20000) for the job to finish; answers at once if it has.
+    wait_ms: Option<u64>,
+}
+
+#[utoipa::path(
+    get, path = "/v1/jobs/{id}", tag = "jobs",
+    params(("id" = String, Path, description = "The job id"), GetJobParams),
+    responses(
+        (status = 200, description = "The job, with its payload, progress, result and last error", body = Job),
+        (status = 404, description = "`job_not_found` (never existed, or pruned after `result_ttl_ms`)", body = ErrorResponse),
+    )
+)]
+pub async fn get_job(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(params): Query<GetJobParams>,
+) -> JsonResult<Job> {
+    let view = jobs(&state).get(job_id(&id)?, params.wait_ms.unwrap_or(0)).await?;
+    Ok(axum::Json(convert::job(&view)))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListJobsParams {
+    /// Only jobs of this queue.
+    queue: Option<String>,
+    /// Only jobs with this status.
+    status: Option<String>,
+    /// Only jobs of this type.
+    #[serde(rename = "type")]
+    #[param(rename = "type")]
+    job_type: Option<String>,
+    /// Only jobs with this tag.
+    tag: Option<String>,
+    /// Most jobs per page (1 to 1000, default 100).
+    limit: Option<u32>,
+    /// The `next_token` of the previous page.
+    next_token: Option<String>,
+}
+
+#[utoipa::path(
+    get, path = "/v1/jobs", tag = "jobs",
+    params(ListJobsParams),
+    responses(
+        (status = 200, description = "A page of jobs in creation order, without payloads and results; a page may be short (even empty) and still have a `next_token` when filters match few jobs", body = JobList),
+        (status = 400, description = "A bad filter, limit or next_token", body = ErrorResponse),
+    )
+)]
+pub async fn list(State(state): State<AppState>, Query(params): Query<ListJobsParams>) -> JsonResult<JobList> {
+    let page = PageRequest::read(
+        params.limit,
+        params.next_token.as_deref(),
+        JOB_LIST_LIMIT_DEFAULT,
+        JOB_LIST_LIMIT_MAX as usize,
+    )?;
+    let after = page
+        .after
+        .as_deref()
+        .map(|text| {
+            text.parse::<JobId>()
+                .map_err(|_| ApiError::invalid("next_token", "next_token is not one this server returned"))
+        })
+        .transpose()?;
+    let status = params
+        .status
+        .as_deref()
+        .map(|s| {
+            JobStatus::parse(s).ok_or_else(|| {
+                ApiError::invalid(
+                    "status",
+                    format!("{s:?} is not queued, running, succeeded, failed, dead or cancelled"),
+                )
+            })
+        })
+        .transpose()?;
+    if let Some(tag) = &params.tag {
+        validate_tag(tag, "tag")?;
+    }
+    let filter = JobFilter { queue: params.queue, status, job_type: params.job_type };
+    let request = JobListRequest { filter, tag: params.tag, after, limit: page.fetch_count() };
+    let result = jobs(&state).list(request).await?;
+    let mut views = result.jobs;
+    let mut next_token = page.cut(&mut views, |v| v.record.id.to_string());
+    if next_token.is_none() {
+        next_token = result.resume_after.map(|id| encode_page_token(&id.to_string()));
+    }
+    Ok(axum::Json(JobList { jobs: views.iter().map(convert::job).collect(), next_token }))
+}
+
+#[utoipa::path(
+    post, path = "/v1/jobs/{id}/cancel", tag = "jobs",
+    params(("id" = String, Path, description = "The job id")),
+    responses(
+        (status = 200, description = "A waiting job is `cancelled` at once; a running one has `cancel_requested` set, which its worker sees on its next heartbeat", body = Job),
+        (status = 404, description = "`job_not_found`", body = ErrorResponse),
+        (status = 409, description = "`job_finished`: it succeeded or is dead", body = ErrorResponse),
+    )
+)]
+pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> JsonResult<Job> {
+    let view = jobs(&state).cancel(job_id(&id)?).await?;
+    Ok(axum::Json(convert::job(&view)))
+}
+
+#[utoipa::path(
+    post, path = "/v1/jobs/claim", tag = "jobs",
+    request_body = ClaimJobsRequest,
+    responses(
+        (status = 200, description = "Claimed jobs, each with its payload and `lease`: highest priority first, then the longest claimable, across the queues (empty after `wait_ms`)", body = ClaimJobsResponse),
+        (status = 400, description = "`invalid_argument`", body = ErrorResponse),
+    )
+)]
+pub async fn claim(
+    State(state): State<AppState>,
+    Json(request): Json<ClaimJobsRequest>,
+) -> JsonResult<ClaimJobsResponse> {
+    let spec = ClaimSpec {
+        queues: request.queues,
+        types: request.types,
+        max: request.max.unwrap_or(1),
+        lease_ms: request.lease_ms.unwrap_or(JOB_LEASE_MS_DEFAULT),
+    };
+    let claimed = jobs(&state).claim(spec, request.wait_ms.unwrap_or(0)).await?;
+    let jobs = claimed.iter().map(|c| ClaimedJob { lease: c.lease.clone(), job: convert::job(&c.view) }).collect();
+    Ok(axum::Json(ClaimJobsResponse { jobs }))
+}
+
+#[utoipa::path(
+    post, path = "/v1/jobs/{id}/heartbeat", tag = "jobs",
+    params(("id" = String, Path, description = "The job id")),
+    request_body = HeartbeatRequest,
+    responses(
+        (status = 200, description = "The lease is extended; `cancel_requested` says whether to stop", body = HeartbeatResponse),
+        (status = 404, description = "`job_not_found`", body = ErrorResponse),
+        (status = 409, description = "`stale_lease`: the attempt is over (lapsed, completed, failed); stop working on it", body = ErrorResponse),
+    )
+)]
+pub async fn heartbeat(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Json(request): Json<HeartbeatRequest>,
+) -> JsonResult<HeartbeatResponse> {
+    let progress = request.progress.as_ref().map(convert::json_text);
+    let answer = jobs(&state).heartbeat(job_id(&id)?, &request.lease, progress, request.lease_ms).await?;
+    Ok(axum::Json(HeartbeatResponse {
+        cancel_requested: answer.cancel_requested,
+        lease_expires_at: rfc3339(answer.lease_expires_at),
+        lease_expires_at_ms: answer.lease_expires_at,
+    }))
+}
+
+#[utoipa::path(
+    post, path = "/v1/jobs/{id}/complete", tag = "jobs",
+    params(("id" = String, Path, description = "The job id")),
+    request_body = CompleteJobRequest,
+    responses(
+        (status = 200, description = "The job `succeeded` with this result", body = Job),
+        (status = 404, description = "`job_not_found`", body = ErrorResponse),
+        (status = 409, description = "`stale_lease`: the attempt is over; the result was not kept", body = ErrorResponse),
+    )
+)]
+pub async fn complete(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Json(request): Json<CompleteJobRequest>,
+) -> JsonResult<Job> {
+    let result = convert::json_text(&request.result);
+    let view = jobs(&state).complete(job_id(&id)?, &request.lease, result).await?;
+    Ok(axum::Json(convert::job(&view)))
+}
+
+#[utoipa::path(
+    post, path = "/v1/jobs/{id}/fail", tag = "jobs",
+    params(("id" = String, Path, description = "The job id")),
+    request_body = FailJobRequest,
+    responses(
+        (status = 200, description = "`failed` (retried after its backoff), `dead` (last attempt, or `retry: false`) or `cancelled` (a cancel was asked)", body = Job),
+        (status = 404, description = "`job_not_found`", body = ErrorResponse),
+        (status = 409, description = "`stale_lease`: the attempt is over", body = ErrorResponse),
+    )
+)]
+pub async fn fail(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Json(request): Json<FailJobRequest>,
+) -> JsonResult<Job> {
+    let error = request.error.unwrap_or_else(|| "failed".to_string());
+    let view = jobs(&state).fail(job_id(&id)?, &request.lease, error, request.retry.unwrap_or(true)).await?;
+    Ok(axum::Json(convert::job(&view)))
+}
+
+#[utoipa::path(
+    get, path = "/v1/jobs/callback-secret", tag = "jobs",
+    responses((status = 200, description = "The secret every node signs completion webhooks with", body = CallbackSecret))
+)]
+pub async fn callback_secret(State(state): State<AppState>) -> JsonResult<CallbackSecret> {
+    Ok(axum::Json(CallbackSecret { secret: jobs(&state).callback_secret().await? }))
+}
