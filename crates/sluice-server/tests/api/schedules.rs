@@ -74,7 +74,7 @@ async fn schedule_lifecycle() {
     into_job["name"] = json!("other-report");
     let refused = s.expect("POST", "/v1/schedules", Some(into_job), 400).await;
     assert_eq!(
-        (refused["code"].as_str(), refused["details"]["field"].as_str()),
+        (refused["error"]["code"].as_str(), refused["error"]["details"]["field"].as_str()),
         (Some("invalid_argument"), Some("message.body"))
     );
     s.expect("DELETE", "/v1/schedules/nightly-report", None, 204).await;

@@ -194,3 +194,67 @@ async fn topics_with_schema_validation_refuse_what_breaks_the_schema() {
     s.expect("PATCH", "/v1/topics/nope", Some(json!({"schema_validation": true})), 404).await;
     s.expect("PATCH", "/v1/topics/orders", Some(json!({"fifo": true})), 400).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_with_schema_validation_refuse_per_entry() {
+    let s = TestServer::start();
+    s.expect("POST", "/v1/schemas/order/versions", Some(json!({"schema": order()})), 201).await;
+    let created = s.expect("POST", "/v1/streams", Some(json!({"name": "orders", "schema_validation": true})), 201).await;
+    assert_eq!(created["schema_validation"], true);
+    // The same settings again: 200; another validation setting: 409, as for any setting.
+    s.expect("POST", "/v1/streams", Some(json!({"name": "orders", "schema_validation": true})), 200).await;
+    let other = s.expect("POST", "/v1/streams", Some(json!({"name": "orders"})), 409).await;
+    assert_eq!(other["error"]["code"], "stream_exists");
+
+    let appended = s
+        .expect(
+            "POST",
+            "/v1/streams/orders/records",
+            Some(json!({"records": [
+                {"body": r#"{"id": "o-1", "total": 1}"#, "type": "order", "version": 1},
+                {"body": r#"{"id": "o-2", "total": -1}"#, "type": "order"},
+                {"body": r#"{"id": "o-3", "total": 1}"#},
+                {"body": r#"{"id": "o-4", "total": 1}"#, "headers": {"sluice.type": "order", "sluice.version": "1"}},
+                {"body": r#"{"id": "o-5", "total": 1}"#, "type": "order", "version": 1, "headers": {"sluice.version": "2"}},
+            ]})),
+            200,
+        )
+        .await;
+    let results = appended["results"].as_array().unwrap();
+    assert_eq!((results[0]["offset"].clone(), results[3]["offset"].clone()), (json!(0), json!(1)), "{appended}");
+    assert_eq!(results[1]["error"]["code"], "schema_validation_failed");
+    assert_eq!(results[1]["error"]["details"]["pointer"], "/total");
+    assert_eq!(results[2]["error"]["code"], "schema_validation_failed", "no type: refused");
+    assert_eq!(results[4]["error"]["code"], "invalid_argument", "version and a differing header");
+    let read = s.expect("GET", "/v1/streams/orders/partitions/0/records", None, 200).await;
+    let records = read["records"].as_array().unwrap();
+    assert_eq!(records.len(), 2, "only the valid records were appended");
+    assert_eq!(records[0]["headers"]["sluice.version"], "1", "the version travels as a header");
+
+    let patched = s.expect("PATCH", "/v1/streams/orders", Some(json!({"schema_validation": false})), 200).await;
+    assert_eq!(patched["schema_validation"], false);
+    let free = s.expect("POST", "/v1/streams/orders/records", Some(json!({"records": [{"body": "anything"}]})), 200).await;
+    assert_eq!(free["results"][0]["offset"], 2, "{free}");
+    assert_eq!(s.expect("GET", "/v1/streams/orders", None, 200).await["schema_validation"], false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_on_a_validating_queue_are_checked_at_enqueue() {
+    let s = TestServer::start();
+    s.expect("POST", "/v1/schemas/report/versions", Some(json!({"schema": order()})), 201).await;
+    let job = |queue: &str, payload: Value| json!({"queue": queue, "type": "report", "payload": payload});
+    // No Sluice queue of this name: job queues have no settings, nothing is checked.
+    s.expect("POST", "/v1/jobs", Some(job("reports", json!({"anything": true}))), 202).await;
+
+    s.create_queue(json!({"name": "reports", "schema_validation": true})).await;
+    let refused = s.expect("POST", "/v1/jobs", Some(job("reports", json!({"id": "r-1", "total": "many"}))), 400).await;
+    assert_eq!(refused["error"]["code"], "schema_validation_failed");
+    assert_eq!(refused["error"]["details"]["pointer"], "/total");
+    assert_eq!(refused["error"]["details"]["type"], "report");
+    let untyped = json!({"queue": "reports", "type": "unregistered", "payload": {}});
+    assert_eq!(s.expect("POST", "/v1/jobs", Some(untyped), 400).await["error"]["code"], "schema_validation_failed");
+    let accepted = s.expect("POST", "/v1/jobs", Some(job("reports", json!({"id": "r-1", "total": 3}))), 202).await;
+    assert_eq!(accepted["status"], "queued");
+    let listed = s.expect("GET", "/v1/jobs?queue=reports", None, 200).await;
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 2, "the refused jobs were not enqueued");
+}

@@ -48,7 +48,7 @@ pub async fn source_goes_away<O: Outbox>(outbox: &O, database: &str, via_proxy: 
 
 /// Moves a manual clock forward 20 ms every 2 ms of real time, so that relays polling on it
 /// run, and leases and grace periods pass ten times faster than real time.
-fn tick(clock: &ManualClock) -> tokio::task::JoinHandle<()> {
+pub fn tick(clock: &ManualClock) -> tokio::task::JoinHandle<()> {
     let clock = clock.clone();
     tokio::spawn(async move {
         loop {

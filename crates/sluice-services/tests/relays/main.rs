@@ -9,6 +9,7 @@ mod outbox;
 mod postgres_db;
 mod proxy;
 mod scenarios;
+mod schemas;
 mod sqlite_db;
 mod support;
 
@@ -90,6 +91,21 @@ async fn mysql_late_commits_are_published_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_refused_row_goes_to_the_dead_letter_queue() {
     failures::refused_row_is_dead_lettered(&sqlite_db::Sqlite::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_rows_breaking_a_queue_schema_are_dead_lettered() {
+    schemas::schema_refusals_are_dead_lettered(schemas::Kind::Queue).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_rows_breaking_a_topic_schema_are_dead_lettered() {
+    schemas::schema_refusals_are_dead_lettered(schemas::Kind::Topic).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_rows_breaking_a_stream_schema_are_dead_lettered() {
+    schemas::schema_refusals_are_dead_lettered(schemas::Kind::Stream).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
