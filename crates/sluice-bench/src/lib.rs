@@ -325,7 +325,9 @@ impl Plan {
         }
         if matches!(args.scenario, Scenario::Fanout | Scenario::Schema) {
             if args.consumers.is_some() {
-                bail!("--consumers does not apply to the {scenario} scenario: it measures the sending side, nobody consumes");
+                bail!(
+                    "--consumers does not apply to the {scenario} scenario: it measures the sending side, nobody consumes"
+                );
             }
             if args.backlog_max.is_some() {
                 bail!(

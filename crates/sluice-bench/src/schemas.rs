@@ -174,13 +174,17 @@ async fn phases(plan: &Plan, url: &str, body: &str) -> anyhow::Result<Vec<Row>> 
     let ty = type_name(plan);
     // The benchmark's own type: no mode, so that a rerun against a server that has an older
     // version of this schema registers it again instead of failing.
-    client.set_schema_compatibility(&ty, Compatibility::None).await.with_context(|| format!("configuring type {ty} on {url}"))?;
+    client
+        .set_schema_compatibility(&ty, Compatibility::None)
+        .await
+        .with_context(|| format!("configuring type {ty} on {url}"))?;
     client.register_schema(&ty, &schema()).await.with_context(|| format!("registering the schema of {ty}"))?;
     let mut rows: Vec<Row> = Vec::new();
     for validated in PHASES {
         let round = rows.iter().filter(|r| r.validated == validated).count() + 1;
         let queue = queue_name(plan, validated, round);
-        let request = CreateQueueRequest { name: queue.clone(), schema_validation: Some(validated), ..Default::default() };
+        let request =
+            CreateQueueRequest { name: queue.clone(), schema_validation: Some(validated), ..Default::default() };
         let result = async {
             client.create_queue(&request).await.with_context(|| format!("creating queue {queue}"))?;
             if validated {
@@ -214,20 +218,34 @@ async fn refused_when_invalid(client: &Client, queue: &str, ty: &str) -> anyhow:
 }
 
 /// Runs the producers for the warm-up and the measured window, then reads the queue's depth.
-async fn phase(plan: &Plan, client: &Client, queue: &str, ty: &str, body: &str, validated: bool) -> anyhow::Result<Row> {
+async fn phase(
+    plan: &Plan,
+    client: &Client,
+    queue: &str,
+    ty: &str,
+    body: &str,
+    validated: bool,
+) -> anyhow::Result<Row> {
     let start = Instant::now();
     let measure_from = start + plan.warmup;
     let end = measure_from + plan.duration;
     let acked_total = Arc::new(AtomicU64::new(0));
     let request = Arc::new(SendRequest {
         messages: (0..SEND_BATCH)
-            .map(|_| SendMessage { body: Some(body.to_owned()), message_type: Some(ty.to_owned()), ..Default::default() })
+            .map(|_| SendMessage {
+                body: Some(body.to_owned()),
+                message_type: Some(ty.to_owned()),
+                ..Default::default()
+            })
             .collect(),
     });
     let mut tasks = Vec::new();
     for _ in 0..plan.producers {
-        let (client, queue, request, acked_total) = (client.clone(), queue.to_owned(), request.clone(), acked_total.clone());
-        tasks.push(tokio::spawn(async move { producer(&client, &queue, &request, measure_from, end, &acked_total).await }));
+        let (client, queue, request, acked_total) =
+            (client.clone(), queue.to_owned(), request.clone(), acked_total.clone());
+        tasks.push(tokio::spawn(
+            async move { producer(&client, &queue, &request, measure_from, end, &acked_total).await },
+        ));
     }
     let label = if validated { "with validation" } else { "without validation" };
     let bar = crate::progress::phase(label, plan.warmup + plan.duration);
@@ -466,7 +484,10 @@ mod tests {
         assert_eq!(ratio(&[row(false, 1_000), row(true, 800)]), Some(0.8));
         // Each mode over its phases: (1,000 + 600) / 2 s over (1,200 + 800) / 2 s.
         let abba = [row(false, 1_200), row(true, 1_000), row(true, 600), row(false, 800)];
-        assert_eq!((mode_rate(&abba, false), mode_rate(&abba, true), ratio(&abba)), (Some(1_000.0), Some(800.0), Some(0.8)));
+        assert_eq!(
+            (mode_rate(&abba, false), mode_rate(&abba, true), ratio(&abba)),
+            (Some(1_000.0), Some(800.0), Some(0.8))
+        );
         assert_eq!(ratio(&[row(true, 800)]), None);
         assert_eq!(PHASES.iter().filter(|&&on| on).count(), 2, "two phases per mode");
     }

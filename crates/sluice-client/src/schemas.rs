@@ -23,7 +23,11 @@ impl Client {
     /// same schema again answers its existing version with `created: false`; a schema that
     /// breaks the type's compatibility mode fails with `schema_incompatible`, whose details
     /// list the reasons.
-    pub async fn register_schema(&self, message_type: &str, schema: &serde_json::Value) -> Result<RegisteredSchemaVersion> {
+    pub async fn register_schema(
+        &self,
+        message_type: &str,
+        schema: &serde_json::Value,
+    ) -> Result<RegisteredSchemaVersion> {
         let request = RegisterSchemaRequest { schema: schema.clone() };
         let (status, registered) = self
             .json_with_status(Method::POST, &["v1", "schemas", message_type, "versions"], &[], Some(&request))
@@ -68,7 +72,11 @@ impl Client {
 
     /// `PUT /v1/schemas/{type}/config`: the mode later registrations are checked under (the
     /// type is created, without versions, if it is new).
-    pub async fn set_schema_compatibility(&self, message_type: &str, compatibility: Compatibility) -> Result<SchemaType> {
+    pub async fn set_schema_compatibility(
+        &self,
+        message_type: &str,
+        compatibility: Compatibility,
+    ) -> Result<SchemaType> {
         let request = SchemaConfig { compatibility };
         self.json(Method::PUT, &["v1", "schemas", message_type, "config"], &[], Some(&request)).await
     }

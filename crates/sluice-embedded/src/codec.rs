@@ -106,7 +106,9 @@ pub mod v1 {
                 retention_ms: a.retention_ms,
                 message_bytes_max: a.message_bytes_max,
                 receive_wait_ms: a.receive_wait_ms,
-                dead_letter: a.dead_letter.map(|d| DeadLetter { queue: d.queue, max_receive_count: d.max_receive_count }),
+                dead_letter: a
+                    .dead_letter
+                    .map(|d| DeadLetter { queue: d.queue, max_receive_count: d.max_receive_count }),
                 fifo: a.fifo,
                 content_based_dedup: a.content_based_dedup,
                 dedup_window_ms: a.dedup_window_ms,

@@ -331,7 +331,10 @@ impl Engine {
         for effect in effects.drain(..) {
             match effect {
                 Effect::PutQueue { id, name, attributes, created_at, modified_at } => {
-                    queues.insert(id, Some(codec::encode_queue(&QueueRecord { name, attributes, created_at, modified_at })));
+                    queues.insert(
+                        id,
+                        Some(codec::encode_queue(&QueueRecord { name, attributes, created_at, modified_at })),
+                    );
                 }
                 Effect::DeleteQueue { id } => {
                     queues.insert(id, None);

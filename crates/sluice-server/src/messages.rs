@@ -7,8 +7,8 @@ use sluice_api::{
     AckRequest, BatchResponse, EntryResult, ErrorBody, ErrorCode, ErrorResponse, MessageList, NackRequest,
     ReceiveRequest, SendRequest, SendResponse, SendResult, VisibilityRequest,
 };
-use sluice_core::{EntryError, NewMessage};
 use sluice_core::limits::{BATCH_ENTRIES_MAX, PEEK_MESSAGES_MAX};
+use sluice_core::{EntryError, NewMessage};
 use sluice_store::{EntryResults, VisibilityRule};
 use utoipa::IntoParams;
 

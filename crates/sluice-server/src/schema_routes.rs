@@ -274,7 +274,10 @@ pub async fn check(
     let answer = match (request.schema, request.body) {
         (Some(schema), None) => {
             if request.version.is_some() {
-                return Err(ApiError::invalid("version", "version goes with body; a schema is checked by the type's mode"));
+                return Err(ApiError::invalid(
+                    "version",
+                    "version goes with body; a schema is checked by the type's mode",
+                ));
             }
             let reasons = schemas.check_compatibility(&name, &schema).await?;
             api::CheckSchemaResponse {
@@ -302,13 +305,28 @@ pub async fn check(
                 Err(v) => {
                     let mut errors: Vec<_> = v.failures.iter().map(failure).collect();
                     if errors.is_empty() {
-                        errors.push(api::SchemaFailure { pointer: v.pointer.clone(), schema_path: String::new(), message: v.reason.clone() });
+                        errors.push(api::SchemaFailure {
+                            pointer: v.pointer.clone(),
+                            schema_path: String::new(),
+                            message: v.reason.clone(),
+                        });
                     }
-                    api::CheckSchemaResponse { compatible: None, reasons: Vec::new(), valid: Some(false), version: v.version, errors }
+                    api::CheckSchemaResponse {
+                        compatible: None,
+                        reasons: Vec::new(),
+                        valid: Some(false),
+                        version: v.version,
+                        errors,
+                    }
                 }
             }
         }
-        _ => return Err(ApiError::invalid("schema", "give schema (to check a new version) or body (to check a message), not both")),
+        _ => {
+            return Err(ApiError::invalid(
+                "schema",
+                "give schema (to check a new version) or body (to check a message), not both",
+            ));
+        }
     };
     Ok(axum::Json(answer))
 }

@@ -418,10 +418,9 @@ pub async fn publish(
                 }
             }
         }
-        for (field, name, value) in [
-            ("type", ATTRIBUTE_TYPE, message.message_type),
-            ("version", ATTRIBUTE_VERSION, message.version),
-        ] {
+        for (field, name, value) in
+            [("type", ATTRIBUTE_TYPE, message.message_type), ("version", ATTRIBUTE_VERSION, message.version)]
+        {
             let Some(value) = value else { continue };
             match attributes.get(name) {
                 Some(given) if given.value != AttributeData::Text(value.clone()) => {
@@ -431,7 +430,10 @@ pub async fn publish(
                     )));
                 }
                 _ => {
-                    attributes.insert(name.to_owned(), AttributeValue { data_type: "String".into(), value: AttributeData::Text(value) });
+                    attributes.insert(
+                        name.to_owned(),
+                        AttributeValue { data_type: "String".into(), value: AttributeData::Text(value) },
+                    );
                 }
             }
         }

@@ -123,7 +123,10 @@ async fn bad_schemas_and_names_are_refused_before_anything_is_written() {
     let e = embedded();
     let schemas = Schemas::new(e.store.clone(), Arc::new(ManualClock::new(T0_MS)));
     assert!(matches!(schemas.register("t", &json!({"type": "nope"})).await, Err(SchemaError::SchemaInvalid(_))));
-    assert!(matches!(schemas.register("t", &json!({"$ref": "https://example.com/s.json"})).await, Err(SchemaError::SchemaInvalid(_))));
+    assert!(matches!(
+        schemas.register("t", &json!({"$ref": "https://example.com/s.json"})).await,
+        Err(SchemaError::SchemaInvalid(_))
+    ));
     let huge = json!({"description": "x".repeat(sluice_services::schemas::SCHEMA_BYTES_MAX)});
     assert!(matches!(schemas.register("t", &huge).await, Err(SchemaError::SchemaInvalid(_))));
     assert!(matches!(schemas.register("bad/name", &order_v1()).await, Err(SchemaError::Invalid(_))));

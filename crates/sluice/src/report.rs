@@ -62,7 +62,14 @@ fn detail_lines(error: &anyhow::Error) -> Vec<String> {
     let mut lines = Vec::new();
     for r in details["reasons"].as_array().into_iter().flatten() {
         let at = text(r, "path");
-        lines.push(format!("version {} ({}): {} at {}: {}", r["version"], text(r, "direction"), text(r, "kind"), if at.is_empty() { "/" } else { &at }, text(r, "message")));
+        lines.push(format!(
+            "version {} ({}): {} at {}: {}",
+            r["version"],
+            text(r, "direction"),
+            text(r, "kind"),
+            if at.is_empty() { "/" } else { &at },
+            text(r, "message")
+        ));
     }
     for e in details["errors"].as_array().into_iter().flatten() {
         let pointer = text(e, "pointer");
@@ -145,7 +152,9 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         JobNotFound => "list jobs with `sluice job list`; finished jobs are pruned after their result_ttl_ms",
         StaleLease => "the attempt is over (its lease lapsed, or it was completed or failed); claim the job again",
         JobFinished => "see how it ended with `sluice job get ID`",
-        SchemaNotFound => "list registered types with `sluice schema list`, or register one with `sluice schema register`",
+        SchemaNotFound => {
+            "list registered types with `sluice schema list`, or register one with `sluice schema register`"
+        }
         SchemaInvalid => "fix the schema (JSON Schema 2020-12, local $refs only) and register it again",
         SchemaIncompatible => {
             "change the schema as the reasons say, or relax the mode with `sluice schema config TYPE --compatibility none`"
@@ -186,7 +195,10 @@ mod tests {
                 {"version": 2, "direction": "backward", "kind": "required_added", "path": "/required", "message": "note is required now"}
             ]})),
         });
-        assert_eq!(detail_lines(&incompatible), ["version 2 (backward): required_added at /required: note is required now"]);
+        assert_eq!(
+            detail_lines(&incompatible),
+            ["version 2 (backward): required_added at /required: note is required now"]
+        );
         let refused = anyhow::Error::from(ClientError::Rejected {
             code: "schema_validation_failed".into(),
             message: "the body breaks order version 1".into(),

@@ -369,11 +369,19 @@ fn schema_commands_register_check_and_enforce() {
     assert!(refused.contains("hint: "), "{refused}");
     let not_json = dir.path().join("broken.json");
     std::fs::write(&not_json, "{").unwrap();
-    assert!(server.cli(&["schema", "register", "order", "--file", not_json.to_str().unwrap()]).failed().contains("is not JSON"));
+    assert!(
+        server
+            .cli(&["schema", "register", "order", "--file", not_json.to_str().unwrap()])
+            .failed()
+            .contains("is not JSON")
+    );
 
     let configured = server.cli(&["schema", "config", "order", "--compatibility", "none"]).ok().to_owned();
     assert_eq!(configured, "order: new versions are checked as none\n");
-    assert!(server.cli(&["schema", "config", "order", "--compatibility", "sideways"]).code == Some(2), "clap refuses it");
+    assert!(
+        server.cli(&["schema", "config", "order", "--compatibility", "sideways"]).code == Some(2),
+        "clap refuses it"
+    );
     assert_eq!(server.cli(&["schema", "register", "order", "--file", v2]).ok(), "registered order version 2\n");
     let listed = server.cli(&["schema", "list"]).ok().to_owned();
     let lines: Vec<&str> = listed.lines().collect();
@@ -398,8 +406,12 @@ fn schema_commands_register_check_and_enforce() {
 
     // Enforced at the door of a queue and a topic with validation on.
     server.cli(&["queue", "create", "orders", "--schema-validation", "true"]).ok();
-    assert!(server.cli(&["send", "orders", r#"{"id": "o-1", "total": 1}"#, "--type", "order", "--version", "1"]).code == Some(0));
-    let bad_send = server.cli(&["send", "orders", r#"{"id": "o-2", "total": -1}"#, "--type", "order", "--version", "1"]);
+    assert!(
+        server.cli(&["send", "orders", r#"{"id": "o-1", "total": 1}"#, "--type", "order", "--version", "1"]).code
+            == Some(0)
+    );
+    let bad_send =
+        server.cli(&["send", "orders", r#"{"id": "o-2", "total": -1}"#, "--type", "order", "--version", "1"]);
     let stderr = bad_send.failed();
     assert!(stderr.contains("(schema_validation_failed)") && stderr.contains("/total"), "{stderr}");
     assert!(server.cli(&["send", "orders", "untyped"]).failed().contains("(schema_validation_failed)"));
@@ -407,7 +419,8 @@ fn schema_commands_register_check_and_enforce() {
     let topic = server.cli(&["topic", "create", "events", "--schema-validation", "true", "--json"]).json();
     assert_eq!(topic["schema_validation"], true);
     server.cli(&["topic", "subscribe", "events", "--queue", "copies", "--raw"]).ok();
-    let bad_publish = server.cli(&["topic", "publish", "events", r#"{"id": "o-3"}"#, "--type", "order", "--version", "1"]);
+    let bad_publish =
+        server.cli(&["topic", "publish", "events", r#"{"id": "o-3"}"#, "--type", "order", "--version", "1"]);
     assert!(bad_publish.failed().contains("(schema_validation_failed)"), "{bad_publish:?}");
     let turned_off = server.cli(&["topic", "update", "events", "--schema-validation", "false"]).ok().to_owned();
     assert!(turned_off.contains("schema validation     false"), "{turned_off}");

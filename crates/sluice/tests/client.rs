@@ -419,11 +419,8 @@ async fn schemas_are_registered_read_checked_and_enforced_through_the_client() {
     assert_eq!(listed.iter().map(|t| t.message_type.as_str()).collect::<Vec<_>>(), ["order"]);
     assert_eq!(client.list_schemas(Some(1), None).await.unwrap().types.len(), 1);
 
-    let body = |text: &str, version| sluice_api::CheckSchemaRequest {
-        body: Some(text.into()),
-        version,
-        ..Default::default()
-    };
+    let body =
+        |text: &str, version| sluice_api::CheckSchemaRequest { body: Some(text.into()), version, ..Default::default() };
     let valid = client.check_schema("order", &body(r#"{"id": "a", "total": 1}"#, Some(1))).await.unwrap();
     assert_eq!((valid.valid, valid.version), (Some(true), Some(1)));
     let invalid = client.check_schema("order", &body(r#"{"id": "a", "total": -1}"#, Some(1))).await.unwrap();
@@ -447,7 +444,8 @@ async fn schemas_are_registered_read_checked_and_enforced_through_the_client() {
     assert_eq!(error.code, "schema_validation_failed");
 
     // A topic's validation is changed with update_topic.
-    let topic = sluice_api::CreateTopicRequest { name: "events".into(), schema_validation: Some(true), ..Default::default() };
+    let topic =
+        sluice_api::CreateTopicRequest { name: "events".into(), schema_validation: Some(true), ..Default::default() };
     assert!(client.create_topic(&topic).await.unwrap().topic.schema_validation);
     let off = sluice_api::UpdateTopicRequest { schema_validation: Some(false), ..Default::default() };
     assert!(!client.update_topic("events", &off).await.unwrap().schema_validation);

@@ -26,12 +26,16 @@ async fn registry_lifecycle() {
     assert_eq!(again["version"], 1);
     let mut v2 = order();
     v2["properties"]["note"] = json!({"type": "string"});
-    assert_eq!(s.expect("POST", "/v1/schemas/order.created/versions", Some(json!({"schema": v2})), 201).await["version"], 2);
+    assert_eq!(
+        s.expect("POST", "/v1/schemas/order.created/versions", Some(json!({"schema": v2})), 201).await["version"],
+        2
+    );
 
     // A new required property breaks backward compatibility: 409 with the reasons.
     let mut v3 = v2.clone();
     v3["required"] = json!(["id", "total", "note"]);
-    let refused = s.expect("POST", "/v1/schemas/order.created/versions", Some(json!({"schema": v3.clone()})), 409).await;
+    let refused =
+        s.expect("POST", "/v1/schemas/order.created/versions", Some(json!({"schema": v3.clone()})), 409).await;
     assert_eq!(refused["error"]["code"], "schema_incompatible");
     let reasons = &refused["error"]["details"]["reasons"];
     assert_eq!(refused["error"]["details"]["compatibility"], "backward");
@@ -50,7 +54,10 @@ async fn registry_lifecycle() {
     let configured =
         s.expect("PUT", "/v1/schemas/order.created/config", Some(json!({"compatibility": "none"})), 200).await;
     assert_eq!(configured["compatibility"], "none");
-    assert_eq!(s.expect("POST", "/v1/schemas/order.created/versions", Some(json!({"schema": v3})), 201).await["version"], 3);
+    assert_eq!(
+        s.expect("POST", "/v1/schemas/order.created/versions", Some(json!({"schema": v3})), 201).await["version"],
+        3
+    );
 
     let latest = s.expect("GET", "/v1/schemas/order.created/versions/latest", None, 200).await;
     assert_eq!(latest["version"], 3);
@@ -72,13 +79,20 @@ async fn registry_lifecycle() {
 async fn bodies_are_checked_before_sending() {
     let s = TestServer::start();
     s.expect("POST", "/v1/schemas/order/versions", Some(json!({"schema": order()})), 201).await;
-    let ok = s.expect("POST", "/v1/schemas/order/check", Some(json!({"body": r#"{"id": "a", "total": 1}"#})), 200).await;
+    let ok =
+        s.expect("POST", "/v1/schemas/order/check", Some(json!({"body": r#"{"id": "a", "total": 1}"#})), 200).await;
     assert_eq!((ok["valid"].clone(), ok["version"].clone()), (json!(true), json!(1)));
     let bad = s
-        .expect("POST", "/v1/schemas/order/check", Some(json!({"body": r#"{"id": "a", "total": -1, "x": 1}"#, "version": 1})), 200)
+        .expect(
+            "POST",
+            "/v1/schemas/order/check",
+            Some(json!({"body": r#"{"id": "a", "total": -1, "x": 1}"#, "version": 1})),
+            200,
+        )
         .await;
     assert_eq!(bad["valid"], false);
-    let pointers: Vec<&str> = bad["errors"].as_array().unwrap().iter().map(|e| e["pointer"].as_str().unwrap()).collect();
+    let pointers: Vec<&str> =
+        bad["errors"].as_array().unwrap().iter().map(|e| e["pointer"].as_str().unwrap()).collect();
     assert!(pointers.contains(&"/total"), "{bad}");
     let not_json = s.expect("POST", "/v1/schemas/order/check", Some(json!({"body": "nope"})), 200).await;
     assert_eq!(not_json["valid"], false);
@@ -96,8 +110,15 @@ async fn registry_errors() {
             case("GET", "/v1/schemas/missing", Payload::None, 404, Some("schema_not_found")),
             case("GET", "/v1/schemas/order/versions/9", Payload::None, 404, Some("schema_not_found")),
             case("GET", "/v1/schemas/missing/versions/latest", Payload::None, 404, Some("schema_not_found")),
-            case("GET", "/v1/schemas/order/versions/first", Payload::None, 400, Some("invalid_argument")).field("version"),
-            case("POST", "/v1/schemas/order/versions", p(json!({"schema": {"type": "nope"}})), 400, Some("schema_invalid")),
+            case("GET", "/v1/schemas/order/versions/first", Payload::None, 400, Some("invalid_argument"))
+                .field("version"),
+            case(
+                "POST",
+                "/v1/schemas/order/versions",
+                p(json!({"schema": {"type": "nope"}})),
+                400,
+                Some("schema_invalid"),
+            ),
             case(
                 "POST",
                 "/v1/schemas/order/versions",
@@ -105,11 +126,18 @@ async fn registry_errors() {
                 400,
                 Some("schema_invalid"),
             ),
-            case("POST", "/v1/schemas/bad%2Fname/versions", p(json!({"schema": {}})), 400, Some("invalid_argument")).field("type"),
+            case("POST", "/v1/schemas/bad%2Fname/versions", p(json!({"schema": {}})), 400, Some("invalid_argument"))
+                .field("type"),
             case("POST", "/v1/schemas/order/versions", p(json!({})), 400, Some("invalid_json")),
             case("PUT", "/v1/schemas/order/config", p(json!({"compatibility": "sideways"})), 400, Some("invalid_json")),
             case("POST", "/v1/schemas/order/check", p(json!({})), 400, Some("invalid_argument")).field("schema"),
-            case("POST", "/v1/schemas/order/check", p(json!({"schema": {}, "body": "{}"})), 400, Some("invalid_argument")),
+            case(
+                "POST",
+                "/v1/schemas/order/check",
+                p(json!({"schema": {}, "body": "{}"})),
+                400,
+                Some("invalid_argument"),
+            ),
         ],
     )
     .await;
@@ -137,7 +165,10 @@ async fn queues_with_schema_validation_refuse_what_breaks_the_schema() {
         assert_eq!(results[i]["error"]["code"], "schema_validation_failed", "entry {i}: {sent}");
     }
     let details = &results[1]["error"]["details"];
-    assert_eq!((details["pointer"].clone(), details["type"].clone(), details["version"].clone()), (json!("/total"), json!("order"), json!(1)));
+    assert_eq!(
+        (details["pointer"].clone(), details["type"].clone(), details["version"].clone()),
+        (json!("/total"), json!("order"), json!(1))
+    );
     assert_eq!(results[2]["error"]["details"]["pointer"], "");
     assert_eq!(s.counts("orders").await["visible"], 2, "only the valid messages were stored");
     // The same messages into a queue without validation: all taken.
@@ -147,7 +178,8 @@ async fn queues_with_schema_validation_refuse_what_breaks_the_schema() {
     // Turned off, the check stops at once on this node.
     let patched = s.expect("PATCH", "/v1/queues/orders", Some(json!({"schema_validation": false})), 200).await;
     assert_eq!(patched["schema_validation"], false);
-    let free = s.expect("POST", "/v1/queues/orders/messages", Some(json!({"messages": [{"body": "anything"}]})), 200).await;
+    let free =
+        s.expect("POST", "/v1/queues/orders/messages", Some(json!({"messages": [{"body": "anything"}]})), 200).await;
     assert!(free["results"][0]["id"].is_string(), "{free}");
 }
 
@@ -157,7 +189,10 @@ async fn topics_with_schema_validation_refuse_what_breaks_the_schema() {
     s.expect("POST", "/v1/schemas/order/versions", Some(json!({"schema": order()})), 201).await;
     s.create_queue(json!({"name": "copies"})).await;
     let topic = s.expect("POST", "/v1/topics", Some(json!({"name": "orders", "schema_validation": true})), 201).await;
-    assert_eq!((topic["schema_validation"].clone(), topic["attributes"]["SchemaValidation"].clone()), (json!(true), json!("true")));
+    assert_eq!(
+        (topic["schema_validation"].clone(), topic["attributes"]["SchemaValidation"].clone()),
+        (json!(true), json!("true"))
+    );
     s.expect("POST", "/v1/topics/orders/subscriptions", Some(json!({"queue": "copies", "raw": true})), 201).await;
     let published = s
         .expect(
@@ -182,13 +217,26 @@ async fn topics_with_schema_validation_refuse_what_breaks_the_schema() {
     assert_eq!(copies[0]["attributes"]["sluice.type"]["value"], "order", "the type travels to subscribers");
 
     // PATCH turns it off (at once on this node); a bad setting changes nothing.
-    let bad = s.expect("PATCH", "/v1/topics/orders", Some(json!({"schema_validation": false, "content_based_dedup": true})), 400).await;
+    let bad = s
+        .expect(
+            "PATCH",
+            "/v1/topics/orders",
+            Some(json!({"schema_validation": false, "content_based_dedup": true})),
+            400,
+        )
+        .await;
     assert_eq!(bad["error"]["details"]["field"], "content_based_dedup", "{bad}");
     assert_eq!(s.expect("GET", "/v1/topics/orders", None, 200).await["schema_validation"], true, "nothing changed");
-    let patched = s.expect("PATCH", "/v1/topics/orders", Some(json!({"schema_validation": false, "display_name": "Orders"})), 200).await;
-    assert_eq!((patched["schema_validation"].clone(), patched["display_name"].clone()), (json!(false), json!("Orders")));
+    let patched = s
+        .expect("PATCH", "/v1/topics/orders", Some(json!({"schema_validation": false, "display_name": "Orders"})), 200)
+        .await;
+    assert_eq!(
+        (patched["schema_validation"].clone(), patched["display_name"].clone()),
+        (json!(false), json!("Orders"))
+    );
     assert_eq!(patched["subscriptions"]["confirmed"], 1);
-    let free = s.expect("POST", "/v1/topics/orders/publish", Some(json!({"messages": [{"body": "not json"}]})), 200).await;
+    let free =
+        s.expect("POST", "/v1/topics/orders/publish", Some(json!({"messages": [{"body": "not json"}]})), 200).await;
     assert_eq!(free["results"][0]["deliveries"], 1, "{free}");
     assert_eq!(s.expect("PATCH", "/v1/topics/orders", Some(json!({})), 200).await["display_name"], "Orders");
     s.expect("PATCH", "/v1/topics/nope", Some(json!({"schema_validation": true})), 404).await;
@@ -199,7 +247,8 @@ async fn topics_with_schema_validation_refuse_what_breaks_the_schema() {
 async fn streams_with_schema_validation_refuse_per_entry() {
     let s = TestServer::start();
     s.expect("POST", "/v1/schemas/order/versions", Some(json!({"schema": order()})), 201).await;
-    let created = s.expect("POST", "/v1/streams", Some(json!({"name": "orders", "schema_validation": true})), 201).await;
+    let created =
+        s.expect("POST", "/v1/streams", Some(json!({"name": "orders", "schema_validation": true})), 201).await;
     assert_eq!(created["schema_validation"], true);
     // The same settings again: 200; another validation setting: 409, as for any setting.
     s.expect("POST", "/v1/streams", Some(json!({"name": "orders", "schema_validation": true})), 200).await;
@@ -233,7 +282,8 @@ async fn streams_with_schema_validation_refuse_per_entry() {
 
     let patched = s.expect("PATCH", "/v1/streams/orders", Some(json!({"schema_validation": false})), 200).await;
     assert_eq!(patched["schema_validation"], false);
-    let free = s.expect("POST", "/v1/streams/orders/records", Some(json!({"records": [{"body": "anything"}]})), 200).await;
+    let free =
+        s.expect("POST", "/v1/streams/orders/records", Some(json!({"records": [{"body": "anything"}]})), 200).await;
     assert_eq!(free["results"][0]["offset"], 2, "{free}");
     assert_eq!(s.expect("GET", "/v1/streams/orders", None, 200).await["schema_validation"], false);
 }

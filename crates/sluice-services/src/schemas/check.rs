@@ -65,7 +65,11 @@ impl std::fmt::Display for Violation {
             (Some(t), None) => write!(f, "the message breaks the schema of {t}")?,
             _ => write!(f, "the message cannot be checked against a schema")?,
         }
-        if self.pointer.is_empty() { write!(f, ": {}", self.reason) } else { write!(f, " at {}: {}", self.pointer, self.reason) }
+        if self.pointer.is_empty() {
+            write!(f, ": {}", self.reason)
+        } else {
+            write!(f, " at {}: {}", self.pointer, self.reason)
+        }
     }
 }
 
@@ -165,14 +169,24 @@ impl Schemas {
                 }
             },
             None => match self.latest(name).await? {
-                0 => return Ok(Err(Violation::whole(Some(name), None, format!("no schema is registered for type {name:?}")))),
+                0 => {
+                    return Ok(Err(Violation::whole(
+                        Some(name),
+                        None,
+                        format!("no schema is registered for type {name:?}"),
+                    )));
+                }
                 v => v,
             },
         };
         let validator = match self.validator(name, version).await {
             Ok(Some(v)) => v,
             Ok(None) => {
-                return Ok(Err(Violation::whole(Some(name), Some(version), format!("type {name:?} has no version {version}"))));
+                return Ok(Err(Violation::whole(
+                    Some(name),
+                    Some(version),
+                    format!("type {name:?} has no version {version}"),
+                )));
             }
             Err(SchemaError::Store(e)) => return Err(e),
             Err(e) => return Ok(Err(Violation::whole(Some(name), Some(version), e.to_string()))),
@@ -181,14 +195,20 @@ impl Schemas {
         let instance = match body {
             Body::Json(instance) => instance,
             Body::Bytes { binary: true, .. } => {
-                return Ok(Err(Violation::whole(Some(name), Some(version), "the body is binary; a schema checks JSON text")));
+                return Ok(Err(Violation::whole(
+                    Some(name),
+                    Some(version),
+                    "the body is binary; a schema checks JSON text",
+                )));
             }
             Body::Bytes { body, binary: false } => match serde_json::from_slice::<Value>(body) {
                 Ok(v) => {
                     parsed = v;
                     &parsed
                 }
-                Err(e) => return Ok(Err(Violation::whole(Some(name), Some(version), format!("the body is not JSON: {e}")))),
+                Err(e) => {
+                    return Ok(Err(Violation::whole(Some(name), Some(version), format!("the body is not JSON: {e}"))));
+                }
             },
         };
         let failures = validate::failures(&validator, instance);

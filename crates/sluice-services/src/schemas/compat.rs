@@ -32,18 +32,67 @@ pub struct Incompatibility {
 
 /// Keywords that do not change what a schema accepts.
 const ANNOTATIONS: &[&str] = &[
-    "$schema", "$id", "$anchor", "$dynamicAnchor", "$comment", "$defs", "definitions", "$vocabulary", "title",
-    "description", "default", "examples", "deprecated", "readOnly", "writeOnly", "format", "contentEncoding",
-    "contentMediaType", "contentSchema",
+    "$schema",
+    "$id",
+    "$anchor",
+    "$dynamicAnchor",
+    "$comment",
+    "$defs",
+    "definitions",
+    "$vocabulary",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "format",
+    "contentEncoding",
+    "contentMediaType",
+    "contentSchema",
 ];
 
 /// Keywords this checker reasons about; any other keyword in the reader must be unchanged.
 const UNDERSTOOD: &[&str] = &[
-    "$ref", "type", "enum", "const", "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "minimum",
-    "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "pattern",
-    "items", "prefixItems", "minItems", "maxItems", "uniqueItems", "contains", "minContains", "maxContains",
-    "properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties",
-    "propertyNames", "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
+    "$ref",
+    "type",
+    "enum",
+    "const",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "items",
+    "prefixItems",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "properties",
+    "required",
+    "additionalProperties",
+    "patternProperties",
+    "minProperties",
+    "maxProperties",
+    "propertyNames",
+    "dependentRequired",
+    "dependentSchemas",
+    "unevaluatedProperties",
+    "unevaluatedItems",
 ];
 
 const TYPES: &[&str] = &["null", "boolean", "object", "array", "number", "string", "integer"];
@@ -177,7 +226,13 @@ impl<'a> Checker<'a> {
     }
 
     /// The reader's `$ref`, `allOf`, `anyOf`, `oneOf`, `not` and conditionals.
-    fn reader_conjuncts(&mut self, w: &'a Map<String, Value>, writer: &'a Value, r: &'a Map<String, Value>, path: &str) {
+    fn reader_conjuncts(
+        &mut self,
+        w: &'a Map<String, Value>,
+        writer: &'a Value,
+        r: &'a Map<String, Value>,
+        path: &str,
+    ) {
         if let Some(target) = r.get("$ref").and_then(Value::as_str) {
             match resolve(self.reader_root, target) {
                 Some(t) => self.check(writer, t, path),
@@ -381,7 +436,9 @@ impl<'a> Checker<'a> {
                 self.report(
                     "property_removed_from_closed_model",
                     &at,
-                    format!("{name:?} was removed while additionalProperties is false, so values that have it are refused"),
+                    format!(
+                        "{name:?} was removed while additionalProperties is false, so values that have it are refused"
+                    ),
                 );
             } else {
                 self.check(w_schema, r_extra, &at);
@@ -533,13 +590,20 @@ fn disjoint(a: &Value, b: &Value) -> bool {
             return true;
         }
     }
-    let required = |m: &Map<String, Value>| strings(m.get("required")).into_iter().map(str::to_owned).collect::<Vec<_>>();
+    let required =
+        |m: &Map<String, Value>| strings(m.get("required")).into_iter().map(str::to_owned).collect::<Vec<_>>();
     let (ra, rb) = (required(a), required(b));
     let empty = Map::new();
-    let props = |m: &Map<String, Value>| m.get("properties").and_then(Value::as_object).cloned().unwrap_or_else(|| empty.clone());
+    let props = |m: &Map<String, Value>| {
+        m.get("properties").and_then(Value::as_object).cloned().unwrap_or_else(|| empty.clone())
+    };
     let (pa, pb) = (props(a), props(b));
     ra.iter().filter(|name| rb.contains(name)).any(|name| {
-        let values = |p: &Map<String, Value>| p.get(name).and_then(Value::as_object).and_then(|s| finite_values(s).map(|v| v.into_iter().cloned().collect::<Vec<_>>()));
+        let values = |p: &Map<String, Value>| {
+            p.get(name)
+                .and_then(Value::as_object)
+                .and_then(|s| finite_values(s).map(|v| v.into_iter().cloned().collect::<Vec<_>>()))
+        };
         match (values(&pa), values(&pb)) {
             (Some(va), Some(vb)) => va.iter().all(|v| !vb.contains(v)),
             _ => false,

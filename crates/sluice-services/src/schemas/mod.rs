@@ -31,7 +31,9 @@ pub use record::{
     Compatibility, SCHEMA_BYTES_MAX, SCHEMA_TYPE_LEN_MAX, SCHEMA_TYPES_MAX, SCHEMA_VERSIONS_MAX, TypeRecord,
     VersionRecord,
 };
-use record::{RECORD_FORMAT, TYPE_KIND, VERSION_KIND, decode, encode, validate_type_name, version_key, versions_prefix};
+use record::{
+    RECORD_FORMAT, TYPE_KIND, VERSION_KIND, decode, encode, validate_type_name, version_key, versions_prefix,
+};
 
 /// How often a registration retries after another registration changed the type under it.
 /// Every round has a winner, so this many writers racing on one type all get through.
@@ -98,12 +100,7 @@ pub struct Schemas {
 
 impl Schemas {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Arc<Schemas> {
-        Arc::new(Schemas {
-            store,
-            clock,
-            validators: Mutex::new(HashMap::new()),
-            caches: check::Caches::default(),
-        })
+        Arc::new(Schemas { store, clock, validators: Mutex::new(HashMap::new()), caches: check::Caches::default() })
     }
 
     /// Registers `schema` as the type's next version, unless it is one already; refused when
@@ -144,9 +141,17 @@ impl Schemas {
                 created_at_ms: current.as_ref().map_or(now, |t| t.created_at_ms),
                 updated_at_ms: now,
             };
-            let record = VersionRecord { format: RECORD_FORMAT, name: name.to_owned(), version, schema: text.clone(), created_at_ms: now };
+            let record = VersionRecord {
+                format: RECORD_FORMAT,
+                name: name.to_owned(),
+                version,
+                schema: text.clone(),
+                created_at_ms: now,
+            };
             let type_write = match stored {
-                Some(expected) => Write::ReplaceRecord { kind: TYPE_KIND.into(), key: name.into(), expected, value: encode(&next) },
+                Some(expected) => {
+                    Write::ReplaceRecord { kind: TYPE_KIND.into(), key: name.into(), expected, value: encode(&next) }
+                }
                 None => Write::InsertRecord { kind: TYPE_KIND.into(), key: name.into(), value: encode(&next) },
             };
             let version_write = Write::InsertRecord {
@@ -254,7 +259,8 @@ impl Schemas {
 
     /// Every version of a type, oldest first (at most `SCHEMA_VERSIONS_MAX`, one list call).
     async fn versions(&self, name: &str) -> Result<Vec<VersionRecord>, SchemaError> {
-        let records = self.store.list_records(VERSION_KIND, &versions_prefix(name), None, RECORD_LIST_LIMIT_MAX).await?;
+        let records =
+            self.store.list_records(VERSION_KIND, &versions_prefix(name), None, RECORD_LIST_LIMIT_MAX).await?;
         records.iter().map(|r| decode(&r.value, |v: &VersionRecord| v.format).map_err(SchemaError::Corrupt)).collect()
     }
 

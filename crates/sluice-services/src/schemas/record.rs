@@ -90,7 +90,10 @@ impl Compatibility {
     pub fn forward(self) -> bool {
         matches!(
             self,
-            Compatibility::Forward | Compatibility::ForwardTransitive | Compatibility::Full | Compatibility::FullTransitive
+            Compatibility::Forward
+                | Compatibility::ForwardTransitive
+                | Compatibility::Full
+                | Compatibility::FullTransitive
         )
     }
 }

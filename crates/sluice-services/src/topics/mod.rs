@@ -43,7 +43,8 @@ pub use attributes::fifo_topic_value;
 pub use envelope::SIGNING_CERT_FILE;
 pub use error::{Invalid, PublishError, TAG_LIMIT_EXCEEDED, TopicError};
 pub use model::{
-    ArnError, Arns, Protocol, SCHEMA_VALIDATION, SUBSCRIPTION_KIND, SubscriptionRecord, TopicRecord, decode_subscription,
+    ArnError, Arns, Protocol, SCHEMA_VALIDATION, SUBSCRIPTION_KIND, SubscriptionRecord, TopicRecord,
+    decode_subscription,
 };
 pub use publish::Publication;
 

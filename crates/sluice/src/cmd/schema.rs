@@ -68,7 +68,9 @@ struct ListArgs {
 
 /// A type and its versions, or with --version the schema of one version.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  sluice schema get order.created\n  sluice schema get order.created --version 2\n  sluice schema get order.created --version latest --json")]
+#[command(
+    after_help = "Examples:\n  sluice schema get order.created\n  sluice schema get order.created --version 2\n  sluice schema get order.created --version latest --json"
+)]
 struct GetArgs {
     #[arg(value_name = "TYPE")]
     message_type: String,
@@ -111,7 +113,9 @@ struct CheckArgs {
 /// The _transitive variants check against every earlier version, not only the latest. none:
 /// no check.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  sluice schema config order.created --compatibility full\n  sluice schema config audit --compatibility none")]
+#[command(
+    after_help = "Examples:\n  sluice schema config order.created --compatibility full\n  sluice schema config audit --compatibility none"
+)]
 struct ConfigArgs {
     #[arg(value_name = "TYPE")]
     message_type: String,
@@ -289,7 +293,10 @@ fn verdict(message_type: &str, answer: &CheckSchemaResponse, json: bool) -> Resu
             });
         }
         return Err(hinted(
-            format!("the schema is not compatible with {message_type}'s earlier versions ({})", count(answer.reasons.len(), "reason")),
+            format!(
+                "the schema is not compatible with {message_type}'s earlier versions ({})",
+                count(answer.reasons.len(), "reason")
+            ),
             format!(
                 "change the schema as the reasons say, or relax the mode with `sluice schema config {message_type} --compatibility none`"
             ),

@@ -75,11 +75,9 @@ struct CreateArgs {
 
 /// Change a stream's settings; those not given keep their current values.
 #[derive(Debug, clap::Args)]
-#[command(
-    after_help = "Examples:
+#[command(after_help = "Examples:
   sluice stream update orders --schema-validation true
-  sluice stream update orders --retention 30d --partitions 16"
-)]
+  sluice stream update orders --retention 30d --partitions 16")]
 struct UpdateArgs {
     name: String,
     /// More partitions (they can only grow; keys then map to other partitions, as in Kafka).

@@ -178,7 +178,12 @@ pub async fn publish(ctx: &Ctx<'_>, input: Value) -> Outcome {
 /// A message that breaks its schema (the topic has `SchemaValidation`). Sluice's own refusal,
 /// so not one AWS words: the code is `InvalidParameterValue`, as for SQS.
 fn schema_refusal(violation: &sluice_services::schemas::Violation) -> AwsError {
-    AwsError::new("InvalidParameterValueException", "InvalidParameterValue", axum::http::StatusCode::BAD_REQUEST, violation.to_string())
+    AwsError::new(
+        "InvalidParameterValueException",
+        "InvalidParameterValue",
+        axum::http::StatusCode::BAD_REQUEST,
+        violation.to_string(),
+    )
 }
 
 /// A message some subscriptions have and others could not take now.

@@ -121,9 +121,11 @@ pub async fn send_message_batch(ctx: &Ctx<'_>, input: Value) -> Outcome {
         }
     }
     let mut checked: Vec<(usize, _)> = ready.into_iter().enumerate().collect();
-    let mut entries: Vec<(usize, &sluice_core::NewMessage)> = checked.iter().map(|(i, (_, p))| (*i, &p.message)).collect();
+    let mut entries: Vec<(usize, &sluice_core::NewMessage)> =
+        checked.iter().map(|(i, (_, p))| (*i, &p.message)).collect();
     let refused = crate::schema_routes::refuse_invalid(ctx.state, &name, &mut entries).await?;
-    let refused_at: std::collections::HashMap<usize, String> = refused.into_iter().map(|(i, v)| (i, v.to_string())).collect();
+    let refused_at: std::collections::HashMap<usize, String> =
+        refused.into_iter().map(|(i, v)| (i, v.to_string())).collect();
     drop(entries);
     checked.retain(|(i, (id, _))| match refused_at.get(i) {
         Some(reason) => {
