@@ -244,14 +244,15 @@ impl<'a> Checker<'a> {
                 self.check(writer, part, &format!("{path}/allOf/{i}"));
             }
         }
-        if let Some(any) = r.get("anyOf").and_then(Value::as_array) {
-            if w.get("anyOf") != Some(&Value::Array(any.clone())) && !any.iter().any(|b| self.holds(writer, b, path)) {
-                self.report(
-                    "any_of_narrowed",
-                    &format!("{path}/anyOf"),
-                    "no alternative of anyOf accepts everything that was accepted".into(),
-                );
-            }
+        if let Some(any) = r.get("anyOf").and_then(Value::as_array)
+            && w.get("anyOf") != Some(&Value::Array(any.clone()))
+            && !any.iter().any(|b| self.holds(writer, b, path))
+        {
+            self.report(
+                "any_of_narrowed",
+                &format!("{path}/anyOf"),
+                "no alternative of anyOf accepts everything that was accepted".into(),
+            );
         }
         if let Some(one) = r.get("oneOf").and_then(Value::as_array) {
             let same = w.get("oneOf") == Some(&Value::Array(one.clone())) && !contains_ref(&r["oneOf"]);
@@ -264,14 +265,14 @@ impl<'a> Checker<'a> {
             }
         }
         for keyword in ["not", "if", "then", "else"] {
-            if let Some(value) = r.get(keyword) {
-                if w.get(keyword) != Some(value) {
-                    self.report(
-                        "keyword_changed",
-                        &format!("{path}/{keyword}"),
-                        format!("{keyword} was added or changed, and its effect cannot be compared"),
-                    );
-                }
+            if let Some(value) = r.get(keyword)
+                && w.get(keyword) != Some(value)
+            {
+                self.report(
+                    "keyword_changed",
+                    &format!("{path}/{keyword}"),
+                    format!("{keyword} was added or changed, and its effect cannot be compared"),
+                );
             }
         }
     }
@@ -324,26 +325,26 @@ impl<'a> Checker<'a> {
 
     fn numbers(&mut self, w: &Map<String, Value>, r: &Map<String, Value>, path: &str) {
         let (w_min, w_min_ex) = (number(w, "minimum"), number(w, "exclusiveMinimum"));
-        if let Some(m) = number(r, "minimum") {
-            if !(w_min.is_some_and(|x| x >= m) || w_min_ex.is_some_and(|x| x >= m)) {
-                self.bound(path, "minimum", "a lower minimum");
-            }
+        if let Some(m) = number(r, "minimum")
+            && !(w_min.is_some_and(|x| x >= m) || w_min_ex.is_some_and(|x| x >= m))
+        {
+            self.bound(path, "minimum", "a lower minimum");
         }
-        if let Some(m) = number(r, "exclusiveMinimum") {
-            if !(w_min.is_some_and(|x| x > m) || w_min_ex.is_some_and(|x| x >= m)) {
-                self.bound(path, "exclusiveMinimum", "a lower bound");
-            }
+        if let Some(m) = number(r, "exclusiveMinimum")
+            && !(w_min.is_some_and(|x| x > m) || w_min_ex.is_some_and(|x| x >= m))
+        {
+            self.bound(path, "exclusiveMinimum", "a lower bound");
         }
         let (w_max, w_max_ex) = (number(w, "maximum"), number(w, "exclusiveMaximum"));
-        if let Some(m) = number(r, "maximum") {
-            if !(w_max.is_some_and(|x| x <= m) || w_max_ex.is_some_and(|x| x <= m)) {
-                self.bound(path, "maximum", "a higher maximum");
-            }
+        if let Some(m) = number(r, "maximum")
+            && !(w_max.is_some_and(|x| x <= m) || w_max_ex.is_some_and(|x| x <= m))
+        {
+            self.bound(path, "maximum", "a higher maximum");
         }
-        if let Some(m) = number(r, "exclusiveMaximum") {
-            if !(w_max.is_some_and(|x| x < m) || w_max_ex.is_some_and(|x| x <= m)) {
-                self.bound(path, "exclusiveMaximum", "a higher bound");
-            }
+        if let Some(m) = number(r, "exclusiveMaximum")
+            && !(w_max.is_some_and(|x| x < m) || w_max_ex.is_some_and(|x| x <= m))
+        {
+            self.bound(path, "exclusiveMaximum", "a higher bound");
         }
         if let Some(k) = number(r, "multipleOf") {
             let divides = number(w, "multipleOf").is_some_and(|kw| (kw / k).fract() == 0.0);
@@ -356,14 +357,14 @@ impl<'a> Checker<'a> {
     fn strings(&mut self, w: &Map<String, Value>, r: &Map<String, Value>, path: &str) {
         self.lower(w, r, path, "minLength");
         self.upper(w, r, path, "maxLength");
-        if let Some(pattern) = r.get("pattern") {
-            if w.get("pattern") != Some(pattern) {
-                self.report(
-                    "pattern_changed",
-                    &format!("{path}/pattern"),
-                    "the pattern was added or changed; strings that matched before may not match".into(),
-                );
-            }
+        if let Some(pattern) = r.get("pattern")
+            && w.get("pattern") != Some(pattern)
+        {
+            self.report(
+                "pattern_changed",
+                &format!("{path}/pattern"),
+                "the pattern was added or changed; strings that matched before may not match".into(),
+            );
         }
     }
 
@@ -451,19 +452,19 @@ impl<'a> Checker<'a> {
 
     /// A lower bound (`minLength`, ...) that may only stay or fall.
     fn lower(&mut self, w: &Map<String, Value>, r: &Map<String, Value>, path: &str, keyword: &'static str) {
-        if let Some(m) = number(r, keyword) {
-            if number(w, keyword).unwrap_or(0.0) < m {
-                self.bound(path, keyword, "fewer");
-            }
+        if let Some(m) = number(r, keyword)
+            && number(w, keyword).unwrap_or(0.0) < m
+        {
+            self.bound(path, keyword, "fewer");
         }
     }
 
     /// An upper bound (`maxLength`, ...) that may only stay or rise.
     fn upper(&mut self, w: &Map<String, Value>, r: &Map<String, Value>, path: &str, keyword: &'static str) {
-        if let Some(m) = number(r, keyword) {
-            if number(w, keyword).is_none_or(|x| x > m) {
-                self.bound(path, keyword, "more");
-            }
+        if let Some(m) = number(r, keyword)
+            && number(w, keyword).is_none_or(|x| x > m)
+        {
+            self.bound(path, keyword, "more");
         }
     }
 
