@@ -65,11 +65,12 @@ WITH gone AS (
 SELECT count(*) FROM gone";
 
 /// Per queue over budget: its finished jobs newest first, with the result bytes of those at
-/// least as new; every one past the budget goes but the newest.
+/// least as new; every one past the budget goes but the newest. `$1` is cast: compared with a
+/// `sum` of bigints (a numeric) it would be inferred numeric, which an `i64` cannot be sent as.
 const PRUNE_BUDGET: &str = "
 WITH over AS (
     SELECT queue FROM jobs WHERE status IN (2, 4, 5)
-    GROUP BY queue HAVING sum(result_bytes) > $1 OR count(*) > $2
+    GROUP BY queue HAVING sum(result_bytes) > $1::bigint OR count(*) > $2
 ), ranked AS (
     SELECT j.id, row_number() OVER w AS rank, sum(j.result_bytes) OVER w AS newer_bytes
     FROM jobs j JOIN over o ON o.queue = j.queue
@@ -77,7 +78,7 @@ WITH over AS (
     WINDOW w AS (PARTITION BY j.queue ORDER BY j.finished_at DESC, j.id DESC)
 ), gone AS (
     DELETE FROM jobs WHERE id IN (
-        SELECT id FROM ranked WHERE rank > 1 AND (rank > $2 OR newer_bytes > $1) LIMIT $3)
+        SELECT id FROM ranked WHERE rank > 1 AND (rank > $2 OR newer_bytes > $1::bigint) LIMIT $3)
     RETURNING id
 ), freed AS (
     DELETE FROM job_unique_keys k USING gone WHERE k.job_id = gone.id
