@@ -245,11 +245,45 @@ impl From<sluice_services::relays::RelayError> for ApiError {
     }
 }
 
+/// A refusal at the door, as a native per-entry error (or a whole answer's error).
+pub fn violation_body(v: &sluice_services::schemas::Violation) -> ErrorBody {
+    let errors: Vec<_> = v.failures.iter().map(failure).collect();
+    ErrorBody {
+        code: ErrorCode::SchemaValidationFailed.as_str().to_string(),
+        message: v.to_string(),
+        details: Some(json!({
+            "pointer": v.pointer,
+            "type": v.r#type,
+            "version": v.version,
+            "reason": v.reason,
+            "errors": errors,
+        })),
+    }
+}
+
+/// A refusal at the door of a single call (a job's enqueue): 400 `schema_validation_failed`.
+pub fn violation_error(v: &sluice_services::schemas::Violation) -> ApiError {
+    let body = violation_body(v);
+    let error = ApiError::new(ErrorCode::SchemaValidationFailed, body.message);
+    match body.details {
+        Some(details) => error.with_details(details),
+        None => error,
+    }
+}
+
+pub(crate) fn failure(f: &sluice_services::schemas::validate::Failure) -> sluice_api::SchemaFailure {
+    sluice_api::SchemaFailure {
+        pointer: f.pointer.clone(),
+        schema_path: f.schema_path.clone(),
+        message: f.message.clone(),
+    }
+}
+
 /// A publish entry's error.
 pub fn publish_error(e: &sluice_services::topics::PublishError, prefix: &str) -> ErrorBody {
     use sluice_services::topics::PublishError as P;
     match e {
-        P::Schema(v) => crate::schema_routes::violation_body(v),
+        P::Schema(v) => violation_body(v),
         P::Invalid(i) => ErrorBody {
             code: ErrorCode::InvalidArgument.as_str().to_string(),
             message: i.message.clone(),

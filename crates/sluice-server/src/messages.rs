@@ -104,7 +104,7 @@ pub async fn send(
     }
     let mut entries: Vec<(usize, NewMessage)> = positions.into_iter().zip(accepted).collect();
     for (i, violation) in crate::schema_routes::refuse_invalid(&state, &name, &mut entries).await? {
-        results[i] = Some(SendResult { id: None, error: Some(crate::schema_routes::violation_body(&violation)) });
+        results[i] = Some(SendResult { id: None, error: Some(crate::error::violation_body(&violation)) });
     }
     let (positions, accepted): (Vec<usize>, Vec<NewMessage>) = entries.into_iter().unzip();
     if accepted.is_empty() {

@@ -1,7 +1,7 @@
 //! `/v1/schemas`: register JSON Schema versions per message type, read them back, set a type's
 //! compatibility mode, and check a schema or a message before registering or sending it. The
 //! registry and its rules are `sluice_services::schemas`; the check at the door of each
-//! protocol calls [`violation_body`] to word a refusal.
+//! protocol words a refusal with `crate::error::violation_body`.
 
 use axum::Router;
 use axum::extract::State;
@@ -10,13 +10,13 @@ use axum::routing::{get, post, put};
 use serde::Deserialize;
 use serde_json::json;
 use sluice_api as api;
-use sluice_api::{ErrorBody, ErrorCode, ErrorResponse};
+use sluice_api::{ErrorCode, ErrorResponse};
 use sluice_services::schemas::{Compatibility, Reason, SchemaError, TypeRecord, Violation};
 use utoipa::{IntoParams, OpenApi};
 
 use crate::AppState;
 use crate::convert::rfc3339;
-use crate::error::ApiError;
+use crate::error::{ApiError, failure};
 use crate::extract::{Json, Path, Query};
 use crate::paging::PageRequest;
 
@@ -67,36 +67,6 @@ impl From<SchemaError> for ApiError {
             SchemaError::Store(s) => s.into(),
         }
     }
-}
-
-/// A refusal at the door, as a native per-entry error (or a whole answer's error).
-pub fn violation_body(v: &Violation) -> ErrorBody {
-    let errors: Vec<_> = v.failures.iter().map(failure).collect();
-    ErrorBody {
-        code: ErrorCode::SchemaValidationFailed.as_str().to_string(),
-        message: v.to_string(),
-        details: Some(json!({
-            "pointer": v.pointer,
-            "type": v.r#type,
-            "version": v.version,
-            "reason": v.reason,
-            "errors": errors,
-        })),
-    }
-}
-
-/// A refusal at the door of a single call (a job's enqueue): 400 `schema_validation_failed`.
-pub fn violation_error(v: &Violation) -> ApiError {
-    let body = violation_body(v);
-    let error = ApiError::new(ErrorCode::SchemaValidationFailed, body.message);
-    match body.details {
-        Some(details) => error.with_details(details),
-        None => error,
-    }
-}
-
-fn failure(f: &sluice_services::schemas::validate::Failure) -> api::SchemaFailure {
-    api::SchemaFailure { pointer: f.pointer.clone(), schema_path: f.schema_path.clone(), message: f.message.clone() }
 }
 
 fn reason(r: &Reason) -> api::IncompatibilityReason {

@@ -85,7 +85,7 @@ pub async fn enqueue(
     if schemas.queue_validates(&request.queue).await?
         && let Err(violation) = schemas.check_value(Some(&request.job_type), None, &request.payload).await?
     {
-        return Err(crate::schema_routes::violation_error(&violation));
+        return Err(crate::error::violation_error(&violation));
     }
     let job = convert::new_job(request)?;
     let enqueued = jobs(&state).enqueue(job).await?;

@@ -224,7 +224,7 @@ pub async fn append(
                     kept.0.push(record);
                     kept.1.push(i);
                 }
-                Err(violation) => results[i] = Some(failed(crate::schema_routes::violation_body(&violation))),
+                Err(violation) => results[i] = Some(failed(crate::error::violation_body(&violation))),
             }
         }
         (accepted, positions) = kept;
