@@ -405,3 +405,120 @@ test('streams show partitions, offsets and group lag, and the record browser rea
   assert.match(await missing.textContent('[data-page=stream] .banner'), /No stream is named no-such-stream\. .*Streams page/);
   await missing.done();
 });
+
+test('jobs: counts by queue and status, filters, paging, a job\'s detail, and cancel after asking', async () => {
+  const enqueue = async (job) => (await call('POST', '/v1/jobs', job)).id;
+  const queued = [];
+  for (let i = 0; i < 3; i++) {
+    queued.push(await enqueue({ queue: 'reports', type: 'monthly', payload: { month: `2024-0${i + 1}` }, tags: i < 2 ? ['tenant:acme'] : [] }));
+  }
+  await enqueue({ queue: 'reports', type: 'weekly', payload: { week: 22 } });
+  const dead = await call('POST', '/v1/jobs/claim', { queues: ['reports'], types: ['weekly'], lease_ms: 300000 });
+  await call('POST', `/v1/jobs/${dead.jobs[0].id}/fail`, { lease: dead.jobs[0].lease, error: 'template weekly.html is missing', retry: false });
+  await enqueue({ queue: 'mail', type: 'welcome', payload: { to: 'ada@example.com' } });
+  await enqueue({ queue: 'mail', type: 'welcome', payload: { to: 'bob@example.com' } });
+  const done = (await call('POST', '/v1/jobs/claim', { queues: ['mail'], lease_ms: 300000 })).jobs[0];
+  await call('POST', `/v1/jobs/${done.id}/complete`, { lease: done.lease, result: { sent: true, message_id: 'm-42' } });
+  const running = (await call('POST', '/v1/jobs/claim', { queues: ['mail'], lease_ms: 300000 })).jobs[0];
+  await call('POST', `/v1/jobs/${running.id}/heartbeat`, { lease: running.lease, progress: 0.5 });
+  for (let i = 0; i < 30; i++) await enqueue({ queue: 'bulk', type: 'resize', payload: { image: i } });
+
+  const page = await open('jobs', { allowErrors: [/status of 400/] });
+  await page.waitForSelector('#jobs-by-queue tr[data-key=bulk]');
+  const stat = (s) => page.textContent(`[data-stat=jobs-${s}]`);
+  assert.deepEqual([await stat('queued'), await stat('running'), await stat('succeeded'), await stat('dead')], ['33', '1', '1', '1']);
+  // Queue, queued, running, succeeded, failed, dead, cancelled, total.
+  assert.deepEqual(await cells(page, '#jobs-by-queue tr[data-key=reports]'), ['reports', '3', '0', '0', '0', '1', '0', '4']);
+  assert.deepEqual(await cells(page, '#jobs-by-queue tr[data-key=mail]'), ['mail', '0', '1', '1', '0', '0', '0', '2']);
+  await shot(page, 'jobs');
+
+  const listed = () => page.$$eval('#jobs-list tbody tr[data-key]', (rows) => rows.map((r) => r.dataset.key));
+  const listedAre = (ids) => page.waitForFunction((want) => JSON.stringify([...document.querySelectorAll('#jobs-list tbody tr[data-key]')].map((r) => r.dataset.key).sort()) === want, JSON.stringify([...ids].sort()));
+  // Filters, applied by the server and kept in the address.
+  await page.fill('#job-filters input[name=queue]', 'reports');
+  await page.selectOption('#job-filters select[name=status]', 'queued');
+  await page.click('#job-filters button[type=submit]');
+  await listedAre(queued);
+  assert.equal(await page.evaluate(() => location.hash), '#/jobs?queue=reports&status=queued');
+  await page.selectOption('#job-filters select[name=status]', '');
+  await page.fill('#job-filters input[name=tag]', 'tenant:acme');
+  await page.click('#job-filters button[type=submit]');
+  await listedAre(queued.slice(0, 2));
+  await page.fill('#job-filters input[name=tag]', '');
+  await page.fill('#job-filters input[name=type]', 'weekly');
+  await page.click('#job-filters button[type=submit]');
+  await listedAre([dead.jobs[0].id]);
+  assert.match(await page.textContent('#jobs-list tbody'), /dead.*template weekly\.html is missing/);
+
+  // A count links to its list.
+  await page.click('#jobs-by-queue a[href="#/jobs?queue=mail&status=running"]');
+  await listedAre([running.id]);
+  assert.equal(await page.inputValue('#job-filters input[name=queue]'), 'mail');
+  assert.match(await page.textContent(`#jobs-list tr[data-key="${running.id}"]`), /50%/);
+
+  // A long list is paged by the server.
+  await page.click('#job-filters-clear');
+  await page.fill('#job-filters input[name=queue]', 'bulk');
+  await page.selectOption('#job-filters select[name=limit]', '25');
+  await page.click('#job-filters button[type=submit]');
+  await page.waitForFunction(() => document.querySelectorAll('#jobs-list tbody tr[data-key]').length === 25);
+  const first = await listed();
+  await page.click('#jobs-list [data-pager=next]');
+  await page.waitForFunction(() => document.querySelectorAll('#jobs-list tbody tr[data-key]').length === 5);
+  const second = await listed();
+  assert.equal(new Set([...first, ...second]).size, 30, 'the two pages hold all 30 jobs once');
+  assert.ok(await page.isDisabled('#jobs-list [data-pager=next]'));
+  await page.click('#jobs-list [data-pager=prev]');
+  await page.waitForFunction(() => document.querySelectorAll('#jobs-list tbody tr[data-key]').length === 25);
+
+  // A refused filter: the banner says what is wrong and what to do, and goes once it is fixed.
+  await page.fill('#job-filters input[name=tag]', 'not a tag!');
+  await page.click('#job-filters button[type=submit]');
+  await page.waitForSelector('[data-page=jobs] .banner[data-code=invalid_argument]');
+  assert.match(await page.textContent('[data-page=jobs] .banner'), /refused.*tag.*Correct the value it names/);
+  await page.click('#job-filters-clear');
+  await page.waitForSelector('[data-page=jobs] .banner', { state: 'hidden' });
+  await page.done();
+
+  // The succeeded job: its result; the dead one: its last error; the running one: progress.
+  const detail = await open(`jobs/${done.id}`);
+  await detail.waitForSelector('#job-status[data-status=succeeded]');
+  assert.match(await detail.textContent('#job-result'), /"message_id": "m-42"/);
+  assert.match(await detail.textContent('#job-payload'), new RegExp(`"to": "${done.payload.to}"`));
+  assert.match(await detail.textContent('[data-page=job]'), /Attempts1 of 3/);
+  assert.ok(await detail.isDisabled('#cancel-job'), 'a finished job cannot be cancelled');
+  await detail.goto(`${base}/ui/#/jobs/${dead.jobs[0].id}`);
+  await detail.waitForSelector('#job-status[data-status=dead]');
+  assert.match(await detail.textContent('#job-error'), /template weekly\.html is missing/);
+  await detail.goto(`${base}/ui/#/jobs/${running.id}`);
+  await detail.waitForSelector('#job-status[data-status=running]');
+  assert.match(await detail.textContent('[data-page=job]'), /Progress50%/);
+  await detail.done();
+
+  // Open a queued job from the list, and cancel it: dismissed first, then confirmed.
+  const list = await open('jobs?queue=reports&status=queued');
+  await list.waitForSelector(`#jobs-list a[href="#/jobs/${queued[2]}"]`);
+  await list.click(`#jobs-list a[href="#/jobs/${queued[2]}"]`);
+  await list.waitForSelector('#job-status[data-status=queued]');
+  assert.match(await list.textContent('#job-payload'), /"month": "2024-03"/);
+  assert.match(await list.textContent('[data-page=job]'), /Attempts0 of 3/);
+  await list.click('#cancel-job');
+  await list.waitForSelector('#confirm[open]');
+  assert.equal(await list.textContent('#confirm-dismiss'), 'Keep it');
+  await list.click('#confirm-dismiss');
+  await list.waitForSelector('#confirm', { state: 'hidden' });
+  assert.equal((await call('GET', `/v1/jobs/${queued[2]}`)).status, 'queued', 'dismissed: nothing cancelled');
+  await list.click('#cancel-job');
+  await list.waitForSelector('#confirm[open]');
+  assert.match(await list.textContent('#confirm-text'), /cancelled at once and never runs/);
+  await list.click('#confirm-ok');
+  await list.waitForSelector('#job-status[data-status=cancelled]');
+  assert.ok(await list.isDisabled('#cancel-job'));
+  assert.equal((await call('GET', `/v1/jobs/${queued[2]}`)).status, 'cancelled');
+  await shot(list, 'job');
+  // Back on the list, the counts have moved.
+  await list.click('.crumbs a[href="#/jobs"]');
+  await list.waitForFunction(() => document.querySelector('[data-stat=jobs-cancelled]')?.textContent === '1');
+  assert.deepEqual(await cells(list, '#jobs-by-queue tr[data-key=reports]'), ['reports', '2', '0', '0', '0', '1', '1', '4']);
+  await list.done();
+});
