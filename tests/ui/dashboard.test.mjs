@@ -107,12 +107,16 @@ after(async () => {
   if (dataDir) rmSync(dataDir, { recursive: true, force: true });
 });
 
-/** A page that records console errors and uncaught exceptions, for `done` to check. */
-async function open(hash, { colorScheme = 'light', width = 1400, height = 900 } = {}) {
+/** A page that records console errors and uncaught exceptions, for `done` to check.
+ * `allowErrors`: console errors a test causes on purpose (Chromium logs every failed request
+ * as one, so a test of an error banner lists the status it provokes). */
+async function open(hash, { colorScheme = 'light', width = 1400, height = 900, allowErrors = [] } = {}) {
   const context = await browser.newContext({ viewport: { width, height }, colorScheme });
   const page = await context.newPage();
   const errors = [];
-  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !allowErrors.some((allowed) => allowed.test(m.text()))) errors.push(m.text());
+  });
   page.on('pageerror', (e) => errors.push(e.message));
   page.setDefaultTimeout(WAIT_MS);
   await page.goto(`${base}/ui/#/${hash}`);
@@ -124,6 +128,9 @@ async function open(hash, { colorScheme = 'light', width = 1400, height = 900 } 
 }
 
 const shot = (page, name) => page.screenshot({ path: join(SHOTS, `ui-${name}.png`) });
+
+/** The text of each cell of the row `selector`. */
+const cells = (page, selector) => page.$$eval(`${selector} td`, (tds) => tds.map((td) => td.textContent.trim()));
 
 /** Waits until a chart inside `scope` has drawn its lines. */
 async function chartDrawn(page, scope) {
@@ -318,4 +325,200 @@ test('dark mode follows the system and the toggle, and small screens keep everyt
   assert.ok(overflow <= 0, `no sideways scrolling of the page (${overflow}px)`);
   await shot(phone, 'queues-phone');
   await phone.done();
+});
+
+test('streams show partitions, offsets and group lag, and the record browser reads a partition from an offset', async () => {
+  await call('POST', '/v1/streams', { name: 'orders-log', partitions: 3 });
+  const records = Array.from({ length: 25 }, (_, i) => ({ partition: 0, key: `customer-${i}`, type: 'order.created',
+    headers: { source: 'web' }, body: JSON.stringify({ order: i, total: 100 + i }) }));
+  records.push(...['first', 'second', 'third'].map((body) => ({ partition: 1, body })));
+  const appended = await call('POST', '/v1/streams/orders-log/records', { records });
+  assert.deepEqual(appended.results.map((r) => r.error), records.map(() => undefined));
+  // billing has read and committed up to offset 20 of partition 0 and all of partition 1;
+  // audit has read nothing.
+  await call('POST', '/v1/streams/orders-log/groups', { name: 'billing', start: 'earliest', session_timeout_ms: 300000 });
+  await call('POST', '/v1/streams/orders-log/groups', { name: 'audit', start: 'earliest' });
+  const fetched = await call('POST', '/v1/streams/orders-log/groups/billing/fetch', { member: 'worker-1', max: 100 });
+  assert.ok(fetched.records.length > 0);
+  await call('POST', '/v1/streams/orders-log/groups/billing/commit', { member: 'worker-1', generation: fetched.generation, offsets: { 0: 20, 1: 3 } });
+  const billing = (await call('GET', '/v1/streams/orders-log')).groups.find((g) => g.name === 'billing');
+  assert.deepEqual(billing.partitions.map((p) => p.lag), [5, 0, 0]);
+
+  const page = await open('streams');
+  const row = '[data-page=streams] tbody tr[data-key=orders-log]';
+  await page.waitForSelector(row);
+  const listed = await cells(page, row);
+  // Stream, partitions, records kept, bytes, groups, slowest group lag.
+  assert.deepEqual([listed[0], listed[1], listed[2], listed[4], listed[5]], ['orders-log', '3', '28', '2', '28']);
+  assert.match(listed[3], /bytes|KiB/);
+
+  await page.click('a[href="#/streams/orders-log"]');
+  await page.waitForSelector('#stream-partitions tbody tr[data-key="2"]');
+  // Partition, first offset, next offset, records kept.
+  assert.deepEqual((await cells(page, '#stream-partitions tr[data-key="0"]')).slice(0, 4), ['0', '0', '25', '25']);
+  assert.deepEqual((await cells(page, '#stream-partitions tr[data-key="1"]')).slice(0, 4), ['1', '0', '3', '3']);
+  assert.deepEqual((await cells(page, '#stream-partitions tr[data-key="2"]')).slice(0, 4), ['2', '0', '0', '0']);
+  // Group, partition, committed offset, next offset, lag.
+  assert.deepEqual((await cells(page, '#stream-lag tr[data-key="billing/0"]')).slice(0, 5), ['billing', '0', '20', '25', '5']);
+  assert.deepEqual((await cells(page, '#stream-lag tr[data-key="billing/1"]')).slice(0, 5), ['billing', '1', '3', '3', '0']);
+  assert.deepEqual((await cells(page, '#stream-lag tr[data-key="audit/0"]')).slice(0, 5), ['audit', '0', '0', '25', '25']);
+  assert.equal(await page.textContent('[data-stat=lag]'), '28', 'audit lags by every record');
+  assert.equal(await page.textContent('[data-stat=records]'), '28');
+  const groups = await cells(page, '#stream-groups tr[data-key=billing]');
+  assert.deepEqual(groups.slice(0, 4), ['billing', 'offsets', '1', '5'], 'mode, one member, lag 5');
+
+  // The browser follows the end of partition 0, then pages back and forth and reads from an offset.
+  const status = (pattern) => page.waitForFunction((p) => new RegExp(p).test(document.querySelector('#records-status').textContent), pattern.source);
+  await status(/^Offsets 5–24 of partition 0 \(following the end\)/);
+  await page.selectOption('#records-max', '10');
+  await status(/^Offsets 15–24 of partition 0/);
+  await page.click('#records-older');
+  await status(/^Offsets 5–14 of partition 0; it keeps offsets 0 to 24/);
+  assert.equal(await page.inputValue('#records-from'), '5');
+  await page.click('#records-newer');
+  await status(/^Offsets 15–24 of partition 0;/);
+  await page.fill('#records-from', '3');
+  await page.click('#records-form button[type=submit]');
+  await status(/^Offsets 3–12 of partition 0;/);
+  const offsets = await page.$$eval('#stream-records tbody tr', (rows) => rows.map((r) => r.dataset.key));
+  assert.deepEqual(offsets, ['3', '4', '5', '6', '7', '8', '9', '10', '11', '12']);
+  const record = await cells(page, '#stream-records tr[data-key="3"]');
+  // Offset, timestamp, key, type, headers, body.
+  assert.deepEqual([record[0], record[2], record[3], record[4]], ['3', 'customer-3', 'order.created', 'source=web']);
+  assert.match(record[1], /\d/, 'a readable timestamp');
+  await page.click('#stream-records tr[data-key="3"] summary');
+  assert.match(await page.textContent('#stream-records tr[data-key="3"] pre'), /"total": 103/);
+  await shot(page, 'stream');
+
+  // Read from the partitions table: partition 1 from its first offset; then an empty one.
+  await page.click('button[aria-label="Read partition 1"]');
+  await status(/^Offsets 0–2 of partition 1;/);
+  assert.equal(await page.textContent('#stream-records tr[data-key="1"] summary'), 'second');
+  await page.selectOption('#records-partition', '2');
+  await status(/^Partition 2 has no records yet/);
+  assert.match(await page.textContent('#stream-records tbody'), /No records here/);
+  await page.done();
+
+  // A stream that is not there: the banner says so and what to do.
+  const missing = await open('streams/no-such-stream', { allowErrors: [/status of 404/] });
+  await missing.waitForSelector('[data-page=stream] .banner[data-code=stream_not_found]');
+  assert.match(await missing.textContent('[data-page=stream] .banner'), /No stream is named no-such-stream\. .*Streams page/);
+  await missing.done();
+});
+
+test('jobs: counts by queue and status, filters, paging, a job\'s detail, and cancel after asking', async () => {
+  const enqueue = async (job) => (await call('POST', '/v1/jobs', job)).id;
+  const queued = [];
+  for (let i = 0; i < 3; i++) {
+    queued.push(await enqueue({ queue: 'reports', type: 'monthly', payload: { month: `2024-0${i + 1}` }, tags: i < 2 ? ['tenant:acme'] : [] }));
+  }
+  await enqueue({ queue: 'reports', type: 'weekly', payload: { week: 22 } });
+  const dead = await call('POST', '/v1/jobs/claim', { queues: ['reports'], types: ['weekly'], lease_ms: 300000 });
+  await call('POST', `/v1/jobs/${dead.jobs[0].id}/fail`, { lease: dead.jobs[0].lease, error: 'template weekly.html is missing', retry: false });
+  await enqueue({ queue: 'mail', type: 'welcome', payload: { to: 'ada@example.com' } });
+  await enqueue({ queue: 'mail', type: 'welcome', payload: { to: 'bob@example.com' } });
+  const done = (await call('POST', '/v1/jobs/claim', { queues: ['mail'], lease_ms: 300000 })).jobs[0];
+  await call('POST', `/v1/jobs/${done.id}/complete`, { lease: done.lease, result: { sent: true, message_id: 'm-42' } });
+  const running = (await call('POST', '/v1/jobs/claim', { queues: ['mail'], lease_ms: 300000 })).jobs[0];
+  await call('POST', `/v1/jobs/${running.id}/heartbeat`, { lease: running.lease, progress: 0.5 });
+  for (let i = 0; i < 30; i++) await enqueue({ queue: 'bulk', type: 'resize', payload: { image: i } });
+
+  const page = await open('jobs', { allowErrors: [/status of 400/] });
+  await page.waitForSelector('#jobs-by-queue tr[data-key=bulk]');
+  const stat = (s) => page.textContent(`[data-stat=jobs-${s}]`);
+  assert.deepEqual([await stat('queued'), await stat('running'), await stat('succeeded'), await stat('dead')], ['33', '1', '1', '1']);
+  // Queue, queued, running, succeeded, failed, dead, cancelled, total.
+  assert.deepEqual(await cells(page, '#jobs-by-queue tr[data-key=reports]'), ['reports', '3', '0', '0', '0', '1', '0', '4']);
+  assert.deepEqual(await cells(page, '#jobs-by-queue tr[data-key=mail]'), ['mail', '0', '1', '1', '0', '0', '0', '2']);
+  await shot(page, 'jobs');
+
+  const listed = () => page.$$eval('#jobs-list tbody tr[data-key]', (rows) => rows.map((r) => r.dataset.key));
+  const listedAre = (ids) => page.waitForFunction((want) => JSON.stringify([...document.querySelectorAll('#jobs-list tbody tr[data-key]')].map((r) => r.dataset.key).sort()) === want, JSON.stringify([...ids].sort()));
+  // Filters, applied by the server and kept in the address.
+  await page.fill('#job-filters input[name=queue]', 'reports');
+  await page.selectOption('#job-filters select[name=status]', 'queued');
+  await page.click('#job-filters button[type=submit]');
+  await listedAre(queued);
+  assert.equal(await page.evaluate(() => location.hash), '#/jobs?queue=reports&status=queued');
+  await page.selectOption('#job-filters select[name=status]', '');
+  await page.fill('#job-filters input[name=tag]', 'tenant:acme');
+  await page.click('#job-filters button[type=submit]');
+  await listedAre(queued.slice(0, 2));
+  await page.fill('#job-filters input[name=tag]', '');
+  await page.fill('#job-filters input[name=type]', 'weekly');
+  await page.click('#job-filters button[type=submit]');
+  await listedAre([dead.jobs[0].id]);
+  assert.match(await page.textContent('#jobs-list tbody'), /dead.*template weekly\.html is missing/);
+
+  // A count links to its list.
+  await page.click('#jobs-by-queue a[href="#/jobs?queue=mail&status=running"]');
+  await listedAre([running.id]);
+  assert.equal(await page.inputValue('#job-filters input[name=queue]'), 'mail');
+  assert.match(await page.textContent(`#jobs-list tr[data-key="${running.id}"]`), /50%/);
+
+  // A long list is paged by the server.
+  await page.click('#job-filters-clear');
+  await page.fill('#job-filters input[name=queue]', 'bulk');
+  await page.selectOption('#job-filters select[name=limit]', '25');
+  await page.click('#job-filters button[type=submit]');
+  await page.waitForFunction(() => document.querySelectorAll('#jobs-list tbody tr[data-key]').length === 25);
+  const first = await listed();
+  await page.click('#jobs-list [data-pager=next]');
+  await page.waitForFunction(() => document.querySelectorAll('#jobs-list tbody tr[data-key]').length === 5);
+  const second = await listed();
+  assert.equal(new Set([...first, ...second]).size, 30, 'the two pages hold all 30 jobs once');
+  assert.ok(await page.isDisabled('#jobs-list [data-pager=next]'));
+  await page.click('#jobs-list [data-pager=prev]');
+  await page.waitForFunction(() => document.querySelectorAll('#jobs-list tbody tr[data-key]').length === 25);
+
+  // A refused filter: the banner says what is wrong and what to do, and goes once it is fixed.
+  await page.fill('#job-filters input[name=tag]', 'not a tag!');
+  await page.click('#job-filters button[type=submit]');
+  await page.waitForSelector('[data-page=jobs] .banner[data-code=invalid_argument]');
+  assert.match(await page.textContent('[data-page=jobs] .banner'), /refused.*tag.*Correct the value it names/);
+  await page.click('#job-filters-clear');
+  await page.waitForSelector('[data-page=jobs] .banner', { state: 'hidden' });
+  await page.done();
+
+  // The succeeded job: its result; the dead one: its last error; the running one: progress.
+  const detail = await open(`jobs/${done.id}`);
+  await detail.waitForSelector('#job-status[data-status=succeeded]');
+  assert.match(await detail.textContent('#job-result'), /"message_id": "m-42"/);
+  assert.match(await detail.textContent('#job-payload'), new RegExp(`"to": "${done.payload.to}"`));
+  assert.match(await detail.textContent('[data-page=job]'), /Attempts1 of 3/);
+  assert.ok(await detail.isDisabled('#cancel-job'), 'a finished job cannot be cancelled');
+  await detail.goto(`${base}/ui/#/jobs/${dead.jobs[0].id}`);
+  await detail.waitForSelector('#job-status[data-status=dead]');
+  assert.match(await detail.textContent('#job-error'), /template weekly\.html is missing/);
+  await detail.goto(`${base}/ui/#/jobs/${running.id}`);
+  await detail.waitForSelector('#job-status[data-status=running]');
+  assert.match(await detail.textContent('[data-page=job]'), /Progress50%/);
+  await detail.done();
+
+  // Open a queued job from the list, and cancel it: dismissed first, then confirmed.
+  const list = await open('jobs?queue=reports&status=queued');
+  await list.waitForSelector(`#jobs-list a[href="#/jobs/${queued[2]}"]`);
+  await list.click(`#jobs-list a[href="#/jobs/${queued[2]}"]`);
+  await list.waitForSelector('#job-status[data-status=queued]');
+  assert.match(await list.textContent('#job-payload'), /"month": "2024-03"/);
+  assert.match(await list.textContent('[data-page=job]'), /Attempts0 of 3/);
+  await list.click('#cancel-job');
+  await list.waitForSelector('#confirm[open]');
+  assert.equal(await list.textContent('#confirm-dismiss'), 'Keep it');
+  await list.click('#confirm-dismiss');
+  await list.waitForSelector('#confirm', { state: 'hidden' });
+  assert.equal((await call('GET', `/v1/jobs/${queued[2]}`)).status, 'queued', 'dismissed: nothing cancelled');
+  await list.click('#cancel-job');
+  await list.waitForSelector('#confirm[open]');
+  assert.match(await list.textContent('#confirm-text'), /cancelled at once and never runs/);
+  await list.click('#confirm-ok');
+  await list.waitForSelector('#job-status[data-status=cancelled]');
+  assert.ok(await list.isDisabled('#cancel-job'));
+  assert.equal((await call('GET', `/v1/jobs/${queued[2]}`)).status, 'cancelled');
+  await shot(list, 'job');
+  // Back on the list, the counts have moved.
+  await list.click('.crumbs a[href="#/jobs"]');
+  await list.waitForFunction(() => document.querySelector('[data-stat=jobs-cancelled]')?.textContent === '1');
+  assert.deepEqual(await cells(list, '#jobs-by-queue tr[data-key=reports]'), ['reports', '2', '0', '0', '0', '1', '1', '4']);
+  await list.done();
 });

@@ -37,6 +37,7 @@ mod ceiling;
 mod fairness;
 mod fanout;
 mod fifo;
+mod job_system;
 mod jobs;
 mod peer_args;
 #[cfg(feature = "peers")]
@@ -48,6 +49,7 @@ mod schedule;
 mod schemas;
 mod soak;
 mod stats;
+mod stream_plan;
 mod streams;
 mod target;
 mod workload;
@@ -285,7 +287,7 @@ pub(crate) struct Plan {
     pub peers: Option<peers::PeerPlan>,
     /// Soak scenario: its own settings; `None` for the other scenarios.
     pub soak: Option<soak::SoakPlan>,
-    pub streams: Option<streams::StreamPlan>,
+    pub streams: Option<stream_plan::StreamPlan>,
     /// Jobs scenario: the PostgreSQL and Redis to run beside Sluice (`--postgres-url`,
     /// `--redis-url`).
     #[cfg_attr(not(feature = "peers"), allow(dead_code))]
@@ -398,7 +400,7 @@ impl Plan {
         };
         let streams = match args.scenario {
             Scenario::Streams => Some(
-                streams::StreamPlan::new(&args.peers, args.stream_records, &batches, args.quick)
+                stream_plan::StreamPlan::new(&args.peers, args.stream_records, &batches, args.quick)
                     .map_err(anyhow::Error::msg)?,
             ),
             _ => None,

@@ -3,7 +3,7 @@
 //! so it works offline and nothing is fetched from anywhere but this server. The page talks to
 //! the native API like any client (`/v1/...`).
 //!
-//! Adding a page (streams, jobs, sagas, events, trace): write `ui/js/pages/<name>.js`, which
+//! Adding a page (sagas, events, trace): write `ui/js/pages/<name>.js`, which
 //! calls `registerPage` (see `ui/js/core.js`), import it in `ui/js/main.js`, and add its line to
 //! [`ASSETS`]. The `/ui/...` routes serve exactly the files listed there.
 
@@ -38,6 +38,8 @@ const ASSETS: &[(&str, &str, &[u8])] = &[
     ("js/pages/queue.js", JS, include_bytes!("../ui/js/pages/queue.js")),
     ("js/pages/dlqs.js", JS, include_bytes!("../ui/js/pages/dlqs.js")),
     ("js/pages/topics.js", JS, include_bytes!("../ui/js/pages/topics.js")),
+    ("js/pages/streams.js", JS, include_bytes!("../ui/js/pages/streams.js")),
+    ("js/pages/jobs.js", JS, include_bytes!("../ui/js/pages/jobs.js")),
     ("js/pages/alerts.js", JS, include_bytes!("../ui/js/pages/alerts.js")),
 ];
 

@@ -26,7 +26,7 @@ use super::postgres::{commit_settings, open, redact};
 use super::spawned::Spawned;
 use super::system::Durability;
 use crate::Plan;
-use crate::jobs::{Claimed, JobHandle, JobSystem};
+use crate::job_system::{Claimed, JobHandle, JobSystem};
 
 /// Pause before an empty claim looks again (River's and graphile's own loops are woken by
 /// LISTEN/NOTIFY and poll every second; a short poll keeps this peer's latency honest).

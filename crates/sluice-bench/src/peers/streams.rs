@@ -23,7 +23,7 @@ use super::{QueueNames, nats, on_fresh_queue, rabbitmq, redis, stream_sluice};
 use crate::Plan;
 use crate::report::thousands;
 use crate::stats::ms;
-use crate::streams::StreamPlan;
+use crate::stream_plan::StreamPlan;
 
 /// Producers of the append phases, and producers and consumers of the others.
 const CLIENTS: usize = 4;

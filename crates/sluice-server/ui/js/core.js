@@ -132,6 +132,23 @@ export function time(ms) {
   return new Date(ms).toLocaleString();
 }
 
+/** `42s ago`, `in 5m 3s`; `–` for none. */
+export function ago(ms, now = Date.now()) {
+  if (!ms) return '–';
+  return ms > now ? `in ${age(ms - now)}` : `${age(now - ms)} ago`;
+}
+
+const BYTE_UNITS = ['bytes', 'KiB', 'MiB', 'GiB', 'TiB'];
+/** `512 bytes`, `1.5 KiB`, `64 MiB`; `–` for none. */
+export function bytes(n) {
+  if (n === null || n === undefined) return '–';
+  let value = n;
+  let unit = 0;
+  while (value >= 1024 && unit < BYTE_UNITS.length - 1) { value /= 1024; unit += 1; }
+  if (unit === 0) return `${numberFormat.format(value)} bytes`;
+  return `${value < 10 ? value.toFixed(1) : numberFormat.format(Math.round(value))} ${BYTE_UNITS[unit]}`;
+}
+
 export function clock(ms) {
   return new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
 }
@@ -149,12 +166,14 @@ export function toast(text, bad = false) {
   setTimeout(() => el.remove(), bad ? 8000 : 4000);
 }
 
-/** Shows the confirmation dialog; resolves to true when confirmed. */
-export function confirmAction(title, text, action = 'Confirm') {
+/** Shows the confirmation dialog; resolves to true when confirmed. `dismiss` names the button
+ * that does nothing (say "Keep it" when the action itself is a cancel). */
+export function confirmAction(title, text, action = 'Confirm', dismiss = 'Cancel') {
   const dialog = document.getElementById('confirm');
   setText(document.getElementById('confirm-title'), title);
   setText(document.getElementById('confirm-text'), text);
   setText(document.getElementById('confirm-ok'), action);
+  setText(document.getElementById('confirm-dismiss'), dismiss);
   dialog.returnValue = '';
   return new Promise((resolve) => {
     dialog.addEventListener('close', () => resolve(dialog.returnValue === 'ok'), { once: true });
@@ -210,8 +229,11 @@ let refreshing = false;
  *   overview).
  * - `nav`: its place in the nav bar (a number; pages without one are not listed), and
  *   `navPath` when the nav entry should point elsewhere than `path`.
- * - `render(params)`: returns `{ el, refresh?(), destroy?() }`. `refresh` may be async; it is
- *   called once at once and then every REFRESH_MS while the page is shown.
+ * - `render(params, query)`: returns `{ el, refresh?(), destroy?() }`. `params` are the path's
+ *   `:names`; `query` is the `URLSearchParams` after a `?` in the hash (`#/jobs?status=dead`),
+ *   which a page may rewrite with `history.replaceState` (that does not render it again).
+ *   `refresh` may be async; it is called once at once and then every REFRESH_MS while the page
+ *   is shown.
  */
 export function registerPage(page) {
   if (pages.some((p) => p.id === page.id)) throw new Error(`page ${page.id} is registered twice`);
@@ -231,10 +253,13 @@ function matchPath(pattern, segments) {
 
 function route() {
   const hash = location.hash.replace(/^#\/?/, '');
-  const segments = hash === '' ? [] : hash.split('/');
+  const mark = hash.indexOf('?');
+  const path = mark < 0 ? hash : hash.slice(0, mark);
+  const query = new URLSearchParams(mark < 0 ? '' : hash.slice(mark + 1));
+  const segments = path === '' ? [] : path.split('/');
   for (const page of pages) {
     const params = matchPath(page.path, segments);
-    if (params) return { page, params };
+    if (params) return { page, params, query };
   }
   return null;
 }
@@ -262,7 +287,7 @@ function show() {
     fill(main, h('div', { class: 'panel' }, h('h1', {}, 'Not found'), h('p', {}, 'No page has this address. ', h('a', { href: '#/' }, 'Overview'))));
     return;
   }
-  const view = found.page.render(found.params);
+  const view = found.page.render(found.params, found.query);
   view.el.dataset.page = found.page.id;
   current = { page: found.page, view, params: found.params };
   fill(main, view.el);
