@@ -37,7 +37,7 @@ enum ScheduleCommand {
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Examples:\n  sluice schedule create weekdays --cron '0 9 * * MON-FRI' --timezone America/New_York --queue standup --body 'stand-up in 5 minutes'\n  sluice schedule create every-ten-seconds --cron '*/10 * * * * *' --queue ticks --body tick\n  sluice schedule create heartbeat --every 30s --topic health --body ping --catch-up latest\n  sluice schedule create audit-tick --every 1m --stream audit --body tick\n  sluice schedule create nightly-report --cron '0 2 * * *' --job-queue reports --job-type build-report --body '{\"period\":\"day\"}'\n  sluice schedule create campaign --every 1h --queue mails --body send --start-at 2030-01-01T00:00:00Z --end-at 2030-01-31T00:00:00Z",
-    group(clap::ArgGroup::new("target").required(true).multiple(false).args(["queue", "topic", "stream"]))
+    group(clap::ArgGroup::new("target").required(true).multiple(false).args(["queue", "topic", "stream", "job_queue"]))
 )]
 struct CreateArgs {
     /// Schedule name: letters, digits, `.`, `-` and `_`, up to 128 characters.
