@@ -520,6 +520,7 @@ impl Engine {
         self.pending_body_writes.clear();
         self.pending_bytes = 0;
         self.jobs.clear_pending();
+        self.jobs.release_disk();
         self.unsynced_since = None;
         let recovered = match crate::recover::recover(&self.data_dir, self.clock.now_ms()) {
             Ok(recovered) => recovered,

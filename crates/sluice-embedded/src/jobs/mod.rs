@@ -64,8 +64,10 @@ pub enum Parts {
 /// The writer thread's job state.
 pub struct JobState {
     pub board: JobBoard,
-    jobs: Keyspace,
-    data: Keyspace,
+    /// The keyspaces; `None` between [`JobState::release_disk`] and the reopen that replaces
+    /// this state (a handle kept would keep the database open, and the reopen locked out).
+    jobs: Option<Keyspace>,
+    data: Option<Keyspace>,
     /// Writes of the batch being built: encoded records (`None`: delete) and values.
     pending_records: HashMap<JobId, Option<Vec<u8>>>,
     pending_data: HashMap<[u8; 17], Option<Vec<u8>>>,
@@ -87,8 +89,8 @@ pub fn recover(jobs: Keyspace, data: Keyspace, now: TimeMs, limits: JobLimits) -
     }
     let state = JobState {
         board,
-        jobs,
-        data,
+        jobs: Some(jobs),
+        data: Some(data),
         pending_records: HashMap::new(),
         pending_data: HashMap::new(),
         effects: Vec::new(),
@@ -105,20 +107,31 @@ fn hex(bytes: &[u8]) -> String {
 impl JobState {
     /// Puts the staged writes into `batch`; returns how many.
     pub fn write_pending(&mut self, batch: &mut OwnedWriteBatch) -> usize {
+        let (Some(jobs), Some(data)) = (&self.jobs, &self.data) else {
+            // Released: the writer commits nothing until the reopen replaces this state.
+            return 0;
+        };
         let count = self.pending_records.len() + self.pending_data.len();
         for (id, value) in self.pending_records.drain() {
             match value {
-                Some(v) => batch.insert(&self.jobs, record_key(id), v),
-                None => batch.remove(&self.jobs, record_key(id)),
+                Some(v) => batch.insert(jobs, record_key(id), v),
+                None => batch.remove(jobs, record_key(id)),
             }
         }
         for (key, value) in self.pending_data.drain() {
             match value {
-                Some(v) => batch.insert(&self.data, key, v),
-                None => batch.remove(&self.data, key),
+                Some(v) => batch.insert(data, key, v),
+                None => batch.remove(data, key),
             }
         }
         count
+    }
+
+    /// Lets go of the keyspaces, so that the database can close before a reopen after a full
+    /// disk ([`JobState::reopened`] then takes the state rebuilt from disk).
+    pub fn release_disk(&mut self) {
+        self.jobs = None;
+        self.data = None;
     }
 
     /// Forgets the staged writes (the batch failed; the store reopens from disk).
@@ -154,7 +167,7 @@ impl JobState {
         if let Some(pending) = self.pending_data.get(&key) {
             return pending.as_ref().and_then(|v| codec::decode::<Vec<u8>>(v).ok());
         }
-        match self.data.get(key) {
+        match self.data.as_ref()?.get(key) {
             Ok(Some(v)) => match codec::decode::<Vec<u8>>(&v) {
                 Ok(bytes) => Some(bytes),
                 Err(e) => {
