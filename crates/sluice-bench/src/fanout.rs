@@ -158,38 +158,16 @@ async fn producer(
     end: Instant,
     acked_total: &AtomicU64,
 ) -> (Tally, u64) {
-    let mut tally = Tally::new();
-    let mut calls = 0;
     let request = PublishRequest {
         messages: (0..PUBLISH_BATCH)
             .map(|_| PublishMessage { body: workload::stamped_body(0, body), ..Default::default() })
             .collect(),
     };
-    while Instant::now() < end {
-        let sent = Instant::now();
-        let outcome = client.publish(topic, &request).await;
-        let done = Instant::now();
-        match outcome {
-            Ok(response) => {
-                let acked = response.results.iter().filter(|r| r.id.is_some()).count() as u64;
-                acked_total.fetch_add(acked, Ordering::Relaxed);
-                if let Some(error) = response.results.iter().find_map(|r| r.error.as_ref()) {
-                    let refused = response.results.len() as u64 - acked;
-                    tally.error(refused, || format!("{}: {}", error.code, error.message));
-                }
-                if sent >= measure_from && done <= end {
-                    tally.count += acked;
-                    tally.latency.record(done - sent);
-                    calls += 1;
-                }
-            }
-            Err(e) => {
-                tally.error(u64::from(PUBLISH_BATCH), || e.to_string());
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    }
-    (tally, calls)
+    crate::stats::closed_loop(PUBLISH_BATCH, measure_from, end, acked_total, || async {
+        let response = client.publish(topic, &request).await.map_err(|e| e.to_string())?;
+        Ok(crate::stats::batch_answer(response.results.iter().map(|r| (r.id.is_some(), r.error.as_ref()))))
+    })
+    .await
 }
 
 fn render(plan: &Plan, server: &str, rows: &[Row], elapsed: Duration, load_average: Option<&str>) -> String {

@@ -284,33 +284,11 @@ async fn producer(
     end: Instant,
     acked_total: &AtomicU64,
 ) -> (Tally, u64) {
-    let mut tally = Tally::new();
-    let mut calls = 0;
-    while Instant::now() < end {
-        let sent = Instant::now();
-        let outcome = client.send_messages(queue, request).await;
-        let done = Instant::now();
-        match outcome {
-            Ok(response) => {
-                let acked = response.results.iter().filter(|r| r.id.is_some()).count() as u64;
-                acked_total.fetch_add(acked, Ordering::Relaxed);
-                if let Some(error) = response.results.iter().find_map(|r| r.error.as_ref()) {
-                    let refused = response.results.len() as u64 - acked;
-                    tally.error(refused, || format!("{}: {}", error.code, error.message));
-                }
-                if sent >= measure_from && done <= end {
-                    tally.count += acked;
-                    tally.latency.record(done - sent);
-                    calls += 1;
-                }
-            }
-            Err(e) => {
-                tally.error(u64::from(SEND_BATCH), || e.to_string());
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    }
-    (tally, calls)
+    crate::stats::closed_loop(SEND_BATCH, measure_from, end, acked_total, || async {
+        let response = client.send_messages(queue, request).await.map_err(|e| e.to_string())?;
+        Ok(crate::stats::batch_answer(response.results.iter().map(|r| (r.id.is_some(), r.error.as_ref()))))
+    })
+    .await
 }
 
 /// A mode's messages per second over all its phases; `None` when it has none.

@@ -1,6 +1,7 @@
 //! What each benchmark task counts: operations, errors and a latency histogram, merged at the end.
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
@@ -99,6 +100,69 @@ impl Tally {
     pub fn rate(&self, window: Duration) -> f64 {
         self.count as f64 / window.as_secs_f64()
     }
+}
+
+/// What one batch call answered, entry by entry: acknowledged (`true`) or refused with an error.
+pub(crate) fn batch_answer<'a>(
+    entries: impl Iterator<Item = (bool, Option<&'a sluice_api::ErrorBody>)>,
+) -> BatchAnswer {
+    let mut answer = BatchAnswer { acked: 0, entries: 0, first_error: None };
+    for (acked, error) in entries {
+        answer.entries += 1;
+        answer.acked += u64::from(acked);
+        if answer.first_error.is_none() {
+            answer.first_error = error.map(|e| format!("{}: {}", e.code, e.message));
+        }
+    }
+    answer
+}
+
+/// A batch call's entries: how many, how many acknowledged, and the first refusal.
+pub(crate) struct BatchAnswer {
+    pub acked: u64,
+    pub entries: u64,
+    pub first_error: Option<String>,
+}
+
+/// Makes batch calls of `batch` entries closed-loop until `end`, adding every acknowledged
+/// entry to `acked_total`; counts the entries of calls that start after `measure_from` and end
+/// by `end`. Returns the tally (entries) and the number of calls measured.
+pub(crate) async fn closed_loop<F, Fut>(
+    batch: u32,
+    measure_from: Instant,
+    end: Instant,
+    acked_total: &AtomicU64,
+    mut call: F,
+) -> (Tally, u64)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<BatchAnswer, String>>,
+{
+    let mut tally = Tally::new();
+    let mut calls = 0;
+    while Instant::now() < end {
+        let sent = Instant::now();
+        let outcome = call().await;
+        let done = Instant::now();
+        match outcome {
+            Ok(answer) => {
+                acked_total.fetch_add(answer.acked, Ordering::Relaxed);
+                if let Some(error) = answer.first_error {
+                    tally.error(answer.entries - answer.acked, || error);
+                }
+                if sent >= measure_from && done <= end {
+                    tally.count += answer.acked;
+                    tally.latency.record(done - sent);
+                    calls += 1;
+                }
+            }
+            Err(e) => {
+                tally.error(u64::from(batch), || e);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    (tally, calls)
 }
 
 #[cfg(test)]
