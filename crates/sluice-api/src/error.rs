@@ -116,4 +116,13 @@ codes! {
     SchemaInvalid = "schema_invalid", 400, "The schema is not a valid JSON Schema 2020-12 document (`details.reason` says why), or is larger than 256 KiB.";
     SchemaIncompatible = "schema_incompatible", 409, "The new version breaks the type's compatibility mode with an earlier version; `details.reasons` lists each way.";
     SchemaValidationFailed = "schema_validation_failed", 400, "The message breaks the schema of its type and version, or names none; `details.pointer` is where in the body.";
+    // Event store
+    WrongExpectedVersion = "wrong_expected_version", 409, "The stream is not at the expected version; `details.actual_version` is its last version (null: no stream). Nothing was appended.";
+    EventIdConflict = "event_id_conflict", 409, "An event id of the append is already in the stream (`details.version`), and the append is not a retry of the one that put it there. Nothing was appended.";
+    EventStreamNotFound = "event_stream_not_found", 404, "No event stream has this id (never written, or soft-deleted).";
+    EventStreamDeleted = "event_stream_deleted", 410, "The event stream was hard-deleted and takes no more events.";
+    EventSubscriptionNotFound = "event_subscription_not_found", 404, "No event subscription has this name.";
+    EventSubscriptionExists = "event_subscription_exists", 409, "An event subscription of this name exists with different settings.";
+    CheckpointRegression = "checkpoint_regression", 409, "A checkpoint below the subscription's current one (`details.checkpoint`): checkpoints only move forward.";
+    SnapshotNotFound = "snapshot_not_found", 404, "The event stream has no snapshot.";
 }

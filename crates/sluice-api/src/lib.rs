@@ -6,6 +6,7 @@
 
 pub mod alerts;
 pub mod error;
+pub mod events;
 pub mod jobs;
 pub mod relays;
 pub mod schedules;

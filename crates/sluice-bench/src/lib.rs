@@ -34,6 +34,8 @@
 //! refuses `--scenario peers` with `PEERS_MISSING` and keeps every other scenario.
 
 mod ceiling;
+mod event_system;
+mod events;
 mod fairness;
 mod fanout;
 mod fifo;
@@ -106,6 +108,10 @@ pub enum Scenario {
     Jobs,
     /// Sends of a 1 KiB JSON body without and with schema validation, and their ratio.
     Schema,
+    /// The event store: appends with an expected version (1 and 10 per append, many streams
+    /// and one hot stream), a catch-up read of `$all`, beside Sluice on PostgreSQL and a plain
+    /// PostgreSQL events table (those with the `peers` feature).
+    Events,
 }
 
 impl Scenario {
@@ -121,6 +127,7 @@ impl Scenario {
             Scenario::Streams => "streams",
             Scenario::Jobs => "jobs",
             Scenario::Schema => "schema",
+            Scenario::Events => "events",
         }
     }
 }
@@ -253,6 +260,12 @@ pub struct BenchArgs {
     #[arg(long, value_name = "RECORDS")]
     pub stream_records: Option<u64>,
 
+    /// Events scenario: the size of the log read from position 0 by the catch-up phase (loaded
+    /// up to this many events after the append phases) [default: 200000, or 20000 with
+    /// --quick; 1000000 for the long run]. Writers are --producers [default: 16].
+    #[arg(long, value_name = "EVENTS")]
+    pub events_catchup: Option<u64>,
+
     #[command(flatten)]
     pub peers: PeerArgs,
 }
@@ -292,6 +305,9 @@ pub(crate) struct Plan {
     /// `--redis-url`).
     #[cfg_attr(not(feature = "peers"), allow(dead_code))]
     pub job_peer_urls: (String, String),
+    /// Events scenario: writers per append phase, and the catch-up log's size.
+    pub events_writers: usize,
+    pub events_catchup: u64,
 }
 
 impl Plan {
@@ -356,6 +372,13 @@ impl Plan {
                 bail!("--server does not apply to the jobs scenario: it starts its own Sluice");
             }
         }
+        if args.scenario == Scenario::Events {
+            // The events scenario runs beside a PostgreSQL table and Sluice on PostgreSQL.
+            peer_flags.retain(|f| *f != "--postgres-url");
+            if args.server.is_some() {
+                bail!("--server does not apply to the events scenario: it starts its own Sluice");
+            }
+        }
         if !matches!(args.scenario, Scenario::Peers | Scenario::Streams) && !peer_flags.is_empty() {
             bail!("{} applies to the peers and streams scenarios only", peer_flags.join(", "));
         }
@@ -394,7 +417,7 @@ impl Plan {
             Scenario::Soak => vec![soak::SOAK_BATCH],
             Scenario::Fanout => vec![fanout::PUBLISH_BATCH],
             Scenario::Schema => vec![schemas::SEND_BATCH],
-            Scenario::Jobs => vec![1],
+            Scenario::Jobs | Scenario::Events => vec![1],
             Scenario::Streams if args.batch.is_empty() => THROUGHPUT_BATCHES_DEFAULT.to_vec(),
             Scenario::Streams => args.batch.clone(),
         };
@@ -451,6 +474,11 @@ impl Plan {
         if noisy_backlog == 0 || noisy_backlog > NOISY_BACKLOG_MAX {
             bail!("--noisy-backlog {noisy_backlog}: use 1 to {NOISY_BACKLOG_MAX}");
         }
+        if args.scenario != Scenario::Events && args.events_catchup.is_some() {
+            bail!("--events-catchup applies to the events scenario only");
+        }
+        let events_catchup = args.events_catchup.unwrap_or(if args.quick { 20_000 } else { 200_000 });
+        let events_writers = args.producers.unwrap_or(16);
         let plan = Plan {
             scenario: args.scenario,
             server: args.server,
@@ -473,6 +501,8 @@ impl Plan {
             soak,
             streams,
             job_peer_urls,
+            events_writers,
+            events_catchup,
         };
         for (flag, d) in
             [("--duration", plan.duration), ("--warmup", plan.warmup), ("--ceiling-duration", plan.ceiling_duration)]
@@ -532,6 +562,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             streams::run(&plan, &streams).await
         }
         Scenario::Jobs => jobs::run(&plan).await,
+        Scenario::Events => events::run(&plan).await,
         Scenario::Soak => {
             let soak = plan.soak.clone().expect("the soak scenario has a soak plan");
             soak::run(&plan, &soak).await

@@ -19,6 +19,7 @@
 
 mod chart;
 mod driver;
+pub(crate) mod events;
 pub(crate) mod jobs;
 mod load;
 mod nats;

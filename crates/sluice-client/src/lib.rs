@@ -28,6 +28,8 @@ mod relays;
 mod retry;
 mod schedules;
 mod schemas;
+pub mod events;
+pub mod projection;
 pub mod streams;
 
 use std::time::Duration;

@@ -10,6 +10,7 @@ pub mod backoff;
 pub mod breaker;
 pub mod broker;
 pub mod delivery;
+pub mod events;
 pub mod filter;
 pub mod jobs;
 pub mod limits;

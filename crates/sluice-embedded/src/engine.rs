@@ -101,6 +101,9 @@ pub struct Engine {
     /// The job board, its pending writes and its long polls (`jobs/`), written with the
     /// broker's effects.
     pub jobs: crate::jobs::JobState,
+    /// The event store's log and indexes (`events/`): staged by jobs, written after the
+    /// streams' records in each batch.
+    pub events: crate::events::EventLog,
     /// `None` only while a store that ran out of disk waits to reopen.
     disk: Option<Disk>,
     data_dir: PathBuf,
@@ -132,6 +135,7 @@ impl Engine {
     pub fn new(
         recovered: Recovered,
         logs: crate::log::Logs,
+        events: crate::events::EventLog,
         config: EmbeddedConfig,
         shared: Arc<Shared>,
         syncer: Syncer,
@@ -143,6 +147,7 @@ impl Engine {
             records,
             logs,
             jobs,
+            events,
             disk: Some(Disk { db, ks }),
             data_dir: config.data_dir,
             durability: config.durability,
@@ -411,6 +416,8 @@ impl Engine {
         // batch that holds it was written; their files go to the sync stage with this turn.
         let mut files = Vec::new();
         let logged = self.logs.flush(now, &mut files).map_err(|e| Failure::of_io("writing stream records", e))?;
+        let logged =
+            logged + self.events.flush(now, &mut files).map_err(|e| Failure::of_io("writing events", e))?;
         self.shared.log_files.lock().unwrap_or_else(|e| e.into_inner()).extend(files);
         let records = records + logged as usize;
         if records == 0 {
@@ -570,7 +577,19 @@ impl Engine {
                 return;
             }
         };
+        let events = match crate::events::EventLog::open(&self.data_dir, &recovered.records, self.events.durable().clone())
+        {
+            Ok(events) => events,
+            Err(d) => {
+                self.reopen_at = None;
+                let reason = format!("reopening the event log after the disk was full: {}: {}", d.file.display(), d.reason);
+                self.shared.refusal.lock().unwrap_or_else(|e| e.into_inner()).replace(StoreError::Poisoned(reason.clone()));
+                tracing::error!("storage poisoned, refusing all further writes until restart: {reason}");
+                return;
+            }
+        };
         let Recovered { db, ks, broker, records, jobs, recovery } = recovered;
+        self.events = events;
         self.broker = broker;
         self.records = records;
         self.logs = logs;
@@ -655,7 +674,7 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
                 // The timers ran with `tick` above.
                 Command::Tick => {}
             }
-            if taken >= BATCH_COMMANDS_MAX || engine.pending_bytes + engine.logs.staged_bytes() >= BATCH_BYTES_MAX {
+            if taken >= BATCH_COMMANDS_MAX || engine.pending_bytes + engine.logs.staged_bytes() + engine.events.staged_bytes() >= BATCH_BYTES_MAX {
                 break;
             }
             next = rx.try_recv().ok();
@@ -697,7 +716,7 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
         engine.poison(&format!("final sync: {e}"));
     }
     if engine.disk.is_some()
-        && let Err(e) = engine.logs.sync_all()
+        && let Err(e) = engine.logs.sync_all().and_then(|()| engine.events.sync())
     {
         engine.poison(&format!("final sync of the streams: {e}"));
     }

@@ -21,6 +21,8 @@
 mod codec;
 mod commit_store;
 mod engine;
+mod event_store;
+mod events;
 mod failure;
 mod job_store;
 mod jobs;
@@ -137,6 +139,8 @@ struct Shared {
     journal_dirty: std::sync::atomic::AtomicBool,
     /// Long polls on streams, woken after durable appends (`log::wake`).
     stream_wakers: log::wake::Wakers,
+    /// The event log's durable head (`events`): reads of events stop below it.
+    events_durable: Arc<events::Durable>,
 }
 
 impl Shared {
@@ -192,6 +196,8 @@ impl EmbeddedStore {
         let logs = open_logs(&config.data_dir, &mut recovered, clock.now_ms())?;
         let recovery = recovered.recovery;
         let shared = Arc::new(Shared::default());
+        let events = events::EventLog::open(&config.data_dir, &recovered.records, shared.events_durable.clone())
+            .map_err(|d| OpenError::Damaged { file: d.file, reason: d.reason })?;
         let path = config.data_dir.clone();
         let syncer = sync::Syncer::start(config.data_dir.clone(), shared.clone(), sync_file)
             .map_err(|e| OpenError::Storage { path: path.clone(), reason: format!("starting the sync thread: {e}") })?;
@@ -202,7 +208,7 @@ impl EmbeddedStore {
         clock.on_advance(Box::new(move || {
             let _ = wake.send(Command::Tick);
         }));
-        let engine = Engine::new(recovered, logs, config, shared.clone(), syncer, clock);
+        let engine = Engine::new(recovered, logs, events, config, shared.clone(), syncer, clock);
         let writer =
             std::thread::Builder::new().name("sluice-writer".into()).spawn(move || engine::run(engine, rx)).map_err(
                 |e| OpenError::Storage { path: path.clone(), reason: format!("starting the writer thread: {e}") },

@@ -119,6 +119,9 @@ impl QueueStore for ParseOnlyStore {
 /// Keeps no streams: every stream call is refused (`LogError::Unsupported`).
 impl sluice_store::LogStore for ParseOnlyStore {}
 
+/// Keeps no events: every event store call is refused (`EventError::Unsupported`).
+impl sluice_store::EventStore for ParseOnlyStore {}
+
 #[async_trait]
 impl RecordStore for ParseOnlyStore {
     async fn insert_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<bool, StoreError> {

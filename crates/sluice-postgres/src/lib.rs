@@ -44,6 +44,7 @@
 mod batch;
 mod codec;
 mod commit;
+mod events;
 mod fair;
 mod fifo;
 mod fragments;

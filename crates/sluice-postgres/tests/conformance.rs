@@ -29,6 +29,11 @@ impl Backend for Postgres {
     async fn close(&self, store: Arc<dyn Store>) {
         drop(store);
     }
+
+    /// Another node over the same schema.
+    async fn open_peer(&self) -> Option<Arc<dyn Store>> {
+        Some(Arc::new(self.schema.connect().await))
+    }
 }
 
 sluice_store::conformance_tests!(Postgres::new(&pg_url_or_skip!()));

@@ -200,6 +200,52 @@ impl From<sluice_store::LogError> for ApiError {
     }
 }
 
+impl From<sluice_store::EventError> for ApiError {
+    fn from(e: sluice_store::EventError) -> ApiError {
+        use sluice_core::events::AppendError as A;
+        use sluice_store::EventError as E;
+        let message = e.to_string();
+        match e {
+            E::Append(A::WrongExpectedVersion { expected, actual }) => ApiError::new(ErrorCode::WrongExpectedVersion, message)
+                .with_details(json!({ "expected_version": expected.to_string(), "actual_version": actual })),
+            E::Append(A::EventIdConflict { id, version }) => {
+                ApiError::new(ErrorCode::EventIdConflict, message).with_details(json!({ "event_id": id, "version": version }))
+            }
+            E::Append(A::StreamNotFound) => ApiError::new(ErrorCode::EventStreamNotFound, message),
+            E::Append(A::StreamTombstoned) => ApiError::new(ErrorCode::EventStreamDeleted, message),
+            E::Invalid(v) => v.into(),
+            E::Unsupported => ApiError::new(ErrorCode::Internal, message),
+            E::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<sluice_services::events::EventsError> for ApiError {
+    fn from(e: sluice_services::events::EventsError) -> ApiError {
+        use sluice_core::events::CheckpointError as C;
+        use sluice_services::events::EventsError as E;
+        let message = e.to_string();
+        match e {
+            E::SubscriptionNotFound(name) => {
+                ApiError::new(ErrorCode::EventSubscriptionNotFound, message).with_details(json!({ "subscription": name }))
+            }
+            E::SubscriptionExists(name) => {
+                ApiError::new(ErrorCode::EventSubscriptionExists, message).with_details(json!({ "subscription": name }))
+            }
+            E::TooManySubscriptions => ApiError::new(ErrorCode::LimitExceeded, message),
+            E::SnapshotNotFound(stream) => {
+                ApiError::new(ErrorCode::SnapshotNotFound, message).with_details(json!({ "stream_id": stream }))
+            }
+            E::Checkpoint(C::Regression { current, asked }) => ApiError::new(ErrorCode::CheckpointRegression, message)
+                .with_details(json!({ "checkpoint": current, "position": asked })),
+            E::Checkpoint(C::PastEnd { asked, head }) => ApiError::new(ErrorCode::InvalidArgument, message)
+                .with_details(json!({ "field": "position", "position": asked, "head_position": head })),
+            E::Contended => ApiError::new(ErrorCode::Contended, message),
+            E::Event(e) => e.into(),
+        }
+    }
+}
+
 impl From<sluice_services::alerts::AlertError> for ApiError {
     fn from(e: sluice_services::alerts::AlertError) -> ApiError {
         use sluice_services::alerts::AlertError as A;

@@ -18,6 +18,7 @@ mod aws;
 mod conn;
 mod convert;
 mod error;
+mod events;
 mod extract;
 mod health;
 mod jobs;
@@ -212,6 +213,7 @@ pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
         .merge(schedule_routes::routes())
         .merge(schema_routes::routes())
         .merge(streams::routes())
+        .merge(events::routes())
         .merge(relays::routes())
         .merge(jobs::routes())
         .route("/v1/openapi.json", get(openapi::openapi_json))

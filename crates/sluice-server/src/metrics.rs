@@ -89,6 +89,7 @@ pub async fn scrape(State(state): State<AppState>) -> Result<Response, ApiError>
     text.push_str(&render_store(state.store().as_ref(), &queues, &job_stats));
     text.push_str(&crate::streams::metrics_text(state.store().as_ref()).await?);
     text.push_str(&crate::relays::render_metrics(&state).await?);
+    text.push_str(&crate::events::metrics_text(&state).await?);
     Ok(([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
 }
 

@@ -78,6 +78,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
     doc.merge(crate::alert_routes::AlertsDoc::openapi());
     doc.merge(crate::ui::UiDoc::openapi());
     doc.merge(crate::relays::RelaysDoc::openapi());
+    doc.merge(crate::events::EventsDoc::openapi());
     doc.merge(crate::jobs::JobsDoc::openapi());
     doc
 }

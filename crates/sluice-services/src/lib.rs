@@ -19,7 +19,10 @@
 //! - `relays`: outbox relays, publishing the rows of an application's own database (store
 //!   records for configuration and state; one node per relay by lease).
 //!
-//! Every later long-running feature (sagas, the event store) is a module
+//! - `events`: the event store's catch-up subscriptions (forward-only checkpoints) and snapshots,
+//!   as store records beside the store's `EventStore`.
+//!
+//! Every later long-running feature (sagas) is a module
 //! here, started by [`Services::start`] and stopped with the [`Running`] handle it returns.
 //!
 //! Time comes from the one [`Clock`] the services are built with, so that every timer here can
@@ -27,6 +30,7 @@
 //! deliveries; they serve nothing.
 
 pub mod alerts;
+pub mod events;
 pub mod jobs;
 pub mod redrive;
 pub mod relays;
@@ -97,6 +101,7 @@ pub struct Services {
     alerts: Arc<Alerts>,
     relays: Relays,
     jobs: Arc<Jobs>,
+    events: Arc<events::Events>,
 }
 
 impl Services {
@@ -110,6 +115,7 @@ impl Services {
             commits: store.clone(),
             logs: store.clone(),
             jobs: store.clone(),
+            events: store.clone(),
             status: store,
         });
         let schemas = Schemas::new(store.clone(), clock.clone());
@@ -125,6 +131,7 @@ impl Services {
             jobs: Arc::new(Jobs::new(store.clone(), clock.clone(), config.jobs)),
             stats: Arc::new(Stats::new(store.clone(), clock.clone(), counts, config.stats_sample_ms)),
             alerts: Arc::new(Alerts::new(store.clone(), clock.clone(), config.alerts)),
+            events: Arc::new(events::Events::new(store.clone(), clock.clone())),
             store,
             clock,
         })
@@ -176,6 +183,10 @@ impl Services {
 
     pub fn jobs(&self) -> &Arc<Jobs> {
         &self.jobs
+    }
+
+    pub fn events(&self) -> &Arc<events::Events> {
+        &self.events
     }
 
     /// Starts the background work: the push worker (subscriptions and alert webhooks), the

@@ -16,6 +16,8 @@
 //! - [`LogStore`] (`log.rs`): streams, append-only partitioned logs with gapless offsets, and
 //!   their consumer groups; the event store reuses it (appends with an expectation).
 //! - [`JobStore`] (`jobs.rs`): async jobs, each call one atomic state transition.
+//! - [`EventStore`] (`events.rs`): the event store's streams (expected-version appends) and the
+//!   one global order of their events (`$all`), gapless in commit order.
 //!
 //! [`Store`] is all of them together, what a backend is and what `serve` hands the services.
 //! A part that needs one concern only takes that trait (`Arc<dyn RecordStore>`), so that its
@@ -24,6 +26,7 @@
 
 mod commit;
 pub mod conformance;
+mod events;
 mod jobs;
 mod log;
 mod parts;
@@ -37,6 +40,10 @@ use sluice_core::{BrokerError, ValidationError};
 pub use commit::{
     COMMIT_MESSAGES_MAX, COMMIT_WRITES_MAX, CommitStore, Committed, Conflict, Refused, Write, WriteOutcome,
     validate_commit,
+};
+pub use events::{
+    AllEvents, AllRead, AppendedEvents, Direction, EventError, EventStore, StoredEvent, StreamEvents, StreamRead,
+    validate_append_events,
 };
 pub use jobs::{
     ClaimedJob, EnqueuedJob, HeartbeatAnswer, JOB_CALLBACK_DLQ, JOB_CALLBACK_FORMAT, JOB_CALLBACK_QUEUE,
@@ -98,12 +105,12 @@ impl From<ValidationError> for StoreError {
 
 /// A whole backend: every concern's trait. Implemented for every type that implements them
 /// all, so a backend implements the concerns and is a `Store` by that.
-pub trait Store: QueueStore + RecordStore + CommitStore + LogStore + JobStore + StoreStatus {}
+pub trait Store: QueueStore + RecordStore + CommitStore + LogStore + JobStore + EventStore + StoreStatus {}
 
-impl<T: QueueStore + RecordStore + CommitStore + LogStore + JobStore + StoreStatus + ?Sized> Store for T {}
+impl<T: QueueStore + RecordStore + CommitStore + LogStore + JobStore + EventStore + StoreStatus + ?Sized> Store for T {}
 
 /// The store traits, for `use sluice_store::prelude::*`: calling a concern's method on a
 /// `dyn Store` needs that concern's trait in scope.
 pub mod prelude {
-    pub use crate::{CommitStore, JobStore, LogStore, QueueStore, RecordStore, Store, StoreStatus};
+    pub use crate::{CommitStore, EventStore, JobStore, LogStore, QueueStore, RecordStore, Store, StoreStatus};
 }

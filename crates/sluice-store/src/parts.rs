@@ -11,10 +11,12 @@ use sluice_core::{NewMessage, QueueAttributes, QueueAttributesPatch, Sent};
 
 use std::collections::BTreeMap;
 
+use sluice_core::events::{ExpectedVersion, NewEvent};
 use sluice_core::jobs::{ClaimSpec, JobId, NewJob, QueueJobStats};
 use sluice_core::stream::{NewRecord, StreamConfig, StreamConfigPatch};
 
 use crate::{
+    AllEvents, AllRead, AppendedEvents, EventError, EventStore, StreamEvents, StreamRead,
     AppendResults, ClaimedJob, CommitStore, Committed, EnqueuedJob, EntryResults, Expectation, FetchRequest, Fetched,
     GroupConfig, GroupView, HeartbeatAnswer, JobListRequest, JobPage, JobStore, JobView, LogError, LogStore, NackEntry,
     PeekedMessage, QueueStore, ReadBatch, ReadRequest, ReceiptResults, ReceiveRequest, ReceivedMessage, Record,
@@ -29,6 +31,7 @@ pub struct StoreParts {
     pub commits: Arc<dyn CommitStore>,
     pub logs: Arc<dyn LogStore>,
     pub jobs: Arc<dyn JobStore>,
+    pub events: Arc<dyn EventStore>,
     pub status: Arc<dyn StoreStatus>,
 }
 
@@ -275,6 +278,34 @@ impl JobStore for StoreParts {
 
     async fn job_stats(&self) -> Result<Vec<QueueJobStats>, StoreError> {
         self.jobs.job_stats().await
+    }
+}
+
+#[async_trait]
+impl EventStore for StoreParts {
+    async fn append_events(
+        &self,
+        stream_id: &str,
+        expected: ExpectedVersion,
+        events: Vec<NewEvent>,
+    ) -> Result<AppendedEvents, EventError> {
+        self.events.append_events(stream_id, expected, events).await
+    }
+
+    async fn read_stream(&self, stream_id: &str, read: StreamRead) -> Result<StreamEvents, EventError> {
+        self.events.read_stream(stream_id, read).await
+    }
+
+    async fn read_all(&self, read: AllRead) -> Result<AllEvents, EventError> {
+        self.events.read_all(read).await
+    }
+
+    async fn delete_event_stream(&self, stream_id: &str, hard: bool) -> Result<(), EventError> {
+        self.events.delete_event_stream(stream_id, hard).await
+    }
+
+    async fn event_stream_version(&self, stream_id: &str) -> Result<Option<u64>, EventError> {
+        self.events.event_stream_version(stream_id).await
     }
 }
 

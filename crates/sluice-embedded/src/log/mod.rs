@@ -44,7 +44,7 @@ use sluice_store::{
 
 pub use groups::{DeadLetter, Group};
 pub use partition::Partition;
-use partition::ReadError;
+pub use partition::ReadError;
 use segment::Damage;
 
 use crate::codec;

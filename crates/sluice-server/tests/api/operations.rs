@@ -122,6 +122,13 @@ async fn openapi_lists_every_route() {
         ("/v1/schemas/{type}/versions/{version}", &["get"]),
         ("/v1/schemas/{type}/config", &["put"]),
         ("/v1/schemas/{type}/check", &["post"]),
+        ("/v1/events/streams/{stream_id}", &["get", "post", "delete"]),
+        ("/v1/events/streams/{stream_id}/snapshot", &["get", "put"]),
+        ("/v1/events/all", &["get"]),
+        ("/v1/events/subscriptions", &["get", "post"]),
+        ("/v1/events/subscriptions/{name}", &["get", "delete"]),
+        ("/v1/events/subscriptions/{name}/fetch", &["post"]),
+        ("/v1/events/subscriptions/{name}/checkpoint", &["post"]),
     ];
     for (path, methods) in want {
         let item = paths.get(path).unwrap_or_else(|| panic!("{path} missing from the OpenAPI document"));

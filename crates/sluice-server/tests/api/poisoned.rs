@@ -79,6 +79,9 @@ impl QueueStore for Poisoned {
 /// Keeps no streams: every stream call is refused (`LogError::Unsupported`).
 impl sluice_store::LogStore for Poisoned {}
 
+/// Keeps no events: every event store call is refused (`EventError::Unsupported`).
+impl sluice_store::EventStore for Poisoned {}
+
 #[async_trait]
 impl RecordStore for Poisoned {
     async fn insert_record(&self, kind: &str, key: &str, value: Vec<u8>) -> Result<bool, StoreError> {

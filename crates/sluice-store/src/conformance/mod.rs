@@ -1,5 +1,5 @@
 //! The conformance suite: the behaviour every backend must show, written once, one module per
-//! store trait (`queues.rs`, `records.rs`, `commit.rs`, `log.rs`, `jobs.rs`).
+//! store trait (`queues.rs`, `records.rs`, `commit.rs`, `log.rs`, `jobs.rs`, `events.rs`).
 //!
 //! A backend's test file calls [`conformance_tests!`] with an expression that builds a fresh
 //! [`Backend`] (its own empty storage) for each test. Tests use real time with short timeouts;
@@ -8,6 +8,7 @@
 //! restart.
 
 mod commit;
+mod events;
 mod jobs;
 mod log;
 mod queues;
@@ -19,6 +20,7 @@ use async_trait::async_trait;
 use sluice_core::{NewMessage, QueueAttributes};
 
 pub use commit::*;
+pub use events::*;
 pub use jobs::*;
 pub use log::*;
 pub use queues::*;
@@ -33,6 +35,11 @@ pub trait Backend: Send + Sync {
     async fn open(&self) -> Arc<dyn Store>;
     /// Shuts a store down cleanly so that `open` can be called again.
     async fn close(&self, store: Arc<dyn Store>);
+    /// Another store over the same storage while one is open (another node), for a backend
+    /// that has several; `None` (the default) for a backend that has one process only.
+    async fn open_peer(&self) -> Option<Arc<dyn Store>> {
+        None
+    }
 }
 
 /// Expands to one `#[tokio::test]` per conformance check, each with a fresh backend.
@@ -69,7 +76,11 @@ macro_rules! conformance_tests {
             jobs_fail_retries_after_backoff_then_dead, jobs_lapsed_lease_requeues_and_the_old_lease_is_stale,
             jobs_cancel_waiting_and_running, jobs_claim_order_delay_and_types,
             jobs_long_polls_wake_on_enqueue_and_on_finish, jobs_finished_are_pruned_after_their_ttl,
-            jobs_survive_restart_with_their_leases, jobs_callbacks_are_enqueued_with_the_transition);
+            jobs_survive_restart_with_their_leases, jobs_callbacks_are_enqueued_with_the_transition,
+            events_expected_versions_and_dedup, events_read_streams_both_ways_and_all_with_filters,
+            events_all_long_polls_wake_on_append_and_time_out, events_soft_and_hard_delete,
+            events_survive_restart_with_versions_positions_and_dedup,
+            events_concurrent_writers_win_each_version_once, events_all_is_gapless_under_concurrent_appends);
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
         $(

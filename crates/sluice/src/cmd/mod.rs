@@ -5,6 +5,7 @@ mod ack;
 mod alert;
 mod bench;
 mod dlq;
+mod events;
 mod job;
 mod migrate;
 mod peek;
@@ -35,6 +36,7 @@ pub enum Command {
     Schedule(schedule::Args),
     Schema(schema::Args),
     Stream(stream::Args),
+    Events(events::Args),
     Alert(alert::Args),
     Relay(relay::Args),
     Job(job::Args),
@@ -57,6 +59,7 @@ impl Command {
             Command::Schedule(args) => schedule::run(args).await,
             Command::Schema(args) => schema::run(args).await,
             Command::Stream(args) => stream::run(args).await,
+            Command::Events(args) => events::run(args).await,
             Command::Alert(args) => alert::run(args).await,
             Command::Relay(args) => relay::run(args).await,
             Command::Job(args) => job::run(args).await,

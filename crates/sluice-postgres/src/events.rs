@@ -1,0 +1,337 @@
+//! The event store on PostgreSQL (migration 8): events as rows by position, a row per stream
+//! holding core's `StreamState`, and one counter row of positions.
+//!
+//! An append is one transaction that takes two locks, always in this order, so two appends
+//! never deadlock: its stream's row (`FOR UPDATE`: versions are decided one append at a time
+//! per stream, on every node), then the position counter (`UPDATE ... RETURNING`, in the same
+//! statement that inserts the events). The counter's row lock is held until COMMIT, so the next
+//! append gets its positions only after this one committed: commit order is position order.
+//! That is what keeps `$all` gapless for readers. With a sequence, positions are handed out at
+//! insert time and transactions commit in any order, so a reader can read past position `p`
+//! (not yet committed) to `p + 1` and never come back for `p`; here, when the counter reads `n`,
+//! every position below `n` is committed, and a rolled-back append gives its positions back.
+//! The price is that appends commit one at a time (one WAL flush each); PostgreSQL's group
+//! commit cannot merge them. Reads take the counter's committed value first and read below it.
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use deadpool_postgres::GenericClient;
+use sluice_core::events::limits::EVENT_SCAN_MAX;
+use sluice_core::events::{self, AppendError, Decision, ExpectedVersion, NewEvent, Prior, StreamState, StreamStatus};
+use sluice_store::{
+    AllEvents, AllRead, AppendedEvents, Direction, EventError, EventStore, StoredEvent, StreamEvents, StreamRead,
+    validate_append_events,
+};
+
+use crate::{Inner, PostgresStore, db_error};
+
+/// The wake-up key of `$all`'s long polls in the streams' registry (no stream has this id).
+const ALL_KEY: u64 = u64::MAX;
+/// Longest a long poll waits before it looks again by itself (a notification lost with the
+/// LISTEN connection is noticed).
+const RECHECK_MS: u64 = 500;
+
+const COLUMNS: &str =
+    "position, stream_id, version, event_id, event_type, data, metadata, correlation_id, causation_id, time_ms";
+
+/// Takes the positions and inserts the events in one statement (see the module's comment).
+const INSERT: &str = "WITH pos AS (
+        UPDATE event_positions SET next_position = next_position + $3 WHERE id = 1 RETURNING next_position - $3 AS first
+    ), ins AS (
+        INSERT INTO events (position, stream_id, version, event_id, event_type, data, metadata, correlation_id, causation_id, time_ms)
+        SELECT pos.first + t.ord - 1, $1, $2 + t.ord - 1, t.id, t.typ, t.data, t.meta, t.corr, t.caus, sluice_now_ms()
+        FROM pos, unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
+             WITH ORDINALITY AS t(id, typ, data, meta, corr, caus, ord)
+    ), upd AS (
+        UPDATE event_streams SET next_version = $2 + $3, status = 0 WHERE stream_id = $1
+    )
+    SELECT first FROM pos";
+
+fn failed(e: tokio_postgres::Error) -> EventError {
+    EventError::Store(db_error(e))
+}
+
+fn state_of(row: &tokio_postgres::Row) -> StreamState {
+    let status = match row.get::<_, i16>(2) {
+        0 => StreamStatus::Live,
+        1 => StreamStatus::Deleted,
+        _ => StreamStatus::Tombstoned,
+    };
+    StreamState { next_version: row.get::<_, i64>(0) as u64, visible_from: row.get::<_, i64>(1) as u64, status }
+}
+
+fn status_code(s: StreamStatus) -> i16 {
+    match s {
+        StreamStatus::Live => 0,
+        StreamStatus::Deleted => 1,
+        StreamStatus::Tombstoned => 2,
+    }
+}
+
+fn event_of(r: &tokio_postgres::Row) -> StoredEvent {
+    StoredEvent {
+        position: r.get::<_, i64>(0) as u64,
+        stream_id: r.get(1),
+        version: r.get::<_, i64>(2) as u64,
+        id: r.get(3),
+        r#type: r.get(4),
+        data: r.get(5),
+        metadata: r.get(6),
+        correlation_id: r.get(7),
+        causation_id: r.get(8),
+        time_ms: r.get::<_, i64>(9) as u64,
+    }
+}
+
+async fn state(c: &impl GenericClient, stream_id: &str, lock: bool) -> Result<Option<StreamState>, EventError> {
+    let sql = if lock {
+        "SELECT next_version, visible_from, status FROM event_streams WHERE stream_id = $1 FOR UPDATE"
+    } else {
+        "SELECT next_version, visible_from, status FROM event_streams WHERE stream_id = $1"
+    };
+    Ok(c.query_opt(sql, &[&stream_id]).await.map_err(failed)?.as_ref().map(state_of))
+}
+
+/// The committed head: every position below it is committed (see the module's comment).
+async fn head(c: &impl GenericClient) -> Result<u64, EventError> {
+    let row = c.query_one("SELECT next_position FROM event_positions WHERE id = 1", &[]).await.map_err(failed)?;
+    Ok(row.get::<_, i64>(0) as u64)
+}
+
+impl PostgresStore {
+    async fn append_in(
+        &self,
+        stream_id: &str,
+        expected: ExpectedVersion,
+        new: Vec<NewEvent>,
+    ) -> Result<AppendedEvents, EventError> {
+        let mut client = self.inner.client().await?;
+        let tx = client.transaction().await.map_err(failed)?;
+        let state = match state(&tx, stream_id, true).await? {
+            Some(s) => s,
+            None => {
+                // A new stream: create its row (waiting for a racing creator's commit), lock it.
+                tx.execute("INSERT INTO event_streams (stream_id, next_version) VALUES ($1, 0) ON CONFLICT DO NOTHING", &[
+                    &stream_id,
+                ])
+                .await
+                .map_err(failed)?;
+                state(&tx, stream_id, true).await?.unwrap_or(StreamState::NONE)
+            }
+        };
+        let count = new.len() as i64;
+        let found = tx
+            .query_opt(
+                "SELECT version FROM events WHERE stream_id = $1 AND event_id = $2 AND version >= $3",
+                &[&stream_id, &new[0].id, &(state.visible_from as i64)],
+            )
+            .await
+            .map_err(failed)?;
+        let mut stored: Vec<String> = Vec::new();
+        let prior_at = found.map(|r| r.get::<_, i64>(0));
+        if let Some(at) = prior_at {
+            let rows = tx
+                .query(
+                    "SELECT event_id FROM events WHERE stream_id = $1 AND version >= $2 ORDER BY version LIMIT $3",
+                    &[&stream_id, &at, &count],
+                )
+                .await
+                .map_err(failed)?;
+            stored = rows.iter().map(|r| r.get(0)).collect();
+        }
+        let ids: Vec<&str> = new.iter().map(|e| e.id.as_str()).collect();
+        let prior = prior_at.map(|at| Prior { first_version: at as u64, ids: &stored });
+        let last = new.len() as u64 - 1;
+        match events::decide_append(&state, expected, &ids, prior)? {
+            Decision::Duplicate { first_version } => {
+                let row = tx
+                    .query_one(
+                        "SELECT position FROM events WHERE stream_id = $1 AND version = $2",
+                        &[&stream_id, &(first_version as i64)],
+                    )
+                    .await
+                    .map_err(failed)?;
+                let first_position = row.get::<_, i64>(0) as u64;
+                tx.rollback().await.map_err(failed)?;
+                Ok(AppendedEvents {
+                    first_version,
+                    last_version: first_version + last,
+                    first_position,
+                    last_position: first_position + last,
+                    duplicate: true,
+                })
+            }
+            Decision::Append { first_version } => {
+                let mut cols: [Vec<Option<String>>; 6] = Default::default();
+                for e in new {
+                    cols[0].push(Some(e.id));
+                    cols[1].push(Some(e.r#type));
+                    cols[2].push(Some(e.data));
+                    cols[3].push(e.metadata);
+                    cols[4].push(e.correlation_id);
+                    cols[5].push(e.causation_id);
+                }
+                let statement = tx.prepare_cached(INSERT).await.map_err(failed)?;
+                let row = tx
+                    .query_one(&statement, &[
+                        &stream_id,
+                        &(first_version as i64),
+                        &count,
+                        &cols[0],
+                        &cols[1],
+                        &cols[2],
+                        &cols[3],
+                        &cols[4],
+                        &cols[5],
+                    ])
+                    .await
+                    .map_err(failed)?;
+                tx.commit().await.map_err(failed)?;
+                let first_position = row.get::<_, i64>(0) as u64;
+                Ok(AppendedEvents {
+                    first_version,
+                    last_version: first_version + last,
+                    first_position,
+                    last_position: first_position + last,
+                    duplicate: false,
+                })
+            }
+        }
+    }
+
+    /// Wakes `$all`'s long polls here and, through NOTIFY, on every node.
+    async fn notify_all(inner: &Inner) {
+        inner.stream_wakers.wake(ALL_KEY);
+        let result = async {
+            let client = inner.pool.get().await.map_err(|e| e.to_string())?;
+            client.execute("SELECT pg_notify($1, $2)", &[&inner.channel, &format!("s{ALL_KEY}")]).await.map_err(|e| e.to_string())
+        }
+        .await;
+        if let Err(e) = result {
+            tracing::warn!("could not notify other nodes of new events: {e}");
+        }
+    }
+
+    async fn read_all_once(&self, read: &AllRead) -> Result<AllEvents, EventError> {
+        let client = self.inner.client().await?;
+        let head = head(&client).await?;
+        let from = read.from_position;
+        if from >= head {
+            return Ok(AllEvents { events: Vec::new(), next_position: from, head });
+        }
+        let f = &read.filter;
+        let filtered = !f.is_empty();
+        // A filtered read passes over at most `EVENT_SCAN_MAX` positions unless an index
+        // (type, correlation id) finds its rows.
+        let indexed = !f.types.is_empty() || f.correlation_id.is_some();
+        let end = if filtered && !indexed { head.min(from.saturating_add(EVENT_SCAN_MAX)) } else { head };
+        let types: Option<Vec<String>> = (!f.types.is_empty()).then(|| f.types.clone());
+        let prefix = f.stream_prefix.clone().filter(|p| !p.is_empty());
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT {COLUMNS} FROM events WHERE position >= $1 AND position < $2
+                       AND ($3::text[] IS NULL OR event_type = ANY($3))
+                       AND ($4::text IS NULL OR starts_with(stream_id, $4))
+                       AND ($5::text IS NULL OR correlation_id = $5)
+                     ORDER BY position LIMIT $6"
+                ),
+                &[&(from as i64), &(end as i64), &types, &prefix, &f.correlation_id, &i64::from(read.max)],
+            )
+            .await
+            .map_err(failed)?;
+        let events: Vec<StoredEvent> = rows.iter().map(event_of).collect();
+        let next_position = match events.last() {
+            Some(e) if events.len() >= read.max as usize => e.position + 1,
+            _ => end,
+        };
+        Ok(AllEvents { events, next_position, head })
+    }
+}
+
+#[async_trait]
+impl EventStore for PostgresStore {
+    async fn append_events(
+        &self,
+        stream_id: &str,
+        expected: ExpectedVersion,
+        events: Vec<NewEvent>,
+    ) -> Result<AppendedEvents, EventError> {
+        validate_append_events(stream_id, &events)?;
+        let appended = self.append_in(stream_id, expected, events).await?;
+        self.inner.counters.committed(appended.last_version - appended.first_version + 1);
+        if !appended.duplicate {
+            Self::notify_all(&self.inner).await;
+        }
+        Ok(appended)
+    }
+
+    async fn read_stream(&self, stream_id: &str, read: StreamRead) -> Result<StreamEvents, EventError> {
+        read.validate()?;
+        let client = self.inner.client().await?;
+        let not_found = EventError::Append(AppendError::StreamNotFound);
+        let s = state(&client, stream_id, false).await?.ok_or(not_found.clone())?;
+        let last_version = s.last_version().ok_or(not_found)?;
+        let first_version = s.visible_from;
+        let (sql, from) = match read.direction {
+            Direction::Forward => (
+                format!(
+                    "SELECT {COLUMNS} FROM events WHERE stream_id = $1 AND version >= $2 AND version <= $3 ORDER BY version LIMIT $4"
+                ),
+                read.from_version.unwrap_or(first_version).max(first_version),
+            ),
+            Direction::Backward => (
+                format!(
+                    "SELECT {COLUMNS} FROM events WHERE stream_id = $1 AND version <= $2 AND version >= $3 ORDER BY version DESC LIMIT $4"
+                ),
+                read.from_version.unwrap_or(last_version).min(last_version),
+            ),
+        };
+        let bound = if read.direction == Direction::Forward { last_version } else { first_version };
+        let rows = client
+            .query(&sql, &[&stream_id, &(from as i64), &(bound as i64), &i64::from(read.max)])
+            .await
+            .map_err(failed)?;
+        Ok(StreamEvents { events: rows.iter().map(event_of).collect(), last_version, first_version })
+    }
+
+    async fn read_all(&self, read: AllRead) -> Result<AllEvents, EventError> {
+        read.validate()?;
+        let deadline = Instant::now() + Duration::from_millis(read.wait_ms);
+        let mut read = read;
+        loop {
+            let mut woken = self.inner.stream_wakers.subscribe(ALL_KEY);
+            let got = self.read_all_once(&read).await?;
+            let now = Instant::now();
+            if !got.events.is_empty() || now >= deadline {
+                return Ok(got);
+            }
+            read.from_position = got.next_position.max(read.from_position);
+            let pause = (deadline - now).min(Duration::from_millis(RECHECK_MS));
+            let _ = tokio::time::timeout(pause, woken.changed()).await;
+        }
+    }
+
+    async fn delete_event_stream(&self, stream_id: &str, hard: bool) -> Result<(), EventError> {
+        events::validate_stream_id(stream_id)?;
+        let mut client = self.inner.client().await?;
+        let tx = client.transaction().await.map_err(failed)?;
+        let s = state(&tx, stream_id, true).await?.ok_or(EventError::Append(AppendError::StreamNotFound))?;
+        let next = s.deleted(hard)?;
+        tx.execute("UPDATE event_streams SET visible_from = $2, status = $3 WHERE stream_id = $1", &[
+            &stream_id,
+            &(next.visible_from as i64),
+            &status_code(next.status),
+        ])
+        .await
+        .map_err(failed)?;
+        tx.commit().await.map_err(failed)?;
+        Ok(())
+    }
+
+    async fn event_stream_version(&self, stream_id: &str) -> Result<Option<u64>, EventError> {
+        let client = self.inner.client().await?;
+        Ok(state(&client, stream_id, false).await?.and_then(|s| s.last_version()))
+    }
+}
