@@ -27,7 +27,7 @@ use crate::report::{self, thousands};
 use crate::target::InProcess;
 
 /// Writers per append phase (unless `--producers` says otherwise).
-const WRITERS_DEFAULT: usize = 16;
+pub(crate) const WRITERS_DEFAULT: usize = 16;
 /// Streams each writer owns in the many-streams phases.
 const STREAMS_PER_WRITER: usize = 50;
 /// Events per append while loading the catch-up log.

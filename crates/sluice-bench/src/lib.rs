@@ -478,7 +478,7 @@ impl Plan {
             bail!("--events-catchup applies to the events scenario only");
         }
         let events_catchup = args.events_catchup.unwrap_or(if args.quick { 20_000 } else { 200_000 });
-        let events_writers = args.producers.unwrap_or(16);
+        let events_writers = args.producers.unwrap_or(events::WRITERS_DEFAULT);
         let plan = Plan {
             scenario: args.scenario,
             server: args.server,

@@ -162,6 +162,16 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         SchemaValidationFailed => {
             "fix the message at the pointer shown, or check it first with `sluice schema check TYPE --body JSON`"
         }
+        WrongExpectedVersion => {
+            "read the stream (`sluice events read STREAM --backward --max 1`), decide again, and append with its version"
+        }
+        EventIdConflict => "give the new events ids of their own; an id names one event of a stream",
+        EventStreamNotFound => "list what exists with `sluice events all --stream-prefix PREFIX`",
+        EventStreamDeleted => "the stream was hard-deleted; append to another stream id",
+        EventSubscriptionNotFound => "create it with `sluice events subscribe NAME --from start`",
+        EventSubscriptionExists => "use another name, or the subscription's own settings (types, prefix, start)",
+        CheckpointRegression => "checkpoints only move forward; create a new subscription to read again from the start",
+        SnapshotNotFound => "store one with PUT /v1/events/streams/STREAM/snapshot, or read the stream from the start",
         InvalidJson | InvalidArgument | EmptyBatch | NotFound | MethodNotAllowed | UnsupportedMediaType => {
             return None;
         }

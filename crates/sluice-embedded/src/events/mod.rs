@@ -271,11 +271,6 @@ impl EventLog {
         self.streams.get(stream_id).and_then(|s| s.state().last_version())
     }
 
-    /// The next position to be given (staged events included).
-    pub fn next_position(&self) -> u64 {
-        self.log.next_offset
-    }
-
     pub fn staged_bytes(&self) -> usize {
         self.log.staged_bytes()
     }

@@ -19,7 +19,7 @@ use sluice_api::{ErrorCode, ErrorResponse};
 use sluice_core::ValidationError;
 use sluice_core::events::limits::{EVENT_READ_DEFAULT, EVENTS_PER_APPEND_MAX};
 use sluice_core::events::{EventFilter, ExpectedVersion, NewEvent};
-use sluice_store::{AllRead, Direction, EventError, EventStore, StreamRead};
+use sluice_store::{AllRead, Direction, EventError, StreamRead};
 use utoipa::{IntoParams, OpenApi};
 
 use crate::AppState;

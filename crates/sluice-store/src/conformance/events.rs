@@ -281,8 +281,9 @@ async fn gapless_with(s: Arc<dyn Store>, other: Option<Arc<dyn Store>>) {
         let s = if w % 2 == 1 { other.clone().unwrap_or_else(|| s.clone()) } else { s.clone() };
         writers.push(tokio::spawn(async move {
             for i in 0..APPENDS {
-                let stream = format!("g{w}-{}", i % 3);
-                let events = vec![ev(&format!("{w}-{i}-a"), "T"), ev(&format!("{w}-{i}-b"), "T")];
+                // Names of this round only: a second round's same ids would be retries.
+                let stream = format!("g{start}-{w}-{}", i % 3);
+                let events = vec![ev(&format!("{start}-{w}-{i}-a"), "T"), ev(&format!("{start}-{w}-{i}-b"), "T")];
                 let a = s.append_events(&stream, ExpectedVersion::Any, events).await.unwrap();
                 assert_eq!(a.last_position, a.first_position + 1, "an append's positions are consecutive");
             }
