@@ -24,7 +24,7 @@ fn events_commands_append_read_and_subscribe() {
 
     let read = server.cli(&["events", "read", "order-1"]).ok().to_owned();
     let lines: Vec<&str> = read.lines().collect();
-    assert!(lines[0].starts_with("POSITION") && lines[0].contains("TYPE"), "{read}");
+    assert!(lines[0].trim_start().starts_with("POSITION") && lines[0].contains("TYPE"), "{read}");
     assert!(lines[1].contains("OrderPlaced") && lines[2].contains("OrderShipped"), "{read}");
     let latest = server.cli(&["events", "read", "order-1", "--backward", "--max", "1", "--json"]).json();
     assert_eq!(latest["events"][0]["type"], "OrderShipped");
