@@ -29,7 +29,12 @@ pub(crate) trait EventSystem: Send + Sync {
 pub(crate) trait EventHandle: Send {
     /// Appends `count` small events to `stream` if its last version is `expected` (`None`: the
     /// stream is new): `Ok(Ok(last version))`, or `Ok(Err(actual))` when another writer won.
-    async fn append(&mut self, stream: &str, expected: Option<u64>, count: usize) -> anyhow::Result<Result<u64, Option<u64>>>;
+    async fn append(
+        &mut self,
+        stream: &str,
+        expected: Option<u64>,
+        count: usize,
+    ) -> anyhow::Result<Result<u64, Option<u64>>>;
     /// Reads the global order from `from` (up to 1,000 events): how many, and the next position.
     async fn read_all(&mut self, from: u64) -> anyhow::Result<(usize, u64)>;
 }
@@ -77,7 +82,12 @@ impl EventSystem for SluiceEvents {
 
 #[async_trait]
 impl EventHandle for SluiceHandle {
-    async fn append(&mut self, stream: &str, expected: Option<u64>, count: usize) -> anyhow::Result<Result<u64, Option<u64>>> {
+    async fn append(
+        &mut self,
+        stream: &str,
+        expected: Option<u64>,
+        count: usize,
+    ) -> anyhow::Result<Result<u64, Option<u64>>> {
         let events = (0..count)
             .map(|n| NewEventWire {
                 id: None,
@@ -105,4 +115,3 @@ impl EventHandle for SluiceHandle {
         Ok((got.events.len(), got.next_position))
     }
 }
-

@@ -34,8 +34,11 @@ const STREAMS_PER_WRITER: usize = 50;
 const LOAD_BATCH: usize = 500;
 
 /// The phases, in order.
-const PHASES: [(&str, usize, bool); 3] =
-    [("many streams, 1/append", 1, false), ("many streams, 10/append", 10, false), ("one hot stream, 1/append", 1, true)];
+const PHASES: [(&str, usize, bool); 3] = [
+    ("many streams, 1/append", 1, false),
+    ("many streams, 10/append", 10, false),
+    ("one hot stream, 1/append", 1, true),
+];
 
 /// One measured figure of one system.
 struct Row {
@@ -173,7 +176,9 @@ pub(crate) async fn run(plan: &Plan) -> anyhow::Result<()> {
         notes.extend(skipped);
     }
     #[cfg(not(feature = "peers"))]
-    notes.push("peers (Sluice on PostgreSQL, the plain PostgreSQL table) skipped: this build has no `peers` feature".into());
+    notes.push(
+        "peers (Sluice on PostgreSQL, the plain PostgreSQL table) skipped: this build has no `peers` feature".into(),
+    );
     let mut rows = Vec::new();
     let run = crate::workload::run_nonce();
     for system in systems {
@@ -217,7 +222,14 @@ fn baseline<'a>(rows: &'a [Row], phase: &str) -> Option<&'a Row> {
     rows.iter().find(|r| r.system == "postgres-table" && r.phase.split(" of ").next() == phase.split(" of ").next())
 }
 
-fn render(plan: &Plan, rows: &[Row], notes: &[String], writers: usize, elapsed: Duration, load: Option<&str>) -> String {
+fn render(
+    plan: &Plan,
+    rows: &[Row],
+    notes: &[String],
+    writers: usize,
+    elapsed: Duration,
+    load: Option<&str>,
+) -> String {
     let mut w = String::new();
     report::header(&mut w, plan, "see the systems below", elapsed, load);
     let _ = writeln!(

@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use serde_json::json;
 use sluice_client::projection::{Projection, ProjectionRunner};
-use sluice_client::sluice_api::events::{AppendEventsRequest, EventWire, ExpectedName, ExpectedVersionWire, NewEventWire};
+use sluice_client::sluice_api::events::{
+    AppendEventsRequest, EventWire, ExpectedName, ExpectedVersionWire, NewEventWire,
+};
 use sluice_client::{Client, ClientError};
 
 /// The read model and the projection's checkpoint, in the application's database.
@@ -104,8 +106,10 @@ impl Projection for OrdersView {
     type Error = tokio_postgres::Error;
 
     async fn checkpoint(&mut self) -> Result<Option<u64>, Self::Error> {
-        let row =
-            self.db.query_opt("SELECT position FROM projection_checkpoints WHERE projection = $1", &[&PROJECTION]).await?;
+        let row = self
+            .db
+            .query_opt("SELECT position FROM projection_checkpoints WHERE projection = $1", &[&PROJECTION])
+            .await?;
         Ok(row.map(|r| r.get::<_, i64>(0) as u64))
     }
 
@@ -201,7 +205,9 @@ mod tests {
     /// unreachable database fails the test.
     async fn app_db() -> Option<(String, String)> {
         let Some(url) = std::env::var("SLUICE_TEST_PG_URL").ok().filter(|u| !u.is_empty()) else {
-            eprintln!("SLUICE_TEST_PG_URL is not set: skipped the read model's test (set it to run against PostgreSQL)");
+            eprintln!(
+                "SLUICE_TEST_PG_URL is not set: skipped the read model's test (set it to run against PostgreSQL)"
+            );
             return None;
         };
         let schema = format!("orders_{}", std::process::id() as u64 * 1_000 + rand_suffix());
@@ -221,10 +227,8 @@ mod tests {
         place(&client, "1", 100).await.unwrap();
         let again = place(&client, "1", 100).await.unwrap_err();
         assert_eq!(sluice_client::events::actual_version(&again), Some(Some(0)), "an order is placed once");
-        let (a, b) = tokio::join!(
-            transition(&client, "1", Status::Shipped),
-            transition(&client, "1", Status::Cancelled)
-        );
+        let (a, b) =
+            tokio::join!(transition(&client, "1", Status::Shipped), transition(&client, "1", Status::Cancelled));
         assert_ne!(a.unwrap(), b.unwrap(), "exactly one of ship and cancel wins");
         let (_, version) = load(&client, "1").await.unwrap();
         assert_eq!(version, 1, "one transition appended, never two");
@@ -248,7 +252,10 @@ mod tests {
                 shipped += 1;
             }
             // Events of other streams, which the projection's filter passes over.
-            let note = AppendEventsRequest { expected_version: ExpectedVersionWire::Named(ExpectedName::Any), events: vec![event("Note", json!(i))] };
+            let note = AppendEventsRequest {
+                expected_version: ExpectedVersionWire::Named(ExpectedName::Any),
+                events: vec![event("Note", json!(i))],
+            };
             client.append_events("audit-1", &note).await.unwrap();
         }
         let total_events = (ORDERS + shipped) as i64;
@@ -266,7 +273,8 @@ mod tests {
             .await;
             assert!(done.is_err(), "the loop only ends by being killed");
             kills += 1;
-            let applied: i64 = db.query_one("SELECT coalesce(sum(events), 0)::bigint FROM orders_view", &[]).await.unwrap().get(0);
+            let applied: i64 =
+                db.query_one("SELECT coalesce(sum(events), 0)::bigint FROM orders_view", &[]).await.unwrap().get(0);
             assert!(applied <= total_events, "an event was applied twice ({applied} of {total_events})");
             if applied == total_events && kills >= 10 {
                 break;
@@ -277,7 +285,8 @@ mod tests {
         for _ in 0..5 {
             runner.step(&mut view).await.unwrap();
         }
-        let applied: i64 = db.query_one("SELECT coalesce(sum(events), 0)::bigint FROM orders_view", &[]).await.unwrap().get(0);
+        let applied: i64 =
+            db.query_one("SELECT coalesce(sum(events), 0)::bigint FROM orders_view", &[]).await.unwrap().get(0);
         assert_eq!(applied, total_events, "every event exactly once after {kills} kills");
         assert_eq!(count_by_status(&db, "shipped").await.unwrap(), shipped as i64);
         assert_eq!(count_by_status(&db, "placed").await.unwrap(), (ORDERS - shipped) as i64);

@@ -94,7 +94,8 @@ impl Client {
     /// `DELETE /v1/events/streams/{stream_id}` (`hard`: for good).
     pub async fn delete_event_stream(&self, stream_id: &str, hard: bool) -> Result<()> {
         let query = [("hard", if hard { "true" } else { "false" })];
-        let call = self.call(Method::DELETE, &["v1", "events", "streams", stream_id], &query, None::<&()>, self.timeout)?;
+        let call =
+            self.call(Method::DELETE, &["v1", "events", "streams", stream_id], &query, None::<&()>, self.timeout)?;
         let (status, bytes) = self.execute(call).await?;
         if status == StatusCode::NO_CONTENT {
             return Ok(());
@@ -104,11 +105,8 @@ impl Client {
 
     /// `GET /v1/events/all`.
     pub async fn read_all_events(&self, q: &AllQuery) -> Result<AllEventsResponse> {
-        let (from, max, wait) = (
-            q.from_position.map(|v| v.to_string()),
-            q.max.map(|v| v.to_string()),
-            q.wait_ms.map(|v| v.to_string()),
-        );
+        let (from, max, wait) =
+            (q.from_position.map(|v| v.to_string()), q.max.map(|v| v.to_string()), q.wait_ms.map(|v| v.to_string()));
         let types = q.types.join(",");
         let mut query: Vec<(&str, &str)> = Vec::new();
         let pairs = [

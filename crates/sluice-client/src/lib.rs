@@ -23,13 +23,13 @@
 
 mod alerts;
 mod error;
+pub mod events;
 mod jobs;
+pub mod projection;
 mod relays;
 mod retry;
 mod schedules;
 mod schemas;
-pub mod events;
-pub mod projection;
 pub mod streams;
 
 use std::time::Duration;

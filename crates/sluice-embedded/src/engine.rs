@@ -416,8 +416,7 @@ impl Engine {
         // batch that holds it was written; their files go to the sync stage with this turn.
         let mut files = Vec::new();
         let logged = self.logs.flush(now, &mut files).map_err(|e| Failure::of_io("writing stream records", e))?;
-        let logged =
-            logged + self.events.flush(now, &mut files).map_err(|e| Failure::of_io("writing events", e))?;
+        let logged = logged + self.events.flush(now, &mut files).map_err(|e| Failure::of_io("writing events", e))?;
         self.shared.log_files.lock().unwrap_or_else(|e| e.into_inner()).extend(files);
         let records = records + logged as usize;
         if records == 0 {
@@ -577,17 +576,22 @@ impl Engine {
                 return;
             }
         };
-        let events = match crate::events::EventLog::open(&self.data_dir, &recovered.records, self.events.durable().clone())
-        {
-            Ok(events) => events,
-            Err(d) => {
-                self.reopen_at = None;
-                let reason = format!("reopening the event log after the disk was full: {}: {}", d.file.display(), d.reason);
-                self.shared.refusal.lock().unwrap_or_else(|e| e.into_inner()).replace(StoreError::Poisoned(reason.clone()));
-                tracing::error!("storage poisoned, refusing all further writes until restart: {reason}");
-                return;
-            }
-        };
+        let events =
+            match crate::events::EventLog::open(&self.data_dir, &recovered.records, self.events.durable().clone()) {
+                Ok(events) => events,
+                Err(d) => {
+                    self.reopen_at = None;
+                    let reason =
+                        format!("reopening the event log after the disk was full: {}: {}", d.file.display(), d.reason);
+                    self.shared
+                        .refusal
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .replace(StoreError::Poisoned(reason.clone()));
+                    tracing::error!("storage poisoned, refusing all further writes until restart: {reason}");
+                    return;
+                }
+            };
         let Recovered { db, ks, broker, records, jobs, recovery } = recovered;
         self.events = events;
         self.broker = broker;
@@ -674,7 +678,9 @@ pub fn run(mut engine: Engine, rx: Receiver<Command>) {
                 // The timers ran with `tick` above.
                 Command::Tick => {}
             }
-            if taken >= BATCH_COMMANDS_MAX || engine.pending_bytes + engine.logs.staged_bytes() + engine.events.staged_bytes() >= BATCH_BYTES_MAX {
+            if taken >= BATCH_COMMANDS_MAX
+                || engine.pending_bytes + engine.logs.staged_bytes() + engine.events.staged_bytes() >= BATCH_BYTES_MAX
+            {
                 break;
             }
             next = rx.try_recv().ok();

@@ -112,9 +112,10 @@ impl PostgresStore {
             Some(s) => s,
             None => {
                 // A new stream: create its row (waiting for a racing creator's commit), lock it.
-                tx.execute("INSERT INTO event_streams (stream_id, next_version) VALUES ($1, 0) ON CONFLICT DO NOTHING", &[
-                    &stream_id,
-                ])
+                tx.execute(
+                    "INSERT INTO event_streams (stream_id, next_version) VALUES ($1, 0) ON CONFLICT DO NOTHING",
+                    &[&stream_id],
+                )
                 .await
                 .map_err(failed)?;
                 state(&tx, stream_id, true).await?.unwrap_or(StreamState::NONE)
@@ -174,17 +175,20 @@ impl PostgresStore {
                 }
                 let statement = tx.prepare_cached(INSERT).await.map_err(failed)?;
                 let row = tx
-                    .query_one(&statement, &[
-                        &stream_id,
-                        &(first_version as i64),
-                        &count,
-                        &cols[0],
-                        &cols[1],
-                        &cols[2],
-                        &cols[3],
-                        &cols[4],
-                        &cols[5],
-                    ])
+                    .query_one(
+                        &statement,
+                        &[
+                            &stream_id,
+                            &(first_version as i64),
+                            &count,
+                            &cols[0],
+                            &cols[1],
+                            &cols[2],
+                            &cols[3],
+                            &cols[4],
+                            &cols[5],
+                        ],
+                    )
                     .await
                     .map_err(failed)?;
                 tx.commit().await.map_err(failed)?;
@@ -205,7 +209,10 @@ impl PostgresStore {
         inner.stream_wakers.wake(ALL_KEY);
         let result = async {
             let client = inner.pool.get().await.map_err(|e| e.to_string())?;
-            client.execute("SELECT pg_notify($1, $2)", &[&inner.channel, &format!("s{ALL_KEY}")]).await.map_err(|e| e.to_string())
+            client
+                .execute("SELECT pg_notify($1, $2)", &[&inner.channel, &format!("s{ALL_KEY}")])
+                .await
+                .map_err(|e| e.to_string())
         }
         .await;
         if let Err(e) = result {
@@ -319,11 +326,10 @@ impl EventStore for PostgresStore {
         let tx = client.transaction().await.map_err(failed)?;
         let s = state(&tx, stream_id, true).await?.ok_or(EventError::Append(AppendError::StreamNotFound))?;
         let next = s.deleted(hard)?;
-        tx.execute("UPDATE event_streams SET visible_from = $2, status = $3 WHERE stream_id = $1", &[
-            &stream_id,
-            &(next.visible_from as i64),
-            &status_code(next.status),
-        ])
+        tx.execute(
+            "UPDATE event_streams SET visible_from = $2, status = $3 WHERE stream_id = $1",
+            &[&stream_id, &(next.visible_from as i64), &status_code(next.status)],
+        )
         .await
         .map_err(failed)?;
         tx.commit().await.map_err(failed)?;

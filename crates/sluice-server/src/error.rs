@@ -206,11 +206,12 @@ impl From<sluice_store::EventError> for ApiError {
         use sluice_store::EventError as E;
         let message = e.to_string();
         match e {
-            E::Append(A::WrongExpectedVersion { expected, actual }) => ApiError::new(ErrorCode::WrongExpectedVersion, message)
-                .with_details(json!({ "expected_version": expected.to_string(), "actual_version": actual })),
-            E::Append(A::EventIdConflict { id, version }) => {
-                ApiError::new(ErrorCode::EventIdConflict, message).with_details(json!({ "event_id": id, "version": version }))
+            E::Append(A::WrongExpectedVersion { expected, actual }) => {
+                ApiError::new(ErrorCode::WrongExpectedVersion, message)
+                    .with_details(json!({ "expected_version": expected.to_string(), "actual_version": actual }))
             }
+            E::Append(A::EventIdConflict { id, version }) => ApiError::new(ErrorCode::EventIdConflict, message)
+                .with_details(json!({ "event_id": id, "version": version })),
             E::Append(A::StreamNotFound) => ApiError::new(ErrorCode::EventStreamNotFound, message),
             E::Append(A::StreamTombstoned) => ApiError::new(ErrorCode::EventStreamDeleted, message),
             E::Invalid(v) => v.into(),
@@ -226,9 +227,8 @@ impl From<sluice_services::events::EventsError> for ApiError {
         use sluice_services::events::EventsError as E;
         let message = e.to_string();
         match e {
-            E::SubscriptionNotFound(name) => {
-                ApiError::new(ErrorCode::EventSubscriptionNotFound, message).with_details(json!({ "subscription": name }))
-            }
+            E::SubscriptionNotFound(name) => ApiError::new(ErrorCode::EventSubscriptionNotFound, message)
+                .with_details(json!({ "subscription": name })),
             E::SubscriptionExists(name) => {
                 ApiError::new(ErrorCode::EventSubscriptionExists, message).with_details(json!({ "subscription": name }))
             }

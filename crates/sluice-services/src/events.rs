@@ -91,7 +91,9 @@ impl From<StoreError> for EventsError {
 
 fn decode<T: for<'de> Deserialize<'de>>(kind: &str, key: &str, bytes: &[u8]) -> Result<T, EventsError> {
     serde_json::from_slice(bytes).map_err(|e| {
-        EventsError::Event(EventError::Store(StoreError::Unavailable(format!("the record {kind}/{key} is unreadable: {e}"))))
+        EventsError::Event(EventError::Store(StoreError::Unavailable(format!(
+            "the record {kind}/{key} is unreadable: {e}"
+        ))))
     })
 }
 
@@ -143,7 +145,8 @@ impl Events {
             }
             return Err(EventsError::SubscriptionExists(name.to_owned()));
         }
-        let count = self.store.list_records(SUBSCRIPTION_KIND, "", None, sluice_store::RECORD_LIST_LIMIT_MAX).await?.len();
+        let count =
+            self.store.list_records(SUBSCRIPTION_KIND, "", None, sluice_store::RECORD_LIST_LIMIT_MAX).await?.len();
         if count >= EVENT_SUBSCRIPTIONS_MAX {
             return Err(EventsError::TooManySubscriptions);
         }
@@ -182,8 +185,7 @@ impl Events {
     }
 
     pub async fn list_subscriptions(&self) -> Result<Vec<Subscription>, EventsError> {
-        let records =
-            self.store.list_records(SUBSCRIPTION_KIND, "", None, sluice_store::RECORD_LIST_LIMIT_MAX).await?;
+        let records = self.store.list_records(SUBSCRIPTION_KIND, "", None, sluice_store::RECORD_LIST_LIMIT_MAX).await?;
         records.iter().map(|r| decode(SUBSCRIPTION_KIND, &r.key, &r.value)).collect()
     }
 
@@ -225,7 +227,11 @@ impl Events {
     pub async fn put_snapshot(&self, stream_id: &str, version: u64, data: String) -> Result<Snapshot, EventsError> {
         events::validate_stream_id(stream_id)?;
         if data.len() > EVENT_SNAPSHOT_BYTES_MAX {
-            return Err(ValidationError::new("data", format!("a snapshot is at most {EVENT_SNAPSHOT_BYTES_MAX} bytes")).into());
+            return Err(ValidationError::new(
+                "data",
+                format!("a snapshot is at most {EVENT_SNAPSHOT_BYTES_MAX} bytes"),
+            )
+            .into());
         }
         let last = self
             .store

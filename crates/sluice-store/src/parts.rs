@@ -16,11 +16,11 @@ use sluice_core::jobs::{ClaimSpec, JobId, NewJob, QueueJobStats};
 use sluice_core::stream::{NewRecord, StreamConfig, StreamConfigPatch};
 
 use crate::{
-    AllEvents, AllRead, AppendedEvents, EventError, EventStore, StreamEvents, StreamRead,
-    AppendResults, ClaimedJob, CommitStore, Committed, EnqueuedJob, EntryResults, Expectation, FetchRequest, Fetched,
-    GroupConfig, GroupView, HeartbeatAnswer, JobListRequest, JobPage, JobStore, JobView, LogError, LogStore, NackEntry,
-    PeekedMessage, QueueStore, ReadBatch, ReadRequest, ReceiptResults, ReceiveRequest, ReceivedMessage, Record,
-    RecordStore, SeekTo, StoreCounters, StoreError, StoreStatus, StreamView, SweepReport, VisibilityRule, Write,
+    AllEvents, AllRead, AppendResults, AppendedEvents, ClaimedJob, CommitStore, Committed, EnqueuedJob, EntryResults,
+    EventError, EventStore, Expectation, FetchRequest, Fetched, GroupConfig, GroupView, HeartbeatAnswer,
+    JobListRequest, JobPage, JobStore, JobView, LogError, LogStore, NackEntry, PeekedMessage, QueueStore, ReadBatch,
+    ReadRequest, ReceiptResults, ReceiveRequest, ReceivedMessage, Record, RecordStore, SeekTo, StoreCounters,
+    StoreError, StoreStatus, StreamEvents, StreamRead, StreamView, SweepReport, VisibilityRule, Write,
 };
 
 /// A store made of parts; every call goes to the part of its concern.

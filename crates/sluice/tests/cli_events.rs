@@ -11,12 +11,25 @@ fn events_commands_append_read_and_subscribe() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path());
     let placed = server
-        .cli(&["events", "append", "order-1", "OrderPlaced", "{\"total\": 42}", "--expected-version", "no_stream", "--json"])
+        .cli(&[
+            "events",
+            "append",
+            "order-1",
+            "OrderPlaced",
+            "{\"total\": 42}",
+            "--expected-version",
+            "no_stream",
+            "--json",
+        ])
         .json();
     assert_eq!((placed["last_version"].as_u64(), placed["last_position"].as_u64()), (Some(0), Some(0)));
-    let table = server.cli(&["events", "append", "order-1", "OrderShipped", "{}", "--expected-version", "0"]).ok().to_owned();
+    let table =
+        server.cli(&["events", "append", "order-1", "OrderShipped", "{}", "--expected-version", "0"]).ok().to_owned();
     assert!(table.contains("version") && table.contains('1'), "{table}");
-    let refused = server.cli(&["events", "append", "order-1", "OrderCancelled", "{}", "--expected-version", "0"]).failed().to_owned();
+    let refused = server
+        .cli(&["events", "append", "order-1", "OrderCancelled", "{}", "--expected-version", "0"])
+        .failed()
+        .to_owned();
     assert!(refused.contains("order-1 is at version 1, not 0; nothing was appended"), "{refused}");
     let bad = server.cli(&["events", "append", "order-1", "X", "not json"]).failed().to_owned();
     assert!(bad.contains("is not JSON"), "{bad}");
@@ -37,7 +50,10 @@ fn events_commands_append_read_and_subscribe() {
     let users = server.cli(&["events", "all", "--stream-prefix", "user-", "--json"]).json();
     assert_eq!(users["events"][0]["correlation_id"], "req-1");
     let typed = server.cli(&["events", "all", "--types", "OrderPlaced,UserJoined"]).ok().to_owned();
-    assert!(typed.contains("OrderPlaced") && typed.contains("UserJoined") && !typed.contains("OrderShipped"), "{typed}");
+    assert!(
+        typed.contains("OrderPlaced") && typed.contains("UserJoined") && !typed.contains("OrderShipped"),
+        "{typed}"
+    );
 
     let first = server.cli(&["events", "subscribe", "billing", "--max", "2", "--json"]).json();
     assert_eq!(first["events"].as_array().unwrap().len(), 2);

@@ -63,7 +63,8 @@ async fn writer(index: usize, mut payloads: Payloads, url: Arc<ServerUrl>, ledge
         let s = turn % STREAMS_PER_WRITER;
         let stream = format!("w{index}-s{s}");
         let ids = payloads.next_batch();
-        let expected = known[s].map_or(ExpectedVersionWire::Named(ExpectedName::NoStream), ExpectedVersionWire::Version);
+        let expected =
+            known[s].map_or(ExpectedVersionWire::Named(ExpectedName::NoStream), ExpectedVersionWire::Version);
         let events = ids
             .iter()
             .map(|id| NewEventWire {
@@ -129,7 +130,11 @@ async fn tail(url: Arc<ServerUrl>, ledger: Arc<Ledger>, stop: Arc<AtomicBool>) {
             if let Some(before) = tailed.insert(e.position, e.id.clone())
                 && before != e.id
             {
-                ledger.gaps.lock().expect("ledger").push(format!("position {} held {before}, then {}", e.position, e.id));
+                ledger
+                    .gaps
+                    .lock()
+                    .expect("ledger")
+                    .push(format!("position {} held {before}, then {}", e.position, e.id));
             }
         }
     }

@@ -180,7 +180,12 @@ impl EventSystem for PgTable {
 
 #[async_trait]
 impl EventHandle for PgTableHandle {
-    async fn append(&mut self, stream: &str, expected: Option<u64>, count: usize) -> anyhow::Result<Result<u64, Option<u64>>> {
+    async fn append(
+        &mut self,
+        stream: &str,
+        expected: Option<u64>,
+        count: usize,
+    ) -> anyhow::Result<Result<u64, Option<u64>>> {
         let first = expected.map_or(0, |v| v as i64 + 1);
         match self.client.execute(&self.insert, &[&stream, &first, &(count as i64)]).await {
             Ok(_) => Ok(Ok(first as u64 + count as u64 - 1)),

@@ -112,7 +112,11 @@ impl StreamState {
 
     /// The state after appending `count` events.
     pub fn appended(&self, count: u64) -> StreamState {
-        StreamState { next_version: self.next_version + count, visible_from: self.visible_from, status: StreamStatus::Live }
+        StreamState {
+            next_version: self.next_version + count,
+            visible_from: self.visible_from,
+            status: StreamStatus::Live,
+        }
     }
 
     /// The state after a delete; `NotFound` when there is nothing to delete.
@@ -285,7 +289,9 @@ pub fn validate_subscription_name(name: &str) -> Result<(), ValidationError> {
     if !ok {
         return Err(ValidationError::new(
             "name",
-            format!("a subscription name is 1 to {EVENT_SUBSCRIPTION_NAME_LEN_MAX} ASCII letters, digits, '-', '_' and '.'"),
+            format!(
+                "a subscription name is 1 to {EVENT_SUBSCRIPTION_NAME_LEN_MAX} ASCII letters, digits, '-', '_' and '.'"
+            ),
         ));
     }
     Ok(())
@@ -320,7 +326,9 @@ impl EventFilter {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.types.is_empty() && self.stream_prefix.as_deref().is_none_or(str::is_empty) && self.correlation_id.is_none()
+        self.types.is_empty()
+            && self.stream_prefix.as_deref().is_none_or(str::is_empty)
+            && self.correlation_id.is_none()
     }
 
     pub fn matches(&self, stream_id: &str, r#type: &str, correlation_id: Option<&str>) -> bool {

@@ -21,7 +21,8 @@ impl Model {
         let state = self.state();
         let from = state.visible_from as usize;
         let found = self.ids[from..].iter().position(|id| id == ids[0]).map(|i| from + i);
-        let stored: Vec<String> = found.map(|at| self.ids[at..].iter().take(ids.len()).cloned().collect()).unwrap_or_default();
+        let stored: Vec<String> =
+            found.map(|at| self.ids[at..].iter().take(ids.len()).cloned().collect()).unwrap_or_default();
         let prior = found.map(|at| Prior { first_version: at as u64, ids: &stored });
         let last = ids.len() as u64 - 1;
         match decide_append(&state, expected, ids, prior)? {
@@ -204,7 +205,8 @@ fn checkpoints_only_move_forward() {
 
 #[test]
 fn filters_match_types_prefixes_and_correlation() {
-    let f = EventFilter { types: vec!["A".into(), "B".into()], stream_prefix: Some("order-".into()), correlation_id: None };
+    let f =
+        EventFilter { types: vec!["A".into(), "B".into()], stream_prefix: Some("order-".into()), correlation_id: None };
     assert!(f.matches("order-1", "A", None));
     assert!(!f.matches("order-1", "C", None));
     assert!(!f.matches("user-1", "A", None));
@@ -213,5 +215,7 @@ fn filters_match_types_prefixes_and_correlation() {
     assert!(!c.matches("x", "T", Some("j")));
     assert!(!c.matches("x", "T", None));
     assert!(EventFilter::default().is_empty());
-    assert!(EventFilter { types: vec!["x".into(); EVENT_FILTER_TYPES_MAX + 1], ..Default::default() }.validate().is_err());
+    assert!(
+        EventFilter { types: vec!["x".into(); EVENT_FILTER_TYPES_MAX + 1], ..Default::default() }.validate().is_err()
+    );
 }

@@ -24,9 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 use sluice_core::TimeMs;
-use sluice_core::events::{
-    self, AppendError, Decision, ExpectedVersion, NewEvent, Prior, StreamState, StreamStatus,
-};
+use sluice_core::events::{self, AppendError, Decision, ExpectedVersion, NewEvent, Prior, StreamState, StreamStatus};
 use sluice_core::stream::{NewRecord, StreamConfig};
 use sluice_store::{AppendedEvents, EventError, StoredEvent};
 
@@ -122,7 +120,10 @@ impl EventLog {
     pub fn open(data_dir: &Path, records: &Records, durable: Arc<Durable>) -> Result<EventLog, Damage> {
         let opened = Partition::open(data_dir.join("events").join("all"), 0, 0)?;
         if let Some((file, at, why)) = &opened.torn {
-            tracing::warn!("cut the event log's torn tail (never acknowledged) at byte {at} of {}: {why}", file.display());
+            tracing::warn!(
+                "cut the event log's torn tail (never acknowledged) at byte {at} of {}: {why}",
+                file.display()
+            );
         }
         let config = StreamConfig { retention_ms: u64::MAX, ..StreamConfig::default() };
         let mut me = EventLog {
@@ -134,8 +135,10 @@ impl EventLog {
             durable,
         };
         for r in records.list(KIND_STREAM, "", None, usize::MAX) {
-            let state: StreamState = codec::decode(&r.value)
-                .map_err(|e| Damage { file: data_dir.join("events"), reason: format!("event_stream/{}: {e}", r.key) })?;
+            let state: StreamState = codec::decode(&r.value).map_err(|e| Damage {
+                file: data_dir.join("events"),
+                reason: format!("event_stream/{}: {e}", r.key),
+            })?;
             me.streams.entry(r.key).or_default().state = Some(state);
         }
         let mut at = me.log.first_offset();

@@ -26,7 +26,8 @@ impl EventLog {
         let mut out = Vec::with_capacity(count);
         let mut at = from;
         while out.len() < count && *bytes < READ_BYTES_MAX {
-            let records = self.log.read(at, count - out.len(), READ_BYTES_MAX - *bytes).map_err(|e| read_failed(e, at))?;
+            let records =
+                self.log.read(at, count - out.len(), READ_BYTES_MAX - *bytes).map_err(|e| read_failed(e, at))?;
             let Some(last) = records.last() else { break };
             at = last.offset + 1;
             for r in records {
@@ -75,7 +76,11 @@ impl EventLog {
             }
             Direction::Backward => {
                 let from = read.from_version.unwrap_or(last_version).min(last_version);
-                if from < first_version { Vec::new() } else { (first_version..=from).rev().take(max as usize).collect() }
+                if from < first_version {
+                    Vec::new()
+                } else {
+                    (first_version..=from).rev().take(max as usize).collect()
+                }
             }
         };
         let mut positions: Vec<u64> = versions.iter().map(|v| s.positions[(v - first_version) as usize]).collect();

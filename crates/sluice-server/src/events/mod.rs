@@ -12,8 +12,8 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use serde::Deserialize;
 use sluice_api::events::{
-    AllEventsResponse, AppendEventsRequest, AppendEventsResponse, ExpectedName, ExpectedVersionWire, PutSnapshotRequest,
-    SnapshotResponse, SnapshotWire, StreamEventsResponse,
+    AllEventsResponse, AppendEventsRequest, AppendEventsResponse, ExpectedName, ExpectedVersionWire,
+    PutSnapshotRequest, SnapshotResponse, SnapshotWire, StreamEventsResponse,
 };
 use sluice_api::{ErrorCode, ErrorResponse};
 use sluice_core::ValidationError;
@@ -80,8 +80,11 @@ pub async fn append(
 ) -> JsonResult<AppendEventsResponse> {
     let count = request.events.len();
     if count == 0 {
-        return Err(ApiError::new(ErrorCode::EmptyBatch, format!("events is empty; send 1 to {EVENTS_PER_APPEND_MAX}"))
-            .with_details(serde_json::json!({ "field": "events" })));
+        return Err(ApiError::new(
+            ErrorCode::EmptyBatch,
+            format!("events is empty; send 1 to {EVENTS_PER_APPEND_MAX}"),
+        )
+        .with_details(serde_json::json!({ "field": "events" })));
     }
     if count > EVENTS_PER_APPEND_MAX {
         return Err(ApiError::new(
@@ -106,7 +109,9 @@ pub async fn append(
     let label = match &outcome {
         Ok(a) if a.duplicate => "duplicate",
         Ok(_) => "appended",
-        Err(EventError::Append(sluice_core::events::AppendError::WrongExpectedVersion { .. })) => "wrong_expected_version",
+        Err(EventError::Append(sluice_core::events::AppendError::WrongExpectedVersion { .. })) => {
+            "wrong_expected_version"
+        }
         Err(_) => "refused",
     };
     metrics::counter!("sluice_event_appends_total", "outcome" => label).increment(1);
@@ -152,7 +157,8 @@ pub async fn read_stream(
         Some("backward") => Direction::Backward,
         Some(_) => return Err(ValidationError::new("direction", "is forward or backward").into()),
     };
-    let read = StreamRead { from_version: params.from_version, direction, max: params.max.unwrap_or(EVENT_READ_DEFAULT) };
+    let read =
+        StreamRead { from_version: params.from_version, direction, max: params.max.unwrap_or(EVENT_READ_DEFAULT) };
     let got = state.store().read_stream(&stream_id, read).await?;
     wire::count_read("stream", got.events.len());
     Ok(axum::Json(StreamEventsResponse {

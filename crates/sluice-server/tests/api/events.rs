@@ -16,7 +16,8 @@ async fn append(s: &TestServer, stream: &str, expected: Value, events: Value, st
 #[tokio::test]
 async fn appends_check_expected_versions_and_dedup_by_event_id() {
     let s = TestServer::start();
-    let first = append(&s, "order-1", json!("no_stream"), json!([event("a", "Placed", 1), event("b", "Paid", 2)]), 200).await;
+    let first =
+        append(&s, "order-1", json!("no_stream"), json!([event("a", "Placed", 1), event("b", "Paid", 2)]), 200).await;
     assert_eq!(first, json!({ "first_version": 0, "last_version": 1, "first_position": 0, "last_position": 1 }));
     let conflict = append(&s, "order-1", json!(0), json!([event("c", "Shipped", 3)]), 409).await;
     assert_eq!(conflict["error"]["code"], "wrong_expected_version");
@@ -24,7 +25,8 @@ async fn appends_check_expected_versions_and_dedup_by_event_id() {
     let none = append(&s, "order-2", json!("exists"), json!([event("x", "T", 0)]), 409).await;
     assert_eq!(none["error"]["details"]["actual_version"], Value::Null);
     // A re-sent append answers the original.
-    let again = append(&s, "order-1", json!("no_stream"), json!([event("a", "Placed", 1), event("b", "Paid", 2)]), 200).await;
+    let again =
+        append(&s, "order-1", json!("no_stream"), json!([event("a", "Placed", 1), event("b", "Paid", 2)]), 200).await;
     assert_eq!(again, first);
     let clash = append(&s, "order-1", json!("any"), json!([event("b", "Paid", 2), event("z", "T", 0)]), 409).await;
     assert_eq!(clash["error"]["code"], "event_id_conflict");
@@ -35,7 +37,10 @@ async fn appends_check_expected_versions_and_dedup_by_event_id() {
     // Bad input: clear codes.
     assert_eq!(append(&s, "order-1", json!("any"), json!([]), 400).await["error"]["code"], "empty_batch");
     let bad = append(&s, "$all", json!("any"), json!([event("q", "T", 0)]), 400).await;
-    assert_eq!((&bad["error"]["code"], &bad["error"]["details"]["field"]), (&json!("invalid_argument"), &json!("stream_id")));
+    assert_eq!(
+        (&bad["error"]["code"], &bad["error"]["details"]["field"]),
+        (&json!("invalid_argument"), &json!("stream_id"))
+    );
     let bad = append(&s, "o", json!("maybe"), json!([event("q", "T", 0)]), 400).await;
     assert_eq!(bad["error"]["code"], "invalid_json");
     let bad = append(&s, "o", json!("any"), json!([event("q", "has space", 0)]), 400).await;
@@ -57,16 +62,23 @@ async fn streams_read_both_ways_and_all_reads_filter_and_page() {
     let events = read["events"].as_array().unwrap();
     assert_eq!(events.iter().map(|e| e["version"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 2]);
     let e = &events[0];
-    assert_eq!((&e["id"], &e["type"], &e["data"], &e["metadata"]), (&json!("o1"), &json!("Odd"), &json!({"n": 1}), &json!({"by": "test"})));
+    assert_eq!(
+        (&e["id"], &e["type"], &e["data"], &e["metadata"]),
+        (&json!("o1"), &json!("Odd"), &json!({"n": 1}), &json!({"by": "test"}))
+    );
     assert_eq!((&e["stream_id"], &e["position"], &e["correlation_id"]), (&json!("order-1"), &json!(2), &json!("c1")));
     assert!(e["time"].as_str().unwrap().ends_with('Z') && e["time_ms"].as_u64().is_some());
     let back = s.expect("GET", "/v1/events/streams/order-1?direction=backward&max=2", None, 200).await;
-    assert_eq!(back["events"].as_array().unwrap().iter().map(|e| e["version"].as_u64().unwrap()).collect::<Vec<_>>(), [3, 2]);
+    assert_eq!(
+        back["events"].as_array().unwrap().iter().map(|e| e["version"].as_u64().unwrap()).collect::<Vec<_>>(),
+        [3, 2]
+    );
     let missing = s.expect("GET", "/v1/events/streams/nope", None, 404).await;
     assert_eq!(missing["error"]["code"], "event_stream_not_found");
 
     let all = s.expect("GET", "/v1/events/all?from_position=2&max=3", None, 200).await;
-    let positions: Vec<u64> = all["events"].as_array().unwrap().iter().map(|e| e["position"].as_u64().unwrap()).collect();
+    let positions: Vec<u64> =
+        all["events"].as_array().unwrap().iter().map(|e| e["position"].as_u64().unwrap()).collect();
     assert_eq!(positions, [2, 3, 4]);
     assert_eq!((all["next_position"].as_u64(), all["head_position"].as_u64()), (Some(5), Some(8)));
     let odd = s.expect("GET", "/v1/events/all?types=Odd,Nothing", None, 200).await;
@@ -97,7 +109,9 @@ async fn subscriptions_fetch_after_forward_only_checkpoints() {
     assert_eq!(exists["error"]["code"], "event_subscription_exists");
     let tail = s.expect("POST", "/v1/events/subscriptions", Some(json!({ "name": "tail", "from": "end" })), 201).await;
     assert_eq!(tail["start_position"], 3);
-    let at = s.expect("POST", "/v1/events/subscriptions", Some(json!({ "name": "at", "from": { "position": 2 } })), 201).await;
+    let at = s
+        .expect("POST", "/v1/events/subscriptions", Some(json!({ "name": "at", "from": { "position": 2 } })), 201)
+        .await;
     assert_eq!(at["next_position"], 2);
 
     let fetched = s.expect("POST", "/v1/events/subscriptions/billing/fetch", Some(json!({ "max": 2 })), 200).await;
@@ -105,9 +119,14 @@ async fn subscriptions_fetch_after_forward_only_checkpoints() {
     let cp = s.expect("POST", "/v1/events/subscriptions/billing/checkpoint", Some(json!({ "position": 1 })), 200).await;
     assert_eq!((&cp["checkpoint"], &cp["next_position"]), (&json!(1), &json!(2)));
     s.expect("POST", "/v1/events/subscriptions/billing/checkpoint", Some(json!({ "position": 1 })), 200).await;
-    let back = s.expect("POST", "/v1/events/subscriptions/billing/checkpoint", Some(json!({ "position": 0 })), 409).await;
-    assert_eq!((&back["error"]["code"], &back["error"]["details"]["checkpoint"]), (&json!("checkpoint_regression"), &json!(1)));
-    let past = s.expect("POST", "/v1/events/subscriptions/billing/checkpoint", Some(json!({ "position": 99 })), 400).await;
+    let back =
+        s.expect("POST", "/v1/events/subscriptions/billing/checkpoint", Some(json!({ "position": 0 })), 409).await;
+    assert_eq!(
+        (&back["error"]["code"], &back["error"]["details"]["checkpoint"]),
+        (&json!("checkpoint_regression"), &json!(1))
+    );
+    let past =
+        s.expect("POST", "/v1/events/subscriptions/billing/checkpoint", Some(json!({ "position": 99 })), 400).await;
     assert_eq!(past["error"]["code"], "invalid_argument");
     let rest = s.expect("POST", "/v1/events/subscriptions/billing/fetch", None, 200).await;
     assert_eq!(rest["events"].as_array().unwrap().iter().map(|e| e["id"].clone()).collect::<Vec<_>>(), [json!("o2")]);
@@ -138,7 +157,8 @@ async fn snapshots_return_the_events_after_them_and_deletes_hide_streams() {
     assert_eq!((&got["snapshot"]["version"], &got["snapshot"]["data"]), (&json!(2), &json!({ "items": 3 })));
     let after: Vec<u64> = got["events"].as_array().unwrap().iter().map(|e| e["version"].as_u64().unwrap()).collect();
     assert_eq!((after, &got["last_version"]), (vec![3, 4], &json!(4)));
-    let bad = s.expect("PUT", "/v1/events/streams/cart-1/snapshot", Some(json!({ "version": 9, "data": {} })), 400).await;
+    let bad =
+        s.expect("PUT", "/v1/events/streams/cart-1/snapshot", Some(json!({ "version": 9, "data": {} })), 400).await;
     assert_eq!(bad["error"]["details"]["field"], "version");
     s.expect("PUT", "/v1/events/streams/nope/snapshot", Some(json!({ "version": 0, "data": {} })), 404).await;
 

@@ -4,8 +4,8 @@
 mod support;
 
 mod alerts;
-mod events;
 mod dashboard;
+mod events;
 mod jobs;
 mod messages;
 mod operations;

@@ -108,7 +108,11 @@ pub async fn events_read_streams_both_ways_and_all_with_filters(b: &dyn Backend)
     assert_eq!(evens.events.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), ["o0", "o2", "o4"]);
     let prefix = EventFilter { stream_prefix: Some("user-".into()), ..Default::default() };
     assert_eq!(s.read_all(filtered(prefix)).await.unwrap().events.len(), 5);
-    let both = EventFilter { types: vec!["Odd".into(), "Other".into()], stream_prefix: Some("order".into()), ..Default::default() };
+    let both = EventFilter {
+        types: vec!["Odd".into(), "Other".into()],
+        stream_prefix: Some("order".into()),
+        ..Default::default()
+    };
     let odd = s.read_all(filtered(both)).await.unwrap();
     assert_eq!(odd.events.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), ["o1", "o3"]);
     let corr = EventFilter { correlation_id: Some("c1".into()), ..Default::default() };

@@ -66,7 +66,9 @@ struct AppendArgs {
 
 /// Read one stream's events, forward from a version or backward from the end.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  sluice events read order-1\n  sluice events read order-1 --from 10 --max 20\n  sluice events read order-1 --backward --max 1 --json")]
+#[command(
+    after_help = "Examples:\n  sluice events read order-1\n  sluice events read order-1 --from 10 --max 20\n  sluice events read order-1 --backward --max 1 --json"
+)]
 struct ReadArgs {
     stream_id: String,
     /// The first version to read (inclusive).
@@ -84,7 +86,9 @@ struct ReadArgs {
 
 /// Read every event in the global order ($all), filtered; --follow keeps tailing.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  sluice events all\n  sluice events all --from 1000 --types OrderPlaced --stream-prefix order-\n  sluice events all --follow")]
+#[command(
+    after_help = "Examples:\n  sluice events all\n  sluice events all --from 1000 --types OrderPlaced --stream-prefix order-\n  sluice events all --follow"
+)]
 struct AllArgs {
     /// The first position to read (inclusive).
     #[arg(long, default_value_t = 0, value_name = "POSITION")]
@@ -109,7 +113,9 @@ struct AllArgs {
 /// Create (or reuse) a durable subscription and print its next events, checkpointing each
 /// batch after it was printed; --follow keeps going.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  sluice events subscribe billing --from start\n  sluice events subscribe audit --from end --types OrderPlaced --follow\n  sluice events subscribe replay --from 1200 --no-checkpoint --json")]
+#[command(
+    after_help = "Examples:\n  sluice events subscribe billing --from start\n  sluice events subscribe audit --from end --types OrderPlaced --follow\n  sluice events subscribe replay --from 1200 --no-checkpoint --json"
+)]
 struct SubscribeArgs {
     /// The subscription's name.
     name: String,
@@ -191,19 +197,13 @@ async fn append(args: AppendArgs) -> Result<()> {
 }
 
 fn print_events(events: &[EventWire]) {
-    output::print_rows(
-        events,
-        "no events",
-        &["position", "stream", "version", "type", "time", "data"],
-        &[0, 2],
-        |e| {
-            let mut data = e.data.to_string();
-            if data.chars().count() > 60 {
-                data = data.chars().take(59).collect::<String>() + "…";
-            }
-            vec![e.position.to_string(), e.stream_id.clone(), e.version.to_string(), e.r#type.clone(), e.time.clone(), data]
-        },
-    );
+    output::print_rows(events, "no events", &["position", "stream", "version", "type", "time", "data"], &[0, 2], |e| {
+        let mut data = e.data.to_string();
+        if data.chars().count() > 60 {
+            data = data.chars().take(59).collect::<String>() + "…";
+        }
+        vec![e.position.to_string(), e.stream_id.clone(), e.version.to_string(), e.r#type.clone(), e.time.clone(), data]
+    });
 }
 
 async fn read(args: ReadArgs) -> Result<()> {
