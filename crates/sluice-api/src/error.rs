@@ -84,6 +84,10 @@ codes! {
     InsufficientStorage = "insufficient_storage", 507, "The disk holding the server's data is full; calls are refused until space is freed, then served again without a restart. Retry later.";
     ShuttingDown = "shutting_down", 503, "The server is shutting down.";
     Internal = "internal", 500, "An unexpected server error; the log has the details.";
+    // Backpressure
+    QueueFull = "queue_full", 429, "The queue is at its max_depth_messages or max_depth_bytes and its overflow policy is reject (`details` has the depth and the limits); retry after `Retry-After` seconds, or slow down as the send answers' depth nears the limit.";
+    RateLimited = "rate_limited", 429, "The resource's rate_limit (token bucket) has no token for this call; retry after `Retry-After` seconds.";
+    Shedding = "shedding", 503, "The server is past a load-shedding watermark (write backlog, memory or disk; `details.reason`) and refuses writes of this priority; retry after `Retry-After` seconds.";
     // Schedules
     ScheduleNotFound = "schedule_not_found", 404, "No schedule has this name.";
     ScheduleExists = "schedule_exists", 409, "A schedule of this name exists with a different definition.";

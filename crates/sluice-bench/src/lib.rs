@@ -39,6 +39,7 @@ mod fanout;
 mod fifo;
 mod job_system;
 mod jobs;
+mod overload;
 mod peer_args;
 #[cfg(feature = "peers")]
 mod peers;
@@ -106,6 +107,9 @@ pub enum Scenario {
     Jobs,
     /// Sends of a 1 KiB JSON body without and with schema validation, and their ratio.
     Schema,
+    /// Producers at 2x, 5x and 10x what consumers take, with a depth limit and without:
+    /// accepted and refused rates, and a high-priority trickle's send latency.
+    Overload,
 }
 
 impl Scenario {
@@ -121,6 +125,7 @@ impl Scenario {
             Scenario::Streams => "streams",
             Scenario::Jobs => "jobs",
             Scenario::Schema => "schema",
+            Scenario::Overload => "overload",
         }
     }
 }
@@ -394,6 +399,7 @@ impl Plan {
             Scenario::Soak => vec![soak::SOAK_BATCH],
             Scenario::Fanout => vec![fanout::PUBLISH_BATCH],
             Scenario::Schema => vec![schemas::SEND_BATCH],
+            Scenario::Overload => vec![1],
             Scenario::Jobs => vec![1],
             Scenario::Streams if args.batch.is_empty() => THROUGHPUT_BATCHES_DEFAULT.to_vec(),
             Scenario::Streams => args.batch.clone(),
@@ -527,6 +533,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Peers => bail!(PEERS_MISSING),
         Scenario::Fanout => fanout::run(&plan).await,
         Scenario::Schema => schemas::run(&plan).await,
+        Scenario::Overload => overload::run(&plan).await,
         Scenario::Streams => {
             let streams = plan.streams.clone().expect("the streams scenario has a streams plan");
             streams::run(&plan, &streams).await

@@ -6,11 +6,13 @@
 //! partitions by the same job, so the writer writes them with this turn's batch and the sync
 //! stage syncs their segment files before it answers, as for a plain append.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
+use sluice_core::broker::PendingDepth;
 use sluice_core::message::MessageContent;
-use sluice_core::{Admission, NewMessage};
+use sluice_core::overflow::{Depth, Placement};
+use sluice_core::{Admission, EntryError, NewMessage};
 use sluice_store::{
     CommitStore, Committed, Conflict, Counters, Refused, StoreError, Write, WriteOutcome, validate_commit,
 };
@@ -44,7 +46,10 @@ impl CommitStore for EmbeddedStore {
                             let id = e.broker.queue_id(&queue)?;
                             let mut sent = Vec::with_capacity(messages.len());
                             for message in messages {
-                                let s = e.broker.send(id, &message, message_id(), now).expect("admitted by `check`");
+                                let s = e
+                                    .broker
+                                    .send_unlimited(id, &message, message_id(), now)
+                                    .expect("admitted by `check`");
                                 if !s.duplicate {
                                     let NewMessage {
                                         body, body_binary, attributes, system_attributes, envelope, ..
@@ -99,6 +104,10 @@ fn check(e: &Engine, writes: &[Write], now: u64) -> Result<Result<(), Refused>, 
     let mut written: HashMap<(&str, &str), Option<&[u8]>> = HashMap::new();
     // Dedup ids that earlier appends of the commit take, per stream.
     let mut taken: HashMap<&str, usize> = HashMap::new();
+    // What earlier sends of the commit do to each queue's depth, and the FIFO dedup keys they
+    // take (a later send with one of them is a duplicate and adds nothing).
+    let mut pending: HashMap<u64, PendingDepth> = HashMap::new();
+    let mut keys: HashSet<(u64, String)> = HashSet::new();
     for (index, write) in writes.iter().enumerate() {
         let refuse = |conflict| Ok(Err(Refused { write: index, conflict }));
         match write {
@@ -108,7 +117,29 @@ fn check(e: &Engine, writes: &[Write], now: u64) -> Result<Result<(), Refused>, 
                 // ones are duplicates of the first, which `send` answers when it applies them.
                 for (message, m) in messages.iter().enumerate() {
                     match e.broker.admit(id, m, now) {
-                        Ok(Admission::New { .. } | Admission::Duplicate(_)) => {}
+                        Ok(Admission::Duplicate(_)) => {}
+                        Ok(Admission::New { dedup_key, size_bytes, .. }) => {
+                            if let Some(key) = dedup_key
+                                && !keys.insert((id, key))
+                            {
+                                continue;
+                            }
+                            // A full queue whose policy refuses refuses the whole commit, as
+                            // any refused message does; `drop_head` and `reject_to_dlq` apply.
+                            if e.broker.placement(id, size_bytes, pending.entry(id).or_default()) == Placement::Refused
+                            {
+                                let view = e.broker.queue_view(id, now).expect("the queue exists");
+                                let error = EntryError::QueueFull {
+                                    depth: Depth {
+                                        messages: view.stats.depth_messages(),
+                                        bytes: view.stats.depth_bytes,
+                                    },
+                                    max_messages: view.attributes.max_depth_messages,
+                                    max_bytes: view.attributes.max_depth_bytes,
+                                };
+                                return refuse(Conflict::MessageRefused { message, error });
+                            }
+                        }
                         Err(error) => return refuse(Conflict::MessageRefused { message, error }),
                     }
                 }

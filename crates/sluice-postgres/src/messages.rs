@@ -247,8 +247,24 @@ pub fn admit(message: &NewMessage, attributes: &QueueAttributes, now_ms: TimeMs)
 pub async fn send(inner: &Inner, queue: &str, messages: Vec<NewMessage>) -> Result<EntryResults<Sent>, StoreError> {
     let client = inner.client().await?;
     let q = lookup(&client, queue).await?;
+    if q.attributes.rate_limit.is_some() {
+        return crate::rate::send_limited(inner, client, (queue, &q), messages).await;
+    }
+    send_to(inner, client, (queue, &q), messages).await
+}
+
+/// A send to queue `q` once its rate limit (if any) let the messages through.
+pub async fn send_to(
+    inner: &Inner,
+    client: deadpool_postgres::Object,
+    (queue, q): (&str, &QueueRow),
+    messages: Vec<NewMessage>,
+) -> Result<EntryResults<Sent>, StoreError> {
     if q.attributes.fifo {
-        return crate::fifo::send(inner, client, (queue, &q), messages).await;
+        return crate::fifo::send(inner, client, (queue, q), messages).await;
+    }
+    if q.attributes.has_depth_limit() {
+        return crate::depth::send(inner, client, (queue, q), messages).await;
     }
     let now = now_ms();
     let mut admitted = Vec::with_capacity(messages.len());
@@ -265,10 +281,7 @@ pub async fn send(inner: &Inner, queue: &str, messages: Vec<NewMessage>) -> Resu
     }
     let seqs =
         if batch.ids.is_empty() { HashMap::new() } else { insert(inner, &client, (queue, q.id), &batch).await? };
-    Ok(admitted
-        .into_iter()
-        .map(|r| r.map(|id| Sent { seq: ms(seqs[&id]), id: MessageId(id.as_u128()), duplicate: false }))
-        .collect())
+    Ok(admitted.into_iter().map(|r| r.map(|id| Sent::new(ms(seqs[&id]), MessageId(id.as_u128())))).collect())
 }
 
 /// A standard queue's send inside the caller's transaction (an atomic commit): every message's
@@ -284,25 +297,63 @@ pub async fn send_in(
     }
     let now = now_ms();
     let mut batch = Batch::default();
+    let mut sizes = Vec::with_capacity(messages.len());
     for (i, m) in messages.into_iter().enumerate() {
         if let Err(e) = admit(&m, &q.attributes, now) {
             return Ok(Err((i, e)));
         }
+        sizes.push(m.size_bytes());
         batch.push(new_message_id(), m, &q.attributes);
     }
     if batch.ids.is_empty() {
         return Ok(Ok((Vec::new(), 0)));
     }
+    // A bounded queue: planned under its lock; a refused message refuses the whole commit.
+    let plan = if q.attributes.has_depth_limit() {
+        let plan = crate::depth::plan(tx, (name, q.id as i64), &q.attributes, &sizes).await?;
+        if let Some(i) = plan.entries.iter().position(Result::is_err) {
+            let e = plan.entries[i].clone().expect_err("found as an error");
+            return Ok(Err((i, e)));
+        }
+        Some(plan)
+    } else {
+        None
+    };
+    let seqs = insert_in(tx, (name, q.id as i64), &batch).await?;
+    let mut dead_lettered = Vec::new();
+    let mut sent = Vec::with_capacity(batch.ids.len());
+    for (i, id) in batch.ids.iter().enumerate() {
+        let mut s = Sent::new(ms(seqs[id]), MessageId(id.as_u128()));
+        if let Some(Ok(placed)) = plan.as_ref().map(|p| &p.entries[i]) {
+            if placed.dead_letter {
+                dead_lettered.push(seqs[id]);
+            }
+            s.dead_lettered = placed.dead_letter;
+            s.dropped = placed.dropped;
+            s.depth = Some(placed.depth);
+        }
+        sent.push(s);
+    }
+    if let Some(plan) = &plan {
+        plan.apply(tx, q.id as i64, &dead_lettered).await?;
+    }
+    Ok(Ok((sent, seqs.len() as u64)))
+}
+
+/// Inserts `batch` into queue `queue_id` in the caller's transaction; each message's sequence
+/// number by its id. `QueueNotFound` when the queue was deleted since it was looked up.
+pub(crate) async fn insert_in(
+    tx: &deadpool_postgres::Transaction<'_>,
+    (name, queue_id): (&str, i64),
+    batch: &Batch,
+) -> Result<HashMap<uuid::Uuid, i64>, StoreError> {
     let statement = tx.prepare_cached(INSERT).await.map_err(db_error)?;
-    let queue_id = q.id as i64;
-    let rows = tx.query(&statement, &insert_params(&queue_id, &batch)).await.map_err(db_error)?;
+    let rows = tx.query(&statement, &insert_params(&queue_id, batch)).await.map_err(db_error)?;
     if rows.is_empty() {
         // The queue was deleted between the look-up and the insert.
         return Err(sluice_core::BrokerError::QueueNotFound(name.to_string()).into());
     }
-    let seqs: HashMap<uuid::Uuid, i64> = rows.iter().map(|r| (r.get("id"), r.get("seq"))).collect();
-    let sent = batch.ids.iter().map(|id| Sent { seq: ms(seqs[id]), id: MessageId(id.as_u128()), duplicate: false });
-    Ok(Ok((sent.collect(), rows.len() as u64)))
+    Ok(rows.iter().map(|r| (r.get("id"), r.get("seq"))).collect())
 }
 
 /// The parameters of `INSERT` for a batch into queue `queue_id`.

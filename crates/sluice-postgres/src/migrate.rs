@@ -17,6 +17,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration { version: 5, name: "records", sql: include_str!("../migrations/0005_records.sql") },
     Migration { version: 6, name: "streams", sql: include_str!("../migrations/0006_streams.sql") },
     Migration { version: 7, name: "jobs", sql: include_str!("../migrations/0007_jobs.sql") },
+    Migration { version: 8, name: "backpressure", sql: include_str!("../migrations/0008_backpressure.sql") },
 ];
 
 #[derive(Debug, Clone, Copy)]

@@ -31,6 +31,7 @@ mod redrive;
 mod relays;
 mod schedule_routes;
 mod schema_routes;
+mod shed;
 mod stats_routes;
 mod streams;
 mod topic_routes;
@@ -48,6 +49,7 @@ use sluice_core::limits::REQUEST_BYTES_MAX;
 use sluice_services::alerts::{Alerts, AlertsConfig};
 use sluice_services::jobs::JobsConfig;
 use sluice_services::redrive::Redrives;
+pub use sluice_services::shedding::ShedConfig;
 use sluice_services::sqs::SqsState;
 use sluice_services::stats::Stats;
 use sluice_services::topics::worker::Endpoints;
@@ -83,6 +85,8 @@ pub struct ServerConfig {
     /// The secret job completion webhooks are signed with; made once and shared by every node
     /// through the store when `None`.
     pub job_callback_secret: Option<String>,
+    /// Load shedding's watermarks (`sluice_services::shedding`).
+    pub shed: sluice_services::shedding::ShedConfig,
 }
 
 impl Default for ServerConfig {
@@ -95,6 +99,7 @@ impl Default for ServerConfig {
             alert_evaluate_ms: sluice_services::alerts::ALERT_EVALUATE_MS_DEFAULT,
             relay_node: None,
             job_callback_secret: None,
+            shed: sluice_services::shedding::ShedConfig::default(),
         }
     }
 }
@@ -136,6 +141,10 @@ impl AppState {
         self.services.alerts()
     }
 
+    fn shedder(&self) -> &sluice_services::shedding::Shedder {
+        self.services.shedder()
+    }
+
     /// Now, on the services' clock.
     fn now_ms(&self) -> u64 {
         self.services.clock().now_ms()
@@ -170,6 +179,7 @@ pub fn services(
         alerts,
         relay_node: config.relay_node.clone(),
         jobs,
+        shed: config.shed.clone(),
         ..ServicesConfig::new(arns)
     };
     Services::new(store, clock, services)

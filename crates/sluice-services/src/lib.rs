@@ -32,6 +32,7 @@ pub mod redrive;
 pub mod relays;
 pub mod schedules;
 pub mod schemas;
+pub mod shedding;
 pub mod sqs;
 pub mod stats;
 pub mod streams;
@@ -49,6 +50,7 @@ use redrive::Redrives;
 use relays::Relays;
 use schedules::Schedules;
 use schemas::Schemas;
+use shedding::{ShedConfig, Shedder};
 use sqs::SqsState;
 use stats::{CallCounts, CountingQueues, STATS_SAMPLE_MS_DEFAULT, Stats};
 use topics::worker::{Endpoints, PushConfig};
@@ -66,6 +68,8 @@ pub struct ServicesConfig {
     /// This node's name on relay leases; see [`Relays`]. `None`: a random name.
     pub relay_node: Option<String>,
     pub jobs: JobsConfig,
+    /// Load shedding's watermarks (`shedding.rs`).
+    pub shed: ShedConfig,
 }
 
 impl ServicesConfig {
@@ -78,6 +82,7 @@ impl ServicesConfig {
             alerts: AlertsConfig::default(),
             relay_node: None,
             jobs: JobsConfig::default(),
+            shed: ShedConfig::default(),
         }
     }
 }
@@ -97,6 +102,7 @@ pub struct Services {
     alerts: Arc<Alerts>,
     relays: Relays,
     jobs: Arc<Jobs>,
+    shedder: Arc<Shedder>,
 }
 
 impl Services {
@@ -110,6 +116,7 @@ impl Services {
             commits: store.clone(),
             logs: store.clone(),
             jobs: store.clone(),
+            rates: store.clone(),
             status: store,
         });
         let schemas = Schemas::new(store.clone(), clock.clone());
@@ -123,6 +130,7 @@ impl Services {
             sqs: SqsState::default(),
             relays: Relays::new(config.relay_node),
             jobs: Arc::new(Jobs::new(store.clone(), clock.clone(), config.jobs)),
+            shedder: Arc::new(Shedder::new(config.shed)),
             stats: Arc::new(Stats::new(store.clone(), clock.clone(), counts, config.stats_sample_ms)),
             alerts: Arc::new(Alerts::new(store.clone(), clock.clone(), config.alerts)),
             store,
@@ -174,6 +182,11 @@ impl Services {
         &self.relays
     }
 
+    /// Load shedding: whether writes of a priority are taken now (`shedding.rs`).
+    pub fn shedder(&self) -> &Arc<Shedder> {
+        &self.shedder
+    }
+
     pub fn jobs(&self) -> &Arc<Jobs> {
         &self.jobs
     }
@@ -197,7 +210,9 @@ impl Services {
         let evaluator = self.alerts.spawn();
         let callback_worker = jobs::callbacks::spawn(self.jobs.clone(), self.push.clone());
         Relays::start(self);
-        let tasks = vec![push_worker, schedules, stream_sweep, sampler, evaluator, callback_worker];
+        let store = self.store.clone();
+        let shed_sampler = self.shedder.spawn(self.clock.clone(), move || store.backlog());
+        let tasks = vec![push_worker, schedules, stream_sweep, sampler, evaluator, callback_worker, shed_sampler];
         Running { services: self.clone(), tasks }
     }
 

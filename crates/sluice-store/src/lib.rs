@@ -16,6 +16,7 @@
 //! - [`LogStore`] (`log.rs`): streams, append-only partitioned logs with gapless offsets, and
 //!   their consumer groups; the event store reuses it (appends with an expectation).
 //! - [`JobStore`] (`jobs.rs`): async jobs, each call one atomic state transition.
+//! - [`RateStore`] (`rate.rs`): token buckets of rate limits, shared by every node.
 //!
 //! [`Store`] is all of them together, what a backend is and what `serve` hands the services.
 //! A part that needs one concern only takes that trait (`Arc<dyn RecordStore>`), so that its
@@ -28,6 +29,7 @@ mod jobs;
 mod log;
 mod parts;
 mod queue;
+mod rate;
 mod records;
 mod status;
 
@@ -52,6 +54,7 @@ pub use parts::StoreParts;
 pub use queue::{
     EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage, StoredMessage, VisibilityRule,
 };
+pub use rate::{RATE_KEY_LEN_MAX, RateStore, validate_rate_key};
 pub use records::{
     RECORD_KEY_LEN_MAX, RECORD_KIND_LEN_MAX, RECORD_LIST_LIMIT_MAX, RECORD_VALUE_BYTES_MAX, Record, RecordStore,
     validate_record_key, validate_record_list, validate_record_value,
@@ -98,12 +101,12 @@ impl From<ValidationError> for StoreError {
 
 /// A whole backend: every concern's trait. Implemented for every type that implements them
 /// all, so a backend implements the concerns and is a `Store` by that.
-pub trait Store: QueueStore + RecordStore + CommitStore + LogStore + JobStore + StoreStatus {}
+pub trait Store: QueueStore + RecordStore + CommitStore + LogStore + JobStore + RateStore + StoreStatus {}
 
-impl<T: QueueStore + RecordStore + CommitStore + LogStore + JobStore + StoreStatus + ?Sized> Store for T {}
+impl<T: QueueStore + RecordStore + CommitStore + LogStore + JobStore + RateStore + StoreStatus + ?Sized> Store for T {}
 
 /// The store traits, for `use sluice_store::prelude::*`: calling a concern's method on a
 /// `dyn Store` needs that concern's trait in scope.
 pub mod prelude {
-    pub use crate::{CommitStore, JobStore, LogStore, QueueStore, RecordStore, Store, StoreStatus};
+    pub use crate::{CommitStore, JobStore, LogStore, QueueStore, RateStore, RecordStore, Store, StoreStatus};
 }

@@ -17,8 +17,9 @@ use sluice_core::stream::{NewRecord, StreamConfig, StreamConfigPatch};
 use crate::{
     AppendResults, ClaimedJob, CommitStore, Committed, EnqueuedJob, EntryResults, Expectation, FetchRequest, Fetched,
     GroupConfig, GroupView, HeartbeatAnswer, JobListRequest, JobPage, JobStore, JobView, LogError, LogStore, NackEntry,
-    PeekedMessage, QueueStore, ReadBatch, ReadRequest, ReceiptResults, ReceiveRequest, ReceivedMessage, Record,
-    RecordStore, SeekTo, StoreCounters, StoreError, StoreStatus, StreamView, SweepReport, VisibilityRule, Write,
+    PeekedMessage, QueueStore, RateStore, ReadBatch, ReadRequest, ReceiptResults, ReceiveRequest, ReceivedMessage,
+    Record, RecordStore, SeekTo, StoreCounters, StoreError, StoreStatus, StreamView, SweepReport, VisibilityRule,
+    Write,
 };
 
 /// A store made of parts; every call goes to the part of its concern.
@@ -29,7 +30,20 @@ pub struct StoreParts {
     pub commits: Arc<dyn CommitStore>,
     pub logs: Arc<dyn LogStore>,
     pub jobs: Arc<dyn JobStore>,
+    pub rates: Arc<dyn RateStore>,
     pub status: Arc<dyn StoreStatus>,
+}
+
+#[async_trait]
+impl RateStore for StoreParts {
+    async fn take_tokens(
+        &self,
+        key: &str,
+        limit: sluice_core::rate::RateLimit,
+        asked: u64,
+    ) -> Result<sluice_core::rate::Taken, StoreError> {
+        self.rates.take_tokens(key, limit, asked).await
+    }
 }
 
 #[async_trait]
@@ -285,5 +299,9 @@ impl StoreStatus for StoreParts {
 
     fn counters(&self) -> StoreCounters {
         self.status.counters()
+    }
+
+    fn backlog(&self) -> Option<u64> {
+        self.status.backlog()
     }
 }

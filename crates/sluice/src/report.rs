@@ -162,6 +162,11 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         SchemaValidationFailed => {
             "fix the message at the pointer shown, or check it first with `sluice schema check TYPE --body JSON`"
         }
+        QueueFull => {
+            "the queue is at its depth limit: let its consumers catch up and retry, or raise it with `sluice queue update NAME --max-depth-messages N`"
+        }
+        RateLimited => "the queue's rate limit is reached: retry after the Retry-After the server gave, or send slower",
+        Shedding => "the server is shedding load (its /readyz says why); retry later, or send with a higher --priority",
         InvalidJson | InvalidArgument | EmptyBatch | NotFound | MethodNotAllowed | UnsupportedMediaType => {
             return None;
         }

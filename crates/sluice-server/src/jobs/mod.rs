@@ -88,6 +88,8 @@ pub async fn enqueue(
         return Err(crate::error::violation_error(&violation));
     }
     let job = convert::new_job(request)?;
+    // A job's priority is its band while the server sheds.
+    crate::shed::admit(&state, &format!("job_queue:{}", job.queue), job.priority)?;
     let enqueued = jobs(&state).enqueue(job).await?;
     let body = convert::job(&enqueued.view);
     let location = format!("/v1/jobs/{}", body.id);

@@ -202,6 +202,8 @@ pub async fn append(
         )
         .with_details(serde_json::json!({ "field": "records", "count": count, "max": APPEND_RECORDS_MAX })));
     }
+    // Records carry no priority: the low band, refused first while the server sheds.
+    crate::shed::admit(&state, &format!("stream:{name}"), 0)?;
     let mut results: Vec<Option<AppendResult>> = vec![None; count];
     let (mut accepted, mut positions) = (Vec::with_capacity(count), Vec::with_capacity(count));
     for (i, r) in request.records.into_iter().enumerate() {

@@ -78,6 +78,7 @@ impl QueueStore for Poisoned {
 
 /// Keeps no streams: every stream call is refused (`LogError::Unsupported`).
 impl sluice_store::LogStore for Poisoned {}
+impl sluice_store::RateStore for Poisoned {}
 
 #[async_trait]
 impl RecordStore for Poisoned {

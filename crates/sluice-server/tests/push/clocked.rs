@@ -52,6 +52,7 @@ impl ClockedStore {
             commits: inner.clone(),
             logs: inner.clone(),
             jobs: inner.clone(),
+            rates: inner.clone(),
             status: inner,
         })
     }

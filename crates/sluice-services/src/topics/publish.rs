@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use sluice_core::filter::MessageView;
 use sluice_core::limits::{ATTRIBUTE_NAME_LEN_MAX, FIFO_SUFFIX};
 use sluice_core::message::AttributeData;
-use sluice_core::{AttributeValue, MessageEnvelope, NewMessage};
+use sluice_core::{AttributeValue, EntryError, MessageEnvelope, NewMessage};
 use sluice_store::StoreError;
 use tokio::task::JoinSet;
 
@@ -169,8 +169,15 @@ impl Topics {
             match outcome {
                 Ok(entries) => {
                     for (copy, entry) in copies.iter().zip(entries) {
-                        if let Err(e) = entry {
-                            refused.push((*copy, Refusal::Never(e.to_string())));
+                        match entry {
+                            Ok(_) => {}
+                            // The queue follows its own overflow policy (drop_head and
+                            // reject_to_dlq took the copy); a full queue that rejects, or its
+                            // rate limit, refuses it for now, not for ever.
+                            Err(EntryError::QueueFull { .. } | EntryError::RateLimited { .. }) => {
+                                refused.push((*copy, Refusal::Full(queue.clone())))
+                            }
+                            Err(e) => refused.push((*copy, Refusal::Never(e.to_string()))),
                         }
                     }
                 }
@@ -186,11 +193,17 @@ impl Topics {
         // Copies that were refused: dead-letter or drop the hopeless ones; the others keep
         // their message from being acknowledged.
         let mut unavailable: Vec<Option<StoreError>> = vec![None; accepted.len()];
+        let mut full: Vec<Option<String>> = vec![None; accepted.len()];
         let mut failed = vec![0usize; accepted.len()];
         for (copy, refusal) in refused {
             let cause = match refusal {
                 Refusal::Unavailable(cause) => Some(cause),
                 Refusal::Never(reason) => call.dead_letter(&accepted[copy.accepted], copy.subscription, &reason).await,
+                Refusal::Full(queue) => {
+                    failed[copy.accepted] += 1;
+                    full[copy.accepted].get_or_insert(queue);
+                    continue;
+                }
             };
             if let Some(cause) = cause {
                 failed[copy.accepted] += 1;
@@ -203,6 +216,12 @@ impl Topics {
                     metrics::counter!("sluice_topic_deliveries_failed_total", "outcome" => "not_acknowledged")
                         .increment(failed[a] as u64);
                     Err(PublishError::Incomplete { delivered: matched[a] - failed[a], matched: matched[a], cause })
+                }
+                None if full[a].is_some() => {
+                    let queue = full[a].take().expect("checked");
+                    metrics::counter!("sluice_topic_deliveries_failed_total", "outcome" => "queue_full")
+                        .increment(failed[a] as u64);
+                    Err(PublishError::QueueFull { delivered: matched[a] - failed[a], matched: matched[a], queue })
                 }
                 None => Ok(Published {
                     message_id: message.message_id,
@@ -309,6 +328,8 @@ enum Refusal {
     Unavailable(StoreError),
     /// It never will (the queue is gone or refuses this message).
     Never(String),
+    /// The queue (named) is full and rejects: retrying later may succeed.
+    Full(String),
 }
 
 impl Refusal {
@@ -436,6 +457,8 @@ impl Call<'_> {
                 None
             }
             Err(Refusal::Unavailable(cause)) => Some(cause),
+            // Not made by this send (it maps every entry error to `Never`), kept for the match.
+            Err(Refusal::Full(queue)) => Some(StoreError::Unavailable(format!("dead-letter queue {queue} is full"))),
             Err(Refusal::Never(why)) => {
                 tracing::warn!(topic = %sub.topic, subscription = %sub.id, "dropped a message neither the subscription ({reason}) nor its dead-letter queue {dlq} ({why}) can take");
                 metrics::counter!("sluice_topic_deliveries_failed_total", "outcome" => "dropped").increment(1);

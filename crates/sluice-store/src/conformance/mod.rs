@@ -1,5 +1,6 @@
 //! The conformance suite: the behaviour every backend must show, written once, one module per
-//! store trait (`queues.rs`, `records.rs`, `commit.rs`, `log.rs`, `jobs.rs`).
+//! store trait (`queues.rs`, `records.rs`, `commit.rs`, `log.rs`, `jobs.rs`), and `depth.rs` for
+//! the queues' depth limits.
 //!
 //! A backend's test file calls [`conformance_tests!`] with an expression that builds a fresh
 //! [`Backend`] (its own empty storage) for each test. Tests use real time with short timeouts;
@@ -8,9 +9,11 @@
 //! restart.
 
 mod commit;
+mod depth;
 mod jobs;
 mod log;
 mod queues;
+mod rate;
 mod records;
 
 use std::sync::Arc;
@@ -19,9 +22,11 @@ use async_trait::async_trait;
 use sluice_core::{NewMessage, QueueAttributes};
 
 pub use commit::*;
+pub use depth::*;
 pub use jobs::*;
 pub use log::*;
 pub use queues::*;
+pub use rate::*;
 pub use records::*;
 
 use crate::{ReceiveRequest, ReceivedMessage, Store};
@@ -42,7 +47,8 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!($make, without_fifo);
         $crate::conformance_tests!(@each $make;
             fifo_orders_each_group_and_blocks_it_while_in_flight, fifo_dedup_survives_ack_and_restart_until_purge,
-            fifo_ack_that_unblocks_a_group_wakes_a_long_poll, fifo_duplicates_inside_a_commit_enqueue_once);
+            fifo_ack_that_unblocks_a_group_wakes_a_long_poll, fifo_duplicates_inside_a_commit_enqueue_once,
+            depth_limits_follow_each_overflow_policy);
     };
     // For a backend that documents that it has no FIFO queues yet (see the README).
     ($make:expr, without_fifo) => {
@@ -69,7 +75,10 @@ macro_rules! conformance_tests {
             jobs_fail_retries_after_backoff_then_dead, jobs_lapsed_lease_requeues_and_the_old_lease_is_stale,
             jobs_cancel_waiting_and_running, jobs_claim_order_delay_and_types,
             jobs_long_polls_wake_on_enqueue_and_on_finish, jobs_finished_are_pruned_after_their_ttl,
-            jobs_survive_restart_with_their_leases, jobs_callbacks_are_enqueued_with_the_transition);
+            jobs_survive_restart_with_their_leases, jobs_callbacks_are_enqueued_with_the_transition,
+            depth_limits_count_bytes_and_follow_updates, a_commit_into_a_full_queue_is_refused_whole,
+            overload_loses_nothing_acknowledged, rate_buckets_grant_their_burst_then_their_rate,
+            a_queue_rate_limit_refuses_the_entries_past_its_bucket);
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
         $(

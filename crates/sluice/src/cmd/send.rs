@@ -105,6 +105,7 @@ pub async fn run(args: Args) -> Result<()> {
     let bar = if args.lines { output::progress(total as u64, "messages") } else { indicatif::ProgressBar::hidden() };
 
     let mut results = Vec::with_capacity(total);
+    let mut depth = None;
     let mut failed = 0usize;
     for batch in batches(entries) {
         let (labels, messages): (Vec<String>, Vec<SendMessage>) =
@@ -130,11 +131,12 @@ pub async fn run(args: Args) -> Result<()> {
             }
         }
         results.extend(response.results);
+        depth = response.depth.or(depth);
         bar.inc(count as u64);
     }
     bar.finish_and_clear();
     if args.client.json {
-        output::json(&SendResponse { results })?;
+        output::json(&SendResponse { results, depth })?;
     }
     if failed > 0 {
         bail!("{failed} of {total} messages were not sent");

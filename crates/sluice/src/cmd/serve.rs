@@ -78,6 +78,34 @@ pub struct Args {
     /// `sluice job callback-secret`.
     #[arg(long, env = "SLUICE_JOB_CALLBACK_SECRET", value_name = "SECRET", hide_env_values = true)]
     job_callback_secret: Option<String>,
+    /// Load shedding: refuse low-priority writes (503 shedding) once this many calls wait for
+    /// the embedded store's writer; `off` to never shed on it. Priorities 0-2 are refused at the
+    /// watermark, 3-6 at 1.25 times it, 7-9 never.
+    #[arg(long, env = "SLUICE_SHED_BACKLOG", default_value = "20000", value_name = "CALLS|off", value_parser = parse_watermark)]
+    shed_backlog: Option<Option<u64>>,
+    /// Load shedding on the server's resident memory, in bytes (suffixes k, M, G); default 80%
+    /// of the machine's memory; `off` to never shed on it.
+    #[arg(long, env = "SLUICE_SHED_MEMORY", value_name = "BYTES|off", value_parser = parse_watermark)]
+    shed_memory: Option<Option<u64>>,
+    /// Load shedding on the data disk's free space, in bytes (suffixes k, M, G): shed below it;
+    /// default the larger of 1G and 5% of the disk; `off` to never shed on it (embedded store).
+    #[arg(long, env = "SLUICE_SHED_DISK_FREE", value_name = "BYTES|off", value_parser = parse_watermark)]
+    shed_disk_free: Option<Option<u64>>,
+}
+
+/// A watermark: a number with an optional k, M or G suffix (powers of 1024), or `off`.
+fn parse_watermark(s: &str) -> Result<Option<u64>, String> {
+    if s == "off" {
+        return Ok(None);
+    }
+    let (digits, scale) = match s.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&s[..i], 1u64 << 10),
+        Some((i, 'm' | 'M')) => (&s[..i], 1 << 20),
+        Some((i, 'g' | 'G')) => (&s[..i], 1 << 30),
+        _ => (s, 1),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("{s:?} is not a number (with k, M or G) or `off`"))?;
+    n.checked_mul(scale).map(Some).ok_or_else(|| format!("{s} is too large"))
 }
 
 fn parse_durability(s: &str) -> Result<Durability, String> {
@@ -133,8 +161,37 @@ fn server_config(args: &Args) -> sluice_server::ServerConfig {
         access_keys: args.access_keys.clone(),
         stats_sample_ms: args.stats_sample_ms,
         job_callback_secret: args.job_callback_secret.clone(),
+        shed: shed_config(args),
         ..sluice_server::ServerConfig::default()
     }
+}
+
+/// The watermarks: flags given, `off` as off, the machine's defaults for the others. Only the
+/// embedded store has a data disk and a writer backlog to watch.
+fn shed_config(args: &Args) -> sluice_server::ShedConfig {
+    let embedded = args.store.is_none();
+    let defaults = sluice_server::ShedConfig {
+        backlog_max: args.shed_backlog.flatten().filter(|_| embedded),
+        memory_bytes_max: args.shed_memory.flatten(),
+        disk_free_bytes_min: args.shed_disk_free.flatten(),
+        data_dir: embedded.then(|| args.data_dir.clone()),
+        ..sluice_server::ShedConfig::default()
+    }
+    .with_machine_defaults();
+    let config = sluice_server::ShedConfig {
+        memory_bytes_max: if args.shed_memory == Some(None) { None } else { defaults.memory_bytes_max },
+        disk_free_bytes_min: match args.shed_disk_free {
+            Some(None) => None,
+            _ if !embedded => None,
+            _ => defaults.disk_free_bytes_min,
+        },
+        ..defaults
+    };
+    tracing::info!(
+        backlog = ?config.backlog_max, memory_bytes = ?config.memory_bytes_max, disk_free_bytes = ?config.disk_free_bytes_min,
+        "load shedding watermarks"
+    );
+    config
 }
 
 /// `serve --store postgres://…`: every write is committed by PostgreSQL before it is
