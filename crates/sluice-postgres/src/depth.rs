@@ -61,6 +61,9 @@ pub struct Plan {
     pub entries: Vec<Result<Placed, EntryError>>,
     /// Rows `drop_head` moves out.
     drop: Vec<i64>,
+    /// Messages of this send (by position) that later ones of the same send pushed out: they
+    /// are inserted, acknowledged, and moved to the dead-letter queue with the others.
+    pub dropped_entries: std::collections::BTreeSet<usize>,
     dlq: Option<i64>,
     name: String,
     counts: RefusalCounts,
@@ -101,14 +104,19 @@ pub async fn plan(
     } else {
         Vec::new()
     };
+    // Candidates for `drop_head`, oldest first: the rows there before, then this send's own
+    // messages as they are placed (a send of several messages drops its earlier ones when it
+    // must, as the same messages sent one by one would).
+    let mut candidates: Vec<(Candidate, u64)> = droppable.into_iter().map(|(seq, size)| (Candidate::Row(seq), size)).collect();
+    let drop_head = limits.overflow == Overflow::DropHead && dlq.is_some();
     let mut cursor = 0;
     let mut counts = RefusalCounts::default();
     let mut entries = Vec::with_capacity(sizes.len());
-    for &size in sizes {
-        let left = droppable[cursor..].iter().map(|d| d.1);
+    for (index, &size) in sizes.iter().enumerate() {
+        let left = candidates[cursor..].iter().map(|c| c.1);
         entries.push(match place(&limits, depth, size, left, dlq.is_some()) {
             Placement::Queue { drop } => {
-                for &(_, dropped_size) in &droppable[cursor..cursor + drop] {
+                for &(_, dropped_size) in &candidates[cursor..cursor + drop] {
                     depth.messages -= 1;
                     depth.bytes -= dropped_size;
                 }
@@ -116,6 +124,9 @@ pub async fn plan(
                 counts.drop_head += drop as u64;
                 depth.messages += 1;
                 depth.bytes += size;
+                if drop_head {
+                    candidates.push((Candidate::Entry(index), size));
+                }
                 Ok(Placed { dead_letter: false, dropped: drop as u32, depth: DepthReport { depth, limits } })
             }
             Placement::DeadLetter => {
@@ -132,22 +143,41 @@ pub async fn plan(
             }
         });
     }
-    let drop = droppable[..cursor].iter().map(|d| d.0).collect();
-    Ok(Plan { entries, drop, dlq, name, counts })
+    let mut drop = Vec::new();
+    let mut dropped_entries = std::collections::BTreeSet::new();
+    for (candidate, _) in &candidates[..cursor] {
+        match *candidate {
+            Candidate::Row(seq) => drop.push(seq),
+            Candidate::Entry(index) => {
+                dropped_entries.insert(index);
+            }
+        }
+    }
+    Ok(Plan { entries, drop, dropped_entries, dlq, name, counts })
+}
+
+/// A message `drop_head` may move: a row already in the queue, or a message of this send.
+#[derive(Debug, Clone, Copy)]
+enum Candidate {
+    Row(i64),
+    Entry(usize),
 }
 
 impl Plan {
     /// The plan's moves, after its messages were inserted into the queue (`dead_lettered`: the
-    /// rows of the messages it sends to the dead-letter queue instead), and its counts. Returns
-    /// the dead-letter queue when something moved there, to wake its long polls.
+    /// rows of the messages it sends to the dead-letter queue instead; `dropped_new`: the rows
+    /// of its `dropped_entries`), and its counts. Returns the dead-letter queue when something
+    /// moved there, to wake its long polls.
     pub async fn apply(
         &self,
         tx: &deadpool_postgres::Transaction<'_>,
         queue_id: i64,
         dead_lettered: &[i64],
+        dropped_new: &[i64],
     ) -> Result<Option<u64>, StoreError> {
         if let Some(dlq) = self.dlq {
-            for (rows, reason) in [(&self.drop[..], REASON_DROP_HEAD), (dead_lettered, REASON_REJECT_TO_DLQ)] {
+            let dropped: Vec<i64> = self.drop.iter().chain(dropped_new).copied().collect();
+            for (rows, reason) in [(&dropped[..], REASON_DROP_HEAD), (dead_lettered, REASON_REJECT_TO_DLQ)] {
                 if !rows.is_empty() {
                     tx.execute(MOVE, &[&rows, &dlq, &self.name, &reason]).await.map_err(db_error)?;
                 }
@@ -160,7 +190,7 @@ impl Plan {
                 .await
                 .map_err(db_error)?;
         }
-        let moved = !self.drop.is_empty() || !dead_lettered.is_empty();
+        let moved = !self.drop.is_empty() || !dropped_new.is_empty() || !dead_lettered.is_empty();
         Ok(self.dlq.filter(|_| moved).map(|d| d as u64))
     }
 
@@ -205,25 +235,32 @@ pub async fn send(
     let plan = plan(&tx, (name, queue_id), &q.attributes, &sizes).await?;
     let mut batch = crate::batch::Batch::default();
     let mut taken = Vec::new();
-    for ((i, m), placed) in admitted.into_iter().zip(&plan.entries) {
+    // Each taken message's position in the plan (what `dropped_entries` names).
+    let mut positions = Vec::new();
+    for (position, ((i, m), placed)) in admitted.into_iter().zip(&plan.entries).enumerate() {
         match placed {
             Ok(placed) => {
                 let id = crate::batch::new_message_id();
                 batch.push(id, m, &q.attributes);
                 taken.push((i, id, *placed));
+                positions.push(position);
             }
             Err(e) => answers[i] = Err(e.clone()),
         }
     }
     let mut dead_lettered = Vec::new();
+    let mut dropped_new = Vec::new();
     let mut inserted = 0;
     if !taken.is_empty() {
         let rows = crate::messages::insert_in(&tx, (name, queue_id), &batch).await?;
         inserted = rows.len() as u64;
-        for (i, id, placed) in taken {
+        for (position, (i, id, placed)) in taken.into_iter().enumerate() {
             let seq = rows[&id];
             if placed.dead_letter {
                 dead_lettered.push(seq);
+            }
+            if plan.dropped_entries.contains(&positions[position]) {
+                dropped_new.push(seq);
             }
             answers[i] = Ok(Sent {
                 dead_lettered: placed.dead_letter,
@@ -233,7 +270,7 @@ pub async fn send(
             });
         }
     }
-    let dlq = plan.apply(&tx, queue_id, &dead_lettered).await?;
+    let dlq = plan.apply(&tx, queue_id, &dead_lettered, &dropped_new).await?;
     tx.commit().await.map_err(db_error)?;
     drop(client);
     plan.count(inner);

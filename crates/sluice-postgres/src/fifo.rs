@@ -352,10 +352,11 @@ async fn claim_and_insert(
         let sizes: Vec<u64> = new.iter().map(|&i| messages[i].size_bytes()).collect();
         let depth = crate::depth::plan(tx, (name, queue_id), attributes, &sizes).await?;
         let mut placed = HashMap::new();
-        for (&i, entry) in new.iter().zip(&depth.entries) {
+        for (j, (&i, entry)) in new.iter().zip(&depth.entries).enumerate() {
             match entry {
+                // With whether a later message of this send pushes it out again.
                 Ok(p) => {
-                    placed.insert(i, *p);
+                    placed.insert(i, (*p, depth.dropped_entries.contains(&j)));
                 }
                 Err(e) => plans[i] = Plan::Refused(e.clone()),
             }
@@ -367,7 +368,7 @@ async fn claim_and_insert(
     };
     if new.is_empty() {
         if let Some((depth, _)) = &depth {
-            depth.apply(tx, queue_id, &[]).await?;
+            depth.apply(tx, queue_id, &[], &[]).await?;
         }
         return Ok(0);
     }
@@ -414,7 +415,7 @@ async fn claim_and_insert(
     let mut batch = Batch::default();
     let mut batch_seqs = Vec::new();
     let mut sent = Vec::new();
-    let mut dead_lettered = Vec::new();
+    let (mut dead_lettered, mut dropped_new) = (Vec::new(), Vec::new());
     let mut messages: Vec<Option<NewMessage>> = messages.into_iter().map(Some).collect();
     for (&i, &seq) in new.iter().zip(&seqs) {
         let Plan::New { key, id } = &plans[i] else { unreachable!("filtered to new entries") };
@@ -423,9 +424,12 @@ async fn claim_and_insert(
             batch.push(*id, m, attributes);
             batch_seqs.push(seq);
             let mut s = Sent::new(ms(seq), MessageId(id.as_u128()));
-            if let Some(placed) = depth.as_ref().and_then(|(_, placed)| placed.get(&i)) {
+            if let Some((placed, pushed_out)) = depth.as_ref().and_then(|(_, placed)| placed.get(&i)) {
                 if placed.dead_letter {
                     dead_lettered.push(seq);
+                }
+                if *pushed_out {
+                    dropped_new.push(seq);
                 }
                 s.dead_lettered = placed.dead_letter;
                 s.dropped = placed.dropped;
@@ -464,7 +468,7 @@ async fn claim_and_insert(
         rows.len() as u64
     };
     if let Some((depth, _)) = &depth {
-        depth.apply(tx, queue_id, &dead_lettered).await?;
+        depth.apply(tx, queue_id, &dead_lettered, &dropped_new).await?;
     }
     for (i, s) in sent {
         plans[i] = Plan::Known(s);

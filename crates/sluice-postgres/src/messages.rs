@@ -320,13 +320,18 @@ pub async fn send_in(
         None
     };
     let seqs = insert_in(tx, (name, q.id as i64), &batch).await?;
-    let mut dead_lettered = Vec::new();
+    let (mut dead_lettered, mut dropped_new) = (Vec::new(), Vec::new());
     let mut sent = Vec::with_capacity(batch.ids.len());
     for (i, id) in batch.ids.iter().enumerate() {
         let mut s = Sent::new(ms(seqs[id]), MessageId(id.as_u128()));
-        if let Some(Ok(placed)) = plan.as_ref().map(|p| &p.entries[i]) {
+        if let Some(plan) = &plan
+            && let Ok(placed) = &plan.entries[i]
+        {
             if placed.dead_letter {
                 dead_lettered.push(seqs[id]);
+            }
+            if plan.dropped_entries.contains(&i) {
+                dropped_new.push(seqs[id]);
             }
             s.dead_lettered = placed.dead_letter;
             s.dropped = placed.dropped;
@@ -335,7 +340,7 @@ pub async fn send_in(
         sent.push(s);
     }
     if let Some(plan) = &plan {
-        plan.apply(tx, q.id as i64, &dead_lettered).await?;
+        plan.apply(tx, q.id as i64, &dead_lettered, &dropped_new).await?;
     }
     Ok(Ok((sent, seqs.len() as u64)))
 }
