@@ -107,7 +107,8 @@ pub async fn plan(
     // Candidates for `drop_head`, oldest first: the rows there before, then this send's own
     // messages as they are placed (a send of several messages drops its earlier ones when it
     // must, as the same messages sent one by one would).
-    let mut candidates: Vec<(Candidate, u64)> = droppable.into_iter().map(|(seq, size)| (Candidate::Row(seq), size)).collect();
+    let mut candidates: Vec<(Candidate, u64)> =
+        droppable.into_iter().map(|(seq, size)| (Candidate::Row(seq), size)).collect();
     let drop_head = limits.overflow == Overflow::DropHead && dlq.is_some();
     let mut cursor = 0;
     let mut counts = RefusalCounts::default();

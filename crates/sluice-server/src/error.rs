@@ -51,9 +51,15 @@ impl ApiError {
         StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
 
+    /// Whether the answer hides its cause: every 5xx, except `shedding`, a deliberate refusal
+    /// whose reason (backlog, memory, disk) is what a client needs to back off.
+    fn hides_cause(&self) -> bool {
+        self.status().is_server_error() && self.code != ErrorCode::Shedding
+    }
+
     /// The body a client sees. On 5xx the message is the code's fixed description.
     pub fn body(&self) -> ErrorBody {
-        if self.status().is_server_error() {
+        if self.hides_cause() {
             return ErrorBody {
                 code: self.code.as_str().to_string(),
                 message: self.code.description().to_string(),
@@ -67,7 +73,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        if status.is_server_error() {
+        if self.hides_cause() {
             // The client gets the generic description; the operator gets the cause.
             tracing::warn!(code = self.code.as_str(), cause = %self.message, "request failed");
         }

@@ -4,6 +4,7 @@
 mod support;
 
 mod alerts;
+mod backpressure;
 mod dashboard;
 mod jobs;
 mod messages;
