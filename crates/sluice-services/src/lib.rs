@@ -212,7 +212,8 @@ impl Services {
         Relays::start(self);
         let store = self.store.clone();
         let shed_sampler = self.shedder.spawn(self.clock.clone(), move || store.backlog());
-        let tasks = vec![push_worker, schedules, stream_sweep, sampler, evaluator, callback_worker, shed_sampler];
+        let mut tasks = vec![push_worker, schedules, stream_sweep, sampler, evaluator, callback_worker];
+        tasks.extend(shed_sampler);
         Running { services: self.clone(), tasks }
     }
 

@@ -55,11 +55,12 @@ pub struct ShedConfig {
 }
 
 impl Default for ShedConfig {
-    /// Only the backlog watermark: memory and disk need the machine's figures
-    /// ([`ShedConfig::with_machine_defaults`]).
+    /// Every signal off, so that a server built as a library (tests, embedding programs) sheds
+    /// nothing and runs no sampler unless told; `sluice serve` turns each on with its flag's
+    /// default (`SHED_BACKLOG_DEFAULT`, [`ShedConfig::with_machine_defaults`]).
     fn default() -> Self {
         ShedConfig {
-            backlog_max: Some(SHED_BACKLOG_DEFAULT),
+            backlog_max: None,
             memory_bytes_max: None,
             disk_free_bytes_min: None,
             data_dir: None,
@@ -239,20 +240,30 @@ impl Shedder {
         self.state().refused.clone()
     }
 
-    /// Samples every `sample_ms` of `clock`, with the backlog `backlog` reads.
+    /// Whether any watermark is set (otherwise nothing is sampled and nothing shed).
+    pub fn watches(&self) -> bool {
+        let c = &self.config;
+        c.backlog_max.is_some() || c.memory_bytes_max.is_some() || c.disk_free_bytes_min.is_some()
+    }
+
+    /// Samples every `sample_ms` of `clock`, with the backlog `backlog` reads; `None` when no
+    /// watermark is set.
     pub fn spawn(
         self: &Arc<Self>,
         clock: Arc<dyn Clock>,
         backlog: impl Fn() -> Option<u64> + Send + 'static,
-    ) -> tokio::task::JoinHandle<()> {
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        if !self.watches() {
+            return None;
+        }
         let shedder = self.clone();
-        tokio::spawn(async move {
+        Some(tokio::spawn(async move {
             loop {
                 shedder.sample(backlog());
                 let next = clock.now_ms().saturating_add(shedder.config.sample_ms);
                 clock.sleep_until(next).await;
             }
-        })
+        }))
     }
 }
 
