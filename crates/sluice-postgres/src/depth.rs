@@ -205,7 +205,7 @@ impl Plan {
     }
 }
 
-/// A standard queue's send when the queue has a depth limit: the checks of `messages::admit`,
+/// A standard queue's send when the queue has a depth limit: the checks of `batch::admit`,
 /// then in one transaction the lock, the plan, the insert of every message the plan takes, the
 /// moves and the counts; each entry answered as `Broker::send` would.
 pub async fn send(
@@ -219,7 +219,7 @@ pub async fn send(
     let mut answers: Vec<Result<Sent, EntryError>> = Vec::with_capacity(messages.len());
     let mut admitted = Vec::new();
     for m in messages {
-        match crate::messages::admit(&m, &q.attributes, now) {
+        match crate::batch::admit(&m, &q.attributes, now) {
             Ok(()) => {
                 answers.push(Ok(Sent::new(0, MessageId(0))));
                 admitted.push((answers.len() - 1, m));
@@ -253,7 +253,7 @@ pub async fn send(
     let mut dropped_new = Vec::new();
     let mut inserted = 0;
     if !taken.is_empty() {
-        let rows = crate::messages::insert_in(&tx, (name, queue_id), &batch).await?;
+        let rows = crate::batch::insert_in(&tx, (name, queue_id), &batch).await?;
         inserted = rows.len() as u64;
         for (position, (i, id, placed)) in taken.into_iter().enumerate() {
             let seq = rows[&id];

@@ -72,33 +72,3 @@ pub async fn limit_sends(
     let retry_after_ms = taken.retry_after_ms.unwrap_or(1);
     Ok((0..count).map(|i| (i >= granted).then_some(sluice_core::EntryError::RateLimited { retry_after_ms })).collect())
 }
-
-/// A send into a queue with a `rate_limit`: the entries past the tokens granted are refused
-/// in place, the others sent as any send.
-pub async fn send_limited(
-    inner: &Inner,
-    client: deadpool_postgres::Object,
-    (name, q): (&str, &crate::queues::QueueRow),
-    messages: Vec<sluice_core::NewMessage>,
-) -> Result<sluice_store::EntryResults<sluice_core::Sent>, StoreError> {
-    let limited = limit_sends(inner, q, messages.len()).await?;
-    let mut answers: Vec<Option<Result<sluice_core::Sent, sluice_core::EntryError>>> =
-        Vec::with_capacity(messages.len());
-    let mut granted = Vec::new();
-    for (m, refusal) in messages.into_iter().zip(limited) {
-        match refusal {
-            Some(e) => answers.push(Some(Err(e))),
-            None => {
-                answers.push(None);
-                granted.push(m);
-            }
-        }
-    }
-    let mut sent = if granted.is_empty() {
-        Vec::new()
-    } else {
-        crate::messages::send_to(inner, client, (name, q), granted).await?
-    }
-    .into_iter();
-    Ok(answers.into_iter().map(|a| a.unwrap_or_else(|| sent.next().expect("one answer per message sent"))).collect())
-}

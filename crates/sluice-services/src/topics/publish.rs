@@ -171,9 +171,7 @@ impl Topics {
                     for (copy, entry) in copies.iter().zip(entries) {
                         match entry {
                             Ok(_) => {}
-                            // The queue follows its own overflow policy (drop_head and
-                            // reject_to_dlq took the copy); a full queue that rejects, or its
-                            // rate limit, refuses it for now, not for ever.
+                            // Overflow policies took the copy already; queue_full, rate_limited: not now.
                             Err(EntryError::QueueFull { .. } | EntryError::RateLimited { .. }) => {
                                 refused.push((*copy, Refusal::Full(queue.clone())))
                             }
@@ -211,19 +209,18 @@ impl Topics {
             }
         }
         for (a, message) in accepted.into_iter().enumerate() {
-            results[message.index] = Some(match unavailable[a].take() {
-                Some(cause) => {
+            results[message.index] = Some(match (unavailable[a].take(), full[a].take()) {
+                (Some(cause), _) => {
                     metrics::counter!("sluice_topic_deliveries_failed_total", "outcome" => "not_acknowledged")
                         .increment(failed[a] as u64);
                     Err(PublishError::Incomplete { delivered: matched[a] - failed[a], matched: matched[a], cause })
                 }
-                None if full[a].is_some() => {
-                    let queue = full[a].take().expect("checked");
+                (None, Some(queue)) => {
                     metrics::counter!("sluice_topic_deliveries_failed_total", "outcome" => "queue_full")
                         .increment(failed[a] as u64);
                     Err(PublishError::QueueFull { delivered: matched[a] - failed[a], matched: matched[a], queue })
                 }
-                None => Ok(Published {
+                (None, None) => Ok(Published {
                     message_id: message.message_id,
                     sequence_number: message.sequence_number,
                     deliveries: matched[a],
@@ -457,9 +454,7 @@ impl Call<'_> {
                 None
             }
             Err(Refusal::Unavailable(cause)) => Some(cause),
-            // Not made by this send (it maps every entry error to `Never`), kept for the match.
-            Err(Refusal::Full(queue)) => Some(StoreError::Unavailable(format!("dead-letter queue {queue} is full"))),
-            Err(Refusal::Never(why)) => {
+            Err(Refusal::Never(why) | Refusal::Full(why)) => {
                 tracing::warn!(topic = %sub.topic, subscription = %sub.id, "dropped a message neither the subscription ({reason}) nor its dead-letter queue {dlq} ({why}) can take");
                 metrics::counter!("sluice_topic_deliveries_failed_total", "outcome" => "dropped").increment(1);
                 None
