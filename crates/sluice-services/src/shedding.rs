@@ -12,8 +12,8 @@
 //!
 //! The figures are sampled on the clock (`SHED_SAMPLE_MS_DEFAULT`), not read per request, so a
 //! watermark is checked at most that late; watermarks are set below the point of trouble
-//! (defaults: memory at 80 % of the machine's, free space at 1 GiB or 5 % of the disk, whichever
-//! is larger) so that the sample's delay is absorbed. The decision is the pure [`decide`], tested
+//! (defaults: memory at 80 % of the machine's, free space at 1 GiB) so that the sample's delay
+//! is absorbed. The decision is the pure [`decide`], tested
 //! on figures; the sampler only feeds it.
 
 use std::collections::BTreeMap;
@@ -28,10 +28,10 @@ pub const SHED_SAMPLE_MS_DEFAULT: u64 = 250;
 pub const SHED_BACKLOG_DEFAULT: u64 = 20_000;
 /// Default memory watermark, as a share of the machine's memory (in per cent).
 pub const SHED_MEMORY_PERCENT_DEFAULT: u64 = 80;
-/// Default free-space watermark: the larger of this many bytes and `SHED_DISK_PERCENT_DEFAULT`
-/// of the disk.
+/// Default free-space watermark. A fixed amount rather than a share of the disk: a share of a
+/// large disk would shed on a machine with plenty of room (5 % of 270 GB is 13.5 GB), and what
+/// the store needs to finish its writes does not grow with the disk.
 pub const SHED_DISK_FREE_BYTES_DEFAULT: u64 = 1 << 30;
-pub const SHED_DISK_PERCENT_DEFAULT: u64 = 5;
 /// `Retry-After` of a shed write, in seconds: watermarks clear on the time scale of a
 /// consumer draining a backlog or a sweep freeing memory.
 pub const SHED_RETRY_AFTER_S: u64 = 1;
@@ -289,16 +289,14 @@ pub fn disk_space(dir: &std::path::Path) -> Option<(u64, u64)> {
 }
 
 impl ShedConfig {
-    /// Fills the memory and disk watermarks left `None` with the defaults from the machine's
-    /// figures (80 % of its memory; the larger of 1 GiB and 5 % of the data disk).
+    /// Fills the memory and disk watermarks left `None` with the defaults: 80 % of the machine's
+    /// memory; 1 GiB free on the data disk (when there is a data directory).
     pub fn with_machine_defaults(mut self) -> ShedConfig {
         if self.memory_bytes_max.is_none() {
             self.memory_bytes_max = machine_memory_bytes().map(|m| m / 100 * SHED_MEMORY_PERCENT_DEFAULT);
         }
-        if self.disk_free_bytes_min.is_none()
-            && let Some((_, total)) = self.data_dir.as_deref().and_then(disk_space)
-        {
-            self.disk_free_bytes_min = Some(SHED_DISK_FREE_BYTES_DEFAULT.max(total / 100 * SHED_DISK_PERCENT_DEFAULT));
+        if self.disk_free_bytes_min.is_none() && self.data_dir.is_some() {
+            self.disk_free_bytes_min = Some(SHED_DISK_FREE_BYTES_DEFAULT);
         }
         self
     }

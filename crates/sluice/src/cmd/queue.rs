@@ -64,11 +64,11 @@ struct AttributeArgs {
     /// Most messages the queue holds (visible, delayed and in flight); a send past it follows
     /// --overflow. On update, `none` removes the bound.
     #[arg(long, value_name = "N|none", value_parser = parse_bound)]
-    max_depth_messages: Option<Option<u64>>,
+    max_depth_messages: Option<Bound>,
     /// Most bytes (bodies and attributes) the queue holds, at least --message-bytes-max. On
     /// update, `none` removes the bound.
     #[arg(long, value_name = "BYTES|none", value_parser = parse_bound)]
-    max_depth_bytes: Option<Option<u64>>,
+    max_depth_bytes: Option<Bound>,
     /// What a send into a full queue does: `reject` (429 queue_full, the default),
     /// `drop-head` (the oldest messages move to the DLQ) or `reject-to-dlq` (the new message
     /// goes to the DLQ). The last two need --dlq.
@@ -81,28 +81,33 @@ struct AttributeArgs {
     /// A token bucket on sends: `PER_SECOND` (burst the same) or `PER_SECOND/BURST`, e.g.
     /// `100/500`; past it entries are refused as rate_limited. On update, `none` removes it.
     #[arg(long, value_name = "PER_SECOND[/BURST]|none", value_parser = parse_rate_limit)]
-    rate_limit: Option<Option<RateLimit>>,
+    rate_limit: Option<Bound<RateLimit>>,
 }
 
 /// `PER_SECOND`, `PER_SECOND/BURST` or `none`.
-fn parse_rate_limit(text: &str) -> Result<Option<RateLimit>, String> {
+fn parse_rate_limit(text: &str) -> Result<Bound<RateLimit>, String> {
     if text == "none" {
-        return Ok(None);
+        return Ok(Bound(None));
     }
     let number = |t: &str| t.parse::<u64>().map_err(|_| format!("{t:?} is not a number"));
     let (per_second, burst) = match text.split_once('/') {
         Some((rate, burst)) => (number(rate)?, number(burst)?),
         None => (number(text)?, number(text)?),
     };
-    Ok(Some(RateLimit { per_second, burst }))
+    Ok(Bound(Some(RateLimit { per_second, burst })))
 }
 
+/// A flag that sets a bound or, with `none`, removes it. (A newtype, because clap reads a
+/// field of `Option<Option<_>>` as a flag whose value may be left out.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Bound<T = u64>(Option<T>);
+
 /// A depth bound: a number, or `none` for no bound.
-fn parse_bound(text: &str) -> Result<Option<u64>, String> {
+fn parse_bound(text: &str) -> Result<Bound, String> {
     if text == "none" {
-        return Ok(None);
+        return Ok(Bound(None));
     }
-    text.parse().map(Some).map_err(|_| format!("{text:?} is not a number or `none`"))
+    text.parse().map(|n| Bound(Some(n))).map_err(|_| format!("{text:?} is not a number or `none`"))
 }
 
 impl AttributeArgs {
@@ -234,11 +239,11 @@ async fn create(args: CreateArgs) -> Result<()> {
         }),
         tags: a.tags(),
         schema_validation: a.schema_validation,
-        max_depth_messages: a.max_depth_messages.flatten(),
-        max_depth_bytes: a.max_depth_bytes.flatten(),
+        max_depth_messages: a.max_depth_messages.and_then(|b| b.0),
+        max_depth_bytes: a.max_depth_bytes.and_then(|b| b.0),
         overflow: a.overflow(),
         expired_to_dlq: a.expired_to_dlq,
-        rate_limit: a.rate_limit.flatten(),
+        rate_limit: a.rate_limit.and_then(|b| b.0),
     };
     let created = args.client.client()?.create_queue(&request).await?;
     if args.client.json {
@@ -320,11 +325,11 @@ async fn update(args: UpdateArgs) -> Result<()> {
         dedup_window_ms: None,
         tags: a.tags(),
         schema_validation: a.schema_validation,
-        max_depth_messages: a.max_depth_messages,
-        max_depth_bytes: a.max_depth_bytes,
+        max_depth_messages: a.max_depth_messages.map(|b| b.0),
+        max_depth_bytes: a.max_depth_bytes.map(|b| b.0),
         overflow: a.overflow(),
         expired_to_dlq: a.expired_to_dlq,
-        rate_limit: a.rate_limit,
+        rate_limit: a.rate_limit.map(|b| b.0),
     };
     if request == UpdateQueueRequest::default() {
         bail!("nothing to change: give at least one attribute flag (see `sluice queue update --help`)");

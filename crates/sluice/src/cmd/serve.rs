@@ -82,21 +82,26 @@ pub struct Args {
     /// the embedded store's writer; `off` to never shed on it. Priorities 0-2 are refused at the
     /// watermark, 3-6 at 1.25 times it, 7-9 never.
     #[arg(long, env = "SLUICE_SHED_BACKLOG", default_value = "20000", value_name = "CALLS|off", value_parser = parse_watermark)]
-    shed_backlog: Option<Option<u64>>,
+    shed_backlog: Option<Watermark>,
     /// Load shedding on the server's resident memory, in bytes (suffixes k, M, G); default 80%
     /// of the machine's memory; `off` to never shed on it.
     #[arg(long, env = "SLUICE_SHED_MEMORY", value_name = "BYTES|off", value_parser = parse_watermark)]
-    shed_memory: Option<Option<u64>>,
+    shed_memory: Option<Watermark>,
     /// Load shedding on the data disk's free space, in bytes (suffixes k, M, G): shed below it;
-    /// default the larger of 1G and 5% of the disk; `off` to never shed on it (embedded store).
+    /// default 1G; `off` to never shed on it (embedded store).
     #[arg(long, env = "SLUICE_SHED_DISK_FREE", value_name = "BYTES|off", value_parser = parse_watermark)]
-    shed_disk_free: Option<Option<u64>>,
+    shed_disk_free: Option<Watermark>,
 }
 
+/// A watermark flag's value: `None` for `off`. (A newtype, because clap reads a field of
+/// `Option<Option<_>>` as a flag whose value may be left out.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Watermark(Option<u64>);
+
 /// A watermark: a number with an optional k, M or G suffix (powers of 1024), or `off`.
-fn parse_watermark(s: &str) -> Result<Option<u64>, String> {
+fn parse_watermark(s: &str) -> Result<Watermark, String> {
     if s == "off" {
-        return Ok(None);
+        return Ok(Watermark(None));
     }
     let (digits, scale) = match s.char_indices().last() {
         Some((i, 'k' | 'K')) => (&s[..i], 1u64 << 10),
@@ -105,7 +110,7 @@ fn parse_watermark(s: &str) -> Result<Option<u64>, String> {
         _ => (s, 1),
     };
     let n: u64 = digits.parse().map_err(|_| format!("{s:?} is not a number (with k, M or G) or `off`"))?;
-    n.checked_mul(scale).map(Some).ok_or_else(|| format!("{s} is too large"))
+    n.checked_mul(scale).map(|n| Watermark(Some(n))).ok_or_else(|| format!("{s} is too large"))
 }
 
 fn parse_durability(s: &str) -> Result<Durability, String> {
@@ -171,17 +176,17 @@ fn server_config(args: &Args) -> sluice_server::ServerConfig {
 fn shed_config(args: &Args) -> sluice_server::ShedConfig {
     let embedded = args.store.is_none();
     let defaults = sluice_server::ShedConfig {
-        backlog_max: args.shed_backlog.flatten().filter(|_| embedded),
-        memory_bytes_max: args.shed_memory.flatten(),
-        disk_free_bytes_min: args.shed_disk_free.flatten(),
+        backlog_max: args.shed_backlog.and_then(|w| w.0).filter(|_| embedded),
+        memory_bytes_max: args.shed_memory.and_then(|w| w.0),
+        disk_free_bytes_min: args.shed_disk_free.and_then(|w| w.0),
         data_dir: embedded.then(|| args.data_dir.clone()),
         ..sluice_server::ShedConfig::default()
     }
     .with_machine_defaults();
     let config = sluice_server::ShedConfig {
-        memory_bytes_max: if args.shed_memory == Some(None) { None } else { defaults.memory_bytes_max },
+        memory_bytes_max: if args.shed_memory == Some(Watermark(None)) { None } else { defaults.memory_bytes_max },
         disk_free_bytes_min: match args.shed_disk_free {
-            Some(None) => None,
+            Some(Watermark(None)) => None,
             _ if !embedded => None,
             _ => defaults.disk_free_bytes_min,
         },
