@@ -384,14 +384,14 @@ fn print_queue(q: &Queue, json: bool) -> Result<()> {
         ("max depth messages", output::count(q.max_depth_messages)),
         ("max depth bytes", output::count(q.max_depth_bytes)),
         ("overflow", overflow_name(q.overflow).to_owned()),
-        ("expired to dlq", if q.expired_to_dlq { "on" } else { "off" }.to_owned()),
+        ("expiry to dlq", if q.expired_to_dlq { "on" } else { "off" }.to_owned()),
         ("rate limit", q.rate_limit.map_or("-".to_owned(), |r| format!("{}/s, burst {}", r.per_second, r.burst))),
         ("depth bytes", q.counts.depth_bytes.to_string()),
-        ("refused (queue full)", q.counts.refusals.queue_full.to_string()),
-        ("dropped (drop head)", q.counts.refusals.drop_head.to_string()),
+        ("refused full", q.counts.refusals.queue_full.to_string()),
+        ("dropped to dlq", q.counts.refusals.drop_head.to_string()),
         ("rejected to dlq", q.counts.refusals.rejected_to_dlq.to_string()),
-        ("moved expired to dlq", q.counts.refusals.expired_to_dlq.to_string()),
-        ("refused (rate limited)", q.counts.refusals.rate_limited.to_string()),
+        ("expired to dlq", q.counts.refusals.expired_to_dlq.to_string()),
+        ("refused rate", q.counts.refusals.rate_limited.to_string()),
     ]));
     Ok(())
 }
