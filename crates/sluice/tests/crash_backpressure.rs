@@ -133,12 +133,12 @@ async fn sigkill_with_drop_head_loses_nothing_acknowledged_and_keeps_the_limit()
     drain(&Reader { queue: QUEUE, ledger: ledger.clone() }, &server, 3, deadline).await;
     drain(&Reader { queue: DLQ, ledger: ledger.clone() }, &server, 3, deadline).await;
 
+    let refusals = server.client().get_queue(QUEUE).await.expect("the queue").counts.refusals;
     let acked = ledger.acked.lock().expect("ledger");
     let uncertain = ledger.uncertain.lock().expect("ledger");
     let received = ledger.received.lock().expect("ledger");
     let lost: Vec<&String> = acked.iter().filter(|p| !received.contains_key(*p)).collect();
     let unexpected: Vec<&String> = received.keys().filter(|p| !acked.contains(*p) && !uncertain.contains(*p)).collect();
-    let refusals = server.client().get_queue(QUEUE).await.expect("the queue").counts.refusals;
     println!(
         "backpressure crash test: {}; acknowledged {}, uncertain {}, received {}, refused {}, dropped to the DLQ (since the last start) {}, deepest {}",
         killer.summary(),
