@@ -24,6 +24,7 @@
 mod alerts;
 mod error;
 mod jobs;
+mod processed;
 mod relays;
 mod retry;
 mod schedules;
@@ -51,6 +52,7 @@ pub use jobs::{
     EnqueuedJob, Handled, JobContext, JobFailure, JobQuery, TERMINAL_STATUSES, Worker, WorkerBuilder, WorkerReport,
     is_finished,
 };
+pub use processed::{BadTableName, PROCESSED_TABLE_DEFAULT, ProcessedMessages, TABLE_NAME_LEN_MAX};
 pub use relays::CreatedRelay;
 pub use retry::RetryPolicy;
 pub use schedules::CreatedSchedule;
@@ -132,7 +134,14 @@ pub(crate) struct Call {
     url: Url,
     body: Option<Vec<u8>>,
     timeout: Duration,
+    /// The `Idempotency-Key` of a mutating call, drawn once and sent with every attempt, so
+    /// that the server runs it once however often it is retried.
+    idempotency_key: Option<String>,
 }
+
+/// The most a retry asks the server to wait for its first attempt (`Prefer: wait=N`), in
+/// seconds; the server's own bound is 60.
+const RETRY_WAIT_S_MAX: u64 = 60;
 
 /// How one attempt ended when it got no answer.
 struct AttemptError {
@@ -470,16 +479,21 @@ impl Client {
             .map(serde_json::to_vec)
             .transpose()
             .map_err(|e| ClientError::Decode { status: 0, reason: format!("cannot encode the request: {e}") })?;
-        Ok(Call { method, url, body, timeout })
+        // Every call but a read carries a key: a retry after a lost answer then gets the first
+        // attempt's answer instead of running again (DESIGN.md §4b).
+        let idempotency_key = (method != Method::GET).then(|| format!("sluice-client-{:032x}", rand::random::<u128>()));
+        Ok(Call { method, url, body, timeout, idempotency_key })
     }
 
     /// Sends `call`, retrying as the policy allows, and returns the final status and body.
+    /// A call with an idempotency key is as safe to repeat as a read: the server answers a
+    /// repeat from the first attempt's stored answer.
     pub(crate) async fn execute(&self, call: Call) -> Result<(StatusCode, Bytes)> {
-        let safe = call.method == Method::GET;
+        let safe = call.method == Method::GET || call.idempotency_key.is_some();
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let (failure, outcome) = match self.attempt(&call).await {
+            let (failure, outcome) = match self.attempt(&call, attempt > 1).await {
                 Ok((status, body)) if status == StatusCode::SERVICE_UNAVAILABLE => {
                     (Failure::Unavailable, Ok((status, body)))
                 }
@@ -493,8 +507,17 @@ impl Client {
         }
     }
 
-    async fn attempt(&self, call: &Call) -> std::result::Result<(StatusCode, Bytes), AttemptError> {
+    async fn attempt(&self, call: &Call, retry: bool) -> std::result::Result<(StatusCode, Bytes), AttemptError> {
         let mut request = self.http.request(call.method.clone(), call.url.clone()).timeout(call.timeout);
+        if let Some(key) = &call.idempotency_key {
+            request = request.header("idempotency-key", key);
+            if retry {
+                // The first attempt may still be running on the server: wait for its answer
+                // rather than be told `idempotency_key_in_use`.
+                let wait = call.timeout.as_secs().clamp(1, RETRY_WAIT_S_MAX);
+                request = request.header("prefer", format!("wait={wait}"));
+            }
+        }
         if let Some(body) = &call.body {
             request = request.header(reqwest::header::CONTENT_TYPE, "application/json").body(body.clone());
         }
