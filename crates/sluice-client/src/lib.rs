@@ -74,6 +74,7 @@ pub struct Client {
     base: Url,
     timeout: Duration,
     retry: RetryPolicy,
+    idempotency_keys: bool,
 }
 
 /// Settings for a [`Client`]; start with [`Client::builder`].
@@ -83,6 +84,7 @@ pub struct ClientBuilder {
     timeout: Duration,
     connect_timeout: Duration,
     retry: RetryPolicy,
+    idempotency_keys: bool,
 }
 
 impl ClientBuilder {
@@ -105,6 +107,15 @@ impl ClientBuilder {
         self
     }
 
+    /// Whether mutating calls carry an `Idempotency-Key`, so that they are retried like reads
+    /// (default true). Each keyed call keeps an answer on the server for its
+    /// `--idempotency-ttl`: a producer making many calls per second may prefer to turn this
+    /// off and retry only what cannot apply twice, or the server's bounds must allow for it.
+    pub fn idempotency_keys(mut self, on: bool) -> Self {
+        self.idempotency_keys = on;
+        self
+    }
+
     /// Spacing of retries (default: bound 100 ms doubling up to 2 s, full jitter).
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.retry.backoff = backoff;
@@ -124,7 +135,7 @@ impl ClientBuilder {
             .user_agent(concat!("sluice-client/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| invalid(&e.to_string()))?;
-        Ok(Client { http, base, timeout: self.timeout, retry: self.retry })
+        Ok(Client { http, base, timeout: self.timeout, retry: self.retry, idempotency_keys: self.idempotency_keys })
     }
 }
 
@@ -163,6 +174,7 @@ impl Client {
             timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             retry: RetryPolicy::default(),
+            idempotency_keys: true,
         }
     }
 
@@ -381,6 +393,17 @@ impl Client {
         Ok(self.receive_messages(queue, &request).await?.messages)
     }
 
+    /// [`Client::send_messages`] under the caller's own `Idempotency-Key` rather than one the
+    /// client draws: an application that keeps its key (with the order it sends, say) can
+    /// repeat the send after its own restart, and the server answers from the first one
+    /// instead of sending again, for the key's TTL.
+    pub async fn send_messages_with_key(&self, queue: &str, request: &SendRequest, key: &str) -> Result<SendResponse> {
+        let mut call = self.call(Method::POST, &["v1", "queues", queue, "messages"], &[], Some(request), self.timeout)?;
+        call.idempotency_key = Some(key.to_owned());
+        let (status, bytes) = self.execute(call).await?;
+        decode(status, &bytes)
+    }
+
     /// `POST /v1/queues/{queue}/ack`: deletes received messages by receipt.
     pub async fn ack<R: Into<String>>(
         &self,
@@ -479,9 +502,12 @@ impl Client {
             .map(serde_json::to_vec)
             .transpose()
             .map_err(|e| ClientError::Decode { status: 0, reason: format!("cannot encode the request: {e}") })?;
-        // Every call but a read carries a key: a retry after a lost answer then gets the first
-        // attempt's answer instead of running again (DESIGN.md §4b).
-        let idempotency_key = (method != Method::GET).then(|| format!("sluice-client-{:032x}", rand::random::<u128>()));
+        // Every call but a read carries a key when the client may retry it: a retry after a lost
+        // answer then gets the first attempt's answer instead of running again (DESIGN.md §4b).
+        // A client that never retries (one attempt) has no use for one and saves the server
+        // storing the answer.
+        let keyed = self.idempotency_keys && method != Method::GET && self.retry.attempts_max > 1;
+        let idempotency_key = keyed.then(|| format!("sluice-client-{:032x}", rand::random::<u128>()));
         Ok(Call { method, url, body, timeout, idempotency_key })
     }
 

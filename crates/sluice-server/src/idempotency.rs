@@ -69,7 +69,7 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
     let Ok(bytes) = axum::body::to_bytes(body, REQUEST_BYTES_MAX).await else {
         return crate::extract::payload_too_large().into_response();
     };
-    let scope = Scope { principal: principal.0, method: parts.method.to_string(), path: parts.uri.path().to_string(), key };
+    let scope = Scope { principal: principal.0, method: parts.method.as_str().to_string(), path: parts.uri.path().to_string(), key };
     let fingerprint = fingerprint(&bytes);
     let idempotency = state.services.idempotency();
     let claim = match wait {
@@ -131,7 +131,7 @@ async fn finish(idempotency: &Idempotency, ticket: Ticket, response: Response) -
             .into_response();
         }
     };
-    let header = |name| parts.headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok()).map(str::to_string);
+    let header = |name: axum::http::HeaderName| parts.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
     let answer = StoredAnswer { status, location: header(LOCATION), content_type: header(CONTENT_TYPE), body: body.to_vec() };
     match idempotency.complete(ticket, &answer).await {
         Ok(true) => {}

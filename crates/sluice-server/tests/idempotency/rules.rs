@@ -208,3 +208,21 @@ async fn many_clients_racing_one_key_execute_once() {
     assert_eq!(visible(&node).await, 1);
     node.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_outcomes_and_kept_entries() {
+    let (_dir, _clock, node) = node_with_queue(config()).await;
+    for _ in 0..2 {
+        node.call("POST", "/v1/queues/q/messages", Some("m"), Some(&send_body("x"))).await;
+    }
+    node.call("POST", "/v1/queues/q/messages", Some("m"), Some(&send_body("y"))).await;
+    let answer = node.call("GET", "/metrics", None, None).await;
+    let text = String::from_utf8(answer.body).expect("text");
+    assert!(text.contains("sluice_idempotency_entries 1"), "{text}");
+    for outcome in ["executed", "replayed", "mismatch"] {
+        let line = format!("sluice_idempotency_requests_total{{outcome=\"{outcome}\"}}");
+        assert!(text.contains(&line), "{line} missing");
+    }
+    assert!(text.lines().any(|l| l.starts_with("sluice_idempotency_bytes ") && !l.ends_with(" 0")), "{text}");
+    node.close().await;
+}

@@ -34,7 +34,7 @@ pub use model::{
 };
 pub use sweep::SweepReport;
 
-/// Metric names.
+/// Metric names. The two gauges are rendered from [`Idempotency::totals`] at every scrape.
 pub const REQUESTS_METRIC: &str = "sluice_idempotency_requests_total";
 pub const ENTRIES_METRIC: &str = "sluice_idempotency_entries";
 pub const BYTES_METRIC: &str = "sluice_idempotency_bytes";
@@ -135,18 +135,11 @@ impl Totals {
         };
         shift(&self.entries, entries);
         shift(&self.bytes, bytes);
-        self.publish();
     }
 
     fn set(&self, entries: u64, bytes: u64) {
         self.entries.store(entries, Ordering::Relaxed);
         self.bytes.store(bytes, Ordering::Relaxed);
-        self.publish();
-    }
-
-    fn publish(&self) {
-        metrics::gauge!(ENTRIES_METRIC).set(self.entries.load(Ordering::Relaxed) as f64);
-        metrics::gauge!(BYTES_METRIC).set(self.bytes.load(Ordering::Relaxed) as f64);
     }
 }
 
@@ -261,20 +254,27 @@ impl Idempotency {
         let record_key = scope.record_key();
         loop {
             let notify = self.waiter(&record_key);
-            let woken = notify.notified();
-            tokio::pin!(woken);
-            // Registered before the look, so that a finish between the look and the wait is
-            // not missed.
-            woken.as_mut().enable();
-            let claim = self.claim(scope, fingerprint).await?;
-            let now = tokio::time::Instant::now();
-            if !matches!(claim, Claim::InUse) || now >= deadline {
-                drop(notify);
+            let done = {
+                let woken = notify.notified();
+                tokio::pin!(woken);
+                // Registered before the look, so that a finish between the look and the wait
+                // is not missed.
+                woken.as_mut().enable();
+                let claim = self.claim(scope, fingerprint).await;
+                let now = tokio::time::Instant::now();
+                if !matches!(claim, Ok(Claim::InUse)) || now >= deadline {
+                    Some(claim)
+                } else {
+                    let poll = deadline.min(now + Duration::from_millis(WAIT_POLL_MS));
+                    let _ = tokio::time::timeout_at(poll, woken).await;
+                    None
+                }
+            };
+            drop(notify);
+            if let Some(claim) = done {
                 self.forget_waiter(&record_key);
-                return Ok(claim);
+                return claim;
             }
-            let poll = deadline.min(now + Duration::from_millis(WAIT_POLL_MS));
-            let _ = tokio::time::timeout_at(poll, woken).await;
         }
     }
 

@@ -321,7 +321,9 @@ mod tests {
     fn keys_are_visible_ascii_of_bounded_length() {
         assert_eq!(validate_key(b"order-42"), Ok("order-42"));
         assert!(validate_key(&[b'k'; KEY_LEN_MAX]).is_ok());
-        for bad in [&b""[..], &[b'k'; KEY_LEN_MAX + 1], b"with space", b"tab\t", "é".as_bytes(), b"\x7f"] {
+        let too_long = [b'k'; KEY_LEN_MAX + 1];
+        let bad: [&[u8]; 6] = [b"", &too_long, b"with space", b"tab\t", "é".as_bytes(), b"\x7f"];
+        for bad in bad {
             assert_eq!(validate_key(bad), Err(KeyError::Malformed), "{bad:?}");
         }
     }
