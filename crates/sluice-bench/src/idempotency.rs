@@ -111,7 +111,14 @@ async fn replayed_when_repeated(client: &Client, queue: &str, key: &str) -> anyh
     Ok(())
 }
 
-async fn phase(plan: &Plan, client: &Client, queue: &str, body: &str, keyed: bool, prefix: &str) -> anyhow::Result<Row> {
+async fn phase(
+    plan: &Plan,
+    client: &Client,
+    queue: &str,
+    body: &str,
+    keyed: bool,
+    prefix: &str,
+) -> anyhow::Result<Row> {
     let start = Instant::now();
     let measure_from = start + plan.warmup;
     let end = measure_from + plan.duration;

@@ -308,7 +308,10 @@ impl Plan {
     fn new(mut args: BenchArgs) -> anyhow::Result<Plan> {
         if args.idempotency_keys {
             if !matches!(args.scenario, Scenario::Throughput | Scenario::Idempotency) {
-                bail!("--idempotency-keys is the idempotency scenario; it cannot run with --scenario {}", args.scenario.name());
+                bail!(
+                    "--idempotency-keys is the idempotency scenario; it cannot run with --scenario {}",
+                    args.scenario.name()
+                );
             }
             args.scenario = Scenario::Idempotency;
         }

@@ -398,7 +398,8 @@ impl Client {
     /// repeat the send after its own restart, and the server answers from the first one
     /// instead of sending again, for the key's TTL.
     pub async fn send_messages_with_key(&self, queue: &str, request: &SendRequest, key: &str) -> Result<SendResponse> {
-        let mut call = self.call(Method::POST, &["v1", "queues", queue, "messages"], &[], Some(request), self.timeout)?;
+        let mut call =
+            self.call(Method::POST, &["v1", "queues", queue, "messages"], &[], Some(request), self.timeout)?;
         call.idempotency_key = Some(key.to_owned());
         let (status, bytes) = self.execute(call).await?;
         decode(status, &bytes)

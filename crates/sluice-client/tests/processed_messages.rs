@@ -39,9 +39,11 @@ async fn a_message_delivered_three_times_changes_the_business_table_once() {
     };
     let schema = format!("sluice_processed_{:016x}", rand::random::<u64>());
     let mut db = database(&url, &schema).await;
-    db.batch_execute("CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL); INSERT INTO accounts VALUES (1, 0)")
-        .await
-        .expect("business table");
+    db.batch_execute(
+        "CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL); INSERT INTO accounts VALUES (1, 0)",
+    )
+    .await
+    .expect("business table");
     let processed = ProcessedMessages::new();
     processed.create_table(&db).await.expect("processed table");
     processed.create_table(&db).await.expect("creating it again changes nothing");

@@ -69,7 +69,12 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
     let Ok(bytes) = axum::body::to_bytes(body, REQUEST_BYTES_MAX).await else {
         return crate::extract::payload_too_large().into_response();
     };
-    let scope = Scope { principal: principal.0, method: parts.method.as_str().to_string(), path: parts.uri.path().to_string(), key };
+    let scope = Scope {
+        principal: principal.0,
+        method: parts.method.as_str().to_string(),
+        path: parts.uri.path().to_string(),
+        key,
+    };
     let fingerprint = fingerprint(&bytes);
     let idempotency = state.services.idempotency();
     let claim = match wait {
@@ -131,8 +136,10 @@ async fn finish(idempotency: &Idempotency, ticket: Ticket, response: Response) -
             .into_response();
         }
     };
-    let header = |name: axum::http::HeaderName| parts.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let answer = StoredAnswer { status, location: header(LOCATION), content_type: header(CONTENT_TYPE), body: body.to_vec() };
+    let header =
+        |name: axum::http::HeaderName| parts.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let answer =
+        StoredAnswer { status, location: header(LOCATION), content_type: header(CONTENT_TYPE), body: body.to_vec() };
     match idempotency.complete(ticket, &answer).await {
         Ok(true) => {}
         Ok(false) => tracing::warn!("an idempotency claim was taken over before its answer was stored"),
@@ -255,7 +262,10 @@ pub fn document(doc: &mut utoipa::openapi::OpenApi) {
             parameters.push(prefer.clone());
             for (status, text) in [
                 ("400", "`idempotency_key_invalid`: the Idempotency-Key header is malformed"),
-                ("409", "`idempotency_key_mismatch`: the key was used with another body; `idempotency_key_in_use`: a request with the key still runs"),
+                (
+                    "409",
+                    "`idempotency_key_mismatch`: the key was used with another body; `idempotency_key_in_use`: a request with the key still runs",
+                ),
                 ("429", "`idempotency_keys_full`: the stored idempotency answers are at their bound"),
             ] {
                 match op.responses.responses.get_mut(status) {

@@ -59,8 +59,8 @@ use sluice_store::Store;
 
 pub use auth::AccessKey;
 pub use error::ApiError;
-pub use openapi::ApiDoc;
 pub use idempotency::{ANSWER_BYTES_MAX, KEY_HEADER, NOT_STORED, REPLAYED_HEADER};
+pub use openapi::ApiDoc;
 /// What `serve` needs to configure idempotency keys.
 pub mod idempotency_settings {
     pub use sluice_services::idempotency::{

@@ -107,7 +107,10 @@ fn idempotency_gauges((entries, bytes): (u64, u64)) -> String {
     let recorder = PrometheusBuilder::new().build_recorder();
     metrics::with_local_recorder(&recorder, || {
         metrics::describe_gauge!(idempotency::ENTRIES_METRIC, "Idempotency entries kept, as this node counts them.");
-        metrics::describe_gauge!(idempotency::BYTES_METRIC, "Bytes of idempotency entries kept, as this node counts them.");
+        metrics::describe_gauge!(
+            idempotency::BYTES_METRIC,
+            "Bytes of idempotency entries kept, as this node counts them."
+        );
         metrics::gauge!(idempotency::ENTRIES_METRIC).set(entries as f64);
         metrics::gauge!(idempotency::BYTES_METRIC).set(bytes as f64);
     });

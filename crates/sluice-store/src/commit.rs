@@ -131,7 +131,9 @@ pub fn validate_commit(writes: &[Write]) -> Result<(), ValidationError> {
                 if value.len() > OUTCOME_PREFIX_BYTES_MAX {
                     return Err(ValidationError::new(
                         "value",
-                        format!("a record written with outcomes holds at most {OUTCOME_PREFIX_BYTES_MAX} bytes of its own"),
+                        format!(
+                            "a record written with outcomes holds at most {OUTCOME_PREFIX_BYTES_MAX} bytes of its own"
+                        ),
                     ));
                 }
             }

@@ -162,6 +162,12 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         SchemaValidationFailed => {
             "fix the message at the pointer shown, or check it first with `sluice schema check TYPE --body JSON`"
         }
+        IdempotencyKeyInvalid => "use 1 to 255 visible ASCII characters (no spaces) as --idempotency-key",
+        IdempotencyKeyMismatch => "this key was used for another request; use a new key for a new request",
+        IdempotencyKeyInUse => "the first request with this key is still running; run the command again shortly",
+        IdempotencyKeysFull => {
+            "the server keeps too many idempotency answers; retry later, or raise its --idempotency-entries-max"
+        }
         InvalidJson | InvalidArgument | EmptyBatch | NotFound | MethodNotAllowed | UnsupportedMediaType => {
             return None;
         }

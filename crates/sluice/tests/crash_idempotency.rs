@@ -46,7 +46,9 @@ impl Consume for Ledger {
 }
 
 fn request(batch: &[String]) -> SendRequest {
-    SendRequest { messages: batch.iter().map(|b| SendMessage { body: Some(b.clone()), ..Default::default() }).collect() }
+    SendRequest {
+        messages: batch.iter().map(|b| SendMessage { body: Some(b.clone()), ..Default::default() }).collect(),
+    }
 }
 
 fn ids(answer: &sluice_api::SendResponse) -> Vec<String> {
@@ -100,7 +102,8 @@ async fn sigkill_between_effect_and_answer_never_sends_twice() {
     let batches = ledger.batches.lock().expect("ledger").clone();
     let unanswered = ledger.unanswered.lock().expect("ledger").clone();
     for key in &unanswered {
-        let answer = c.send_messages_with_key(QUEUE, &request(&batches[key]), key).await.expect("the retry is answered");
+        let answer =
+            c.send_messages_with_key(QUEUE, &request(&batches[key]), key).await.expect("the retry is answered");
         ledger.answered.lock().expect("ledger").insert(key.clone(), ids(&answer));
     }
     // Answered keys again: the very same ids.

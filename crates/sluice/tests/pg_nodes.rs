@@ -415,7 +415,8 @@ async fn two_nodes_share_idempotency_keys() {
     let b = Server::start_with(dir.path(), &["--store", &store]);
     let (a, b) = (client(&a.url), client(&b.url));
     a.create_queue(&CreateQueueRequest { name: "keyed".into(), ..Default::default() }).await.expect("queue");
-    let batch = |body: &str| SendRequest { messages: vec![SendMessage { body: Some(body.into()), ..Default::default() }] };
+    let batch =
+        |body: &str| SendRequest { messages: vec![SendMessage { body: Some(body.into()), ..Default::default() }] };
     let ids = |r: sluice_api::SendResponse| r.results.into_iter().map(|r| r.id.expect("an id")).collect::<Vec<_>>();
 
     let first = ids(a.send_messages_with_key("keyed", &batch("one"), "k-1").await.expect("send through a"));
@@ -436,7 +437,9 @@ async fn two_nodes_share_idempotency_keys() {
     for racer in racers {
         match racer.await.expect("racer") {
             Ok(answer) => answered.push(ids(answer)),
-            Err(sluice_client::ClientError::Api { status: 409, code, .. }) => assert_eq!(code, "idempotency_key_in_use"),
+            Err(sluice_client::ClientError::Api { status: 409, code, .. }) => {
+                assert_eq!(code, "idempotency_key_in_use")
+            }
             Err(other) => panic!("a racer failed: {other}"),
         }
     }

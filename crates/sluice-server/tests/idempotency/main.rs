@@ -3,8 +3,8 @@
 //! key in flight and waited for, a restart, expiry), and the layer's own rules (key checks,
 //! answers not stored, scopes, bounds, claims left by a dead process, a race of many clients).
 
-mod support;
 mod rules;
+mod support;
 
 use std::time::Duration;
 
@@ -20,7 +20,8 @@ struct Route {
     name: &'static str,
     setup: Vec<(&'static str, &'static str, Option<Value>)>,
     method: &'static str,
-    /// `{id}` is replaced by the `id` of the last setup answer.
+    /// `{id}` is replaced by the `id` of the last setup answer that has one (or of its first
+    /// claimed job), in the path and the bodies; `{lease}` by the lease of the last claim.
     path: &'static str,
     body: Option<Value>,
     other: Value,
@@ -74,9 +75,13 @@ fn routes() -> Vec<Route> {
     let g = ("POST", "/v1/streams/s/groups", Some(json!({ "name": "g", "start": "earliest" })));
     let one = ("POST", "/v1/queues/q/messages", Some(json!({ "messages": [{ "body": "m" }] })));
     let enqueue = ("POST", "/v1/jobs", Some(job(1)));
+    let claim = ("POST", "/v1/jobs/claim", Some(json!({ "queues": ["jq"], "max": 1 })));
     let mut routes = vec![
-        route("create queue", "POST", "/v1/queues", queue("made"), json!({ "name": "made", "delay_ms": 5 }))
-            .once("/v1/queues", "/queues/0/name", json!("made")),
+        route("create queue", "POST", "/v1/queues", queue("made"), json!({ "name": "made", "delay_ms": 5 })).once(
+            "/v1/queues",
+            "/queues/0/name",
+            json!("made"),
+        ),
         route("update queue", "PATCH", "/v1/queues/q", Some(json!({ "delay_ms": 10 })), json!({ "delay_ms": 20 }))
             .after(q.0, q.1, q.2.clone()),
         route("delete queue", "DELETE", "/v1/queues/q", None, json!({})).after(q.0, q.1, q.2.clone()),
@@ -114,21 +119,55 @@ fn routes() -> Vec<Route> {
         .after(q.0, q.1, q.2.clone()),
         route("redrive", "POST", "/v1/queues/d/redrive", Some(json!({ "max_per_second": 10 })), json!({}))
             .after("POST", "/v1/queues", queue("d"))
-            .after("POST", "/v1/queues", Some(json!({ "name": "q", "dead_letter": { "queue": "d", "max_receive_count": 1 } }))),
+            .after(
+                "POST",
+                "/v1/queues",
+                Some(json!({ "name": "q", "dead_letter": { "queue": "d", "max_receive_count": 1 } })),
+            ),
         route("cancel redrive", "DELETE", "/v1/redrives/nope", None, json!({})),
-        route("create topic", "POST", "/v1/topics", Some(json!({ "name": "t" })), json!({ "name": "t", "display_name": "T" })),
-        route("update topic", "PATCH", "/v1/topics/t", Some(json!({ "display_name": "T" })), json!({ "display_name": "U" }))
-            .after(t.0, t.1, t.2.clone()),
+        route(
+            "create topic",
+            "POST",
+            "/v1/topics",
+            Some(json!({ "name": "t" })),
+            json!({ "name": "t", "display_name": "T" }),
+        ),
+        route(
+            "update topic",
+            "PATCH",
+            "/v1/topics/t",
+            Some(json!({ "display_name": "T" })),
+            json!({ "display_name": "U" }),
+        )
+        .after(t.0, t.1, t.2.clone()),
         route("delete topic", "DELETE", "/v1/topics/t", None, json!({})).after(t.0, t.1, t.2.clone()),
-        route("subscribe", "POST", "/v1/topics/t/subscriptions", Some(json!({ "queue": "q", "raw": true })), json!({ "queue": "q" }))
-            .after(t.0, t.1, t.2.clone())
-            .after(q.0, q.1, q.2.clone()),
-        route("publish", "POST", "/v1/topics/t/publish", Some(json!({ "messages": [{ "body": "p" }] })), json!({ "messages": [] }))
-            .after(t.0, t.1, t.2.clone())
-            .after(q.0, q.1, q.2.clone())
-            .after("POST", "/v1/topics/t/subscriptions", Some(json!({ "queue": "q", "raw": true })))
-            .once("/v1/queues/q", "/counts/visible", json!(1)),
-        route("create stream", "POST", "/v1/streams", Some(json!({ "name": "s", "partitions": 1 })), json!({ "name": "s", "partitions": 2 })),
+        route(
+            "subscribe",
+            "POST",
+            "/v1/topics/t/subscriptions",
+            Some(json!({ "queue": "q", "raw": true })),
+            json!({ "queue": "q" }),
+        )
+        .after(t.0, t.1, t.2.clone())
+        .after(q.0, q.1, q.2.clone()),
+        route(
+            "publish",
+            "POST",
+            "/v1/topics/t/publish",
+            Some(json!({ "messages": [{ "body": "p" }] })),
+            json!({ "messages": [] }),
+        )
+        .after(t.0, t.1, t.2.clone())
+        .after(q.0, q.1, q.2.clone())
+        .after("POST", "/v1/topics/t/subscriptions", Some(json!({ "queue": "q", "raw": true })))
+        .once("/v1/queues/q", "/counts/visible", json!(1)),
+        route(
+            "create stream",
+            "POST",
+            "/v1/streams",
+            Some(json!({ "name": "s", "partitions": 1 })),
+            json!({ "name": "s", "partitions": 2 }),
+        ),
         route("update stream", "PATCH", "/v1/streams/s", Some(json!({ "partitions": 2 })), json!({ "partitions": 3 }))
             .after(s.0, s.1, s.2.clone()),
         route("delete stream", "DELETE", "/v1/streams/s", None, json!({})).after(s.0, s.1, s.2.clone()),
@@ -143,27 +182,76 @@ fn routes() -> Vec<Route> {
         .once("/v1/streams/s/partitions/0/records", "/next_offset", json!(2)),
         route("create group", "POST", "/v1/streams/s/groups", g.2.clone(), json!({ "name": "g", "start": "latest" }))
             .after(s.0, s.1, s.2.clone()),
-        route("fetch", "POST", "/v1/streams/s/groups/g/fetch", Some(json!({ "member": "m1", "max": 10 })), json!({ "member": "m2" }))
-            .after(s.0, s.1, s.2.clone())
-            .after(g.0, g.1, g.2.clone()),
-        route("delete group", "DELETE", "/v1/streams/s/groups/g", None, json!({}))
-            .after(s.0, s.1, s.2.clone())
-            .after(g.0, g.1, g.2.clone()),
-        route("enqueue job", "POST", "/v1/jobs", Some(job(7)), job(8)).once("/v1/jobs?queue=jq", "/jobs/0/type", json!("pdf")),
-        route("claim jobs", "POST", "/v1/jobs/claim", Some(json!({ "queues": ["jq"], "max": 1 })), json!({ "queues": ["jq"], "max": 2 }))
+        route(
+            "fetch",
+            "POST",
+            "/v1/streams/s/groups/g/fetch",
+            Some(json!({ "member": "m1", "max": 10 })),
+            json!({ "member": "m2" }),
+        )
+        .after(s.0, s.1, s.2.clone())
+        .after(g.0, g.1, g.2.clone()),
+        route("delete group", "DELETE", "/v1/streams/s/groups/g", None, json!({})).after(s.0, s.1, s.2.clone()).after(
+            g.0,
+            g.1,
+            g.2.clone(),
+        ),
+        route("enqueue job", "POST", "/v1/jobs", Some(job(7)), job(8)).once(
+            "/v1/jobs?queue=jq",
+            "/jobs/0/type",
+            json!("pdf"),
+        ),
+        route(
+            "claim jobs",
+            "POST",
+            "/v1/jobs/claim",
+            Some(json!({ "queues": ["jq"], "max": 1 })),
+            json!({ "queues": ["jq"], "max": 2 }),
+        )
+        .after(enqueue.0, enqueue.1, enqueue.2.clone())
+        .once("/v1/jobs?queue=jq", "/jobs/0/status", json!("running")),
+        route("cancel job", "POST", "/v1/jobs/{id}/cancel", None, json!({})).after(
+            enqueue.0,
+            enqueue.1,
+            enqueue.2.clone(),
+        ),
+        route(
+            "heartbeat",
+            "POST",
+            "/v1/jobs/{id}/heartbeat",
+            Some(json!({ "lease": "{lease}" })),
+            json!({ "lease": "2" }),
+        )
+        .after(enqueue.0, enqueue.1, enqueue.2.clone())
+        .after(claim.0, claim.1, claim.2.clone()),
+        route(
+            "complete job",
+            "POST",
+            "/v1/jobs/{id}/complete",
+            Some(json!({ "lease": "{lease}" })),
+            json!({ "lease": "2" }),
+        )
+        .after(enqueue.0, enqueue.1, enqueue.2.clone())
+        .after(claim.0, claim.1, claim.2.clone()),
+        route("fail job", "POST", "/v1/jobs/{id}/fail", Some(json!({ "lease": "{lease}" })), json!({ "lease": "2" }))
             .after(enqueue.0, enqueue.1, enqueue.2.clone())
-            .once("/v1/jobs?queue=jq", "/jobs/0/status", json!("running")),
-        route("cancel job", "POST", "/v1/jobs/{id}/cancel", None, json!({})).after(enqueue.0, enqueue.1, enqueue.2.clone()),
-        route("heartbeat", "POST", "/v1/jobs/{id}/heartbeat", Some(json!({ "lease": "1.0000000000000000" })), json!({ "lease": "2" }))
-            .after(enqueue.0, enqueue.1, enqueue.2.clone()),
-        route("complete job", "POST", "/v1/jobs/{id}/complete", Some(json!({ "lease": "1.0000000000000000" })), json!({ "lease": "2" }))
-            .after(enqueue.0, enqueue.1, enqueue.2.clone()),
-        route("fail job", "POST", "/v1/jobs/{id}/fail", Some(json!({ "lease": "1.0000000000000000" })), json!({ "lease": "2" }))
-            .after(enqueue.0, enqueue.1, enqueue.2.clone()),
+            .after(claim.0, claim.1, claim.2.clone()),
         route("create schedule", "POST", "/v1/schedules", Some(schedule(60_000)), schedule(120_000)),
-        route("pause schedule", "POST", "/v1/schedules/nightly/pause", None, json!({})).after("POST", "/v1/schedules", Some(schedule(60_000))),
-        route("resume schedule", "POST", "/v1/schedules/nightly/resume", None, json!({})).after("POST", "/v1/schedules", Some(schedule(60_000))),
-        route("delete schedule", "DELETE", "/v1/schedules/nightly", None, json!({})).after("POST", "/v1/schedules", Some(schedule(60_000))),
+        route("pause schedule", "POST", "/v1/schedules/nightly/pause", None, json!({})).after(
+            "POST",
+            "/v1/schedules",
+            Some(schedule(60_000)),
+        ),
+        route("resume schedule", "POST", "/v1/schedules/nightly/resume", None, json!({})).after(
+            "POST",
+            "/v1/schedules",
+            Some(schedule(60_000)),
+        ),
+        route("delete schedule", "DELETE", "/v1/schedules/nightly", None, json!({})).after(
+            "POST",
+            "/v1/schedules",
+            Some(schedule(60_000)),
+        ),
         route(
             "register schema",
             "POST",
@@ -172,7 +260,11 @@ fn routes() -> Vec<Route> {
             json!({ "schema": { "type": "string" } }),
         ),
         route("create alert rule", "POST", "/v1/alerts/rules", Some(rule(60_000)), rule(1)),
-        route("delete alert rule", "DELETE", "/v1/alerts/rules/late", None, json!({})).after("POST", "/v1/alerts/rules", Some(rule(60_000))),
+        route("delete alert rule", "DELETE", "/v1/alerts/rules/late", None, json!({})).after(
+            "POST",
+            "/v1/alerts/rules",
+            Some(rule(60_000)),
+        ),
         route("delete relay", "DELETE", "/v1/relays/nope", None, json!({})),
         route("pause relay", "POST", "/v1/relays/nope/pause", None, json!({})),
     ];
@@ -187,17 +279,27 @@ async fn check(route: &Route) -> Vec<String> {
     let dir = tempfile::tempdir().expect("temp dir");
     let clock = manual_clock();
     let node = Node::open(&dir, &clock, config());
-    let mut last_id = None;
+    let (mut id, mut lease) = (None, None);
     for (method, path, body) in &route.setup {
         let answer = node.call(method, path, None, body.as_ref()).await;
-        assert!(answer.status < 300, "{}: setup {method} {path}: {}", route.name, String::from_utf8_lossy(&answer.body));
-        last_id = answer.json()["id"].as_str().map(str::to_string).or(last_id);
+        assert!(
+            answer.status < 300,
+            "{}: setup {method} {path}: {}",
+            route.name,
+            String::from_utf8_lossy(&answer.body)
+        );
+        let json = answer.json();
+        let text = |pointer: &str| json.pointer(pointer).and_then(Value::as_str).map(str::to_string);
+        id = text("/id").or(text("/jobs/0/id")).or(id);
+        lease = text("/jobs/0/lease").or(lease);
     }
-    let path = match &last_id {
-        Some(id) => route.path.replace("{id}", id),
-        None => route.path.to_string(),
+    let fill = |text: &str| {
+        let text = id.as_ref().map_or(text.to_string(), |id| text.replace("{id}", id));
+        lease.as_ref().map_or(text.clone(), |lease| text.replace("{lease}", lease))
     };
-    let (method, body) = (route.method, route.body.as_ref());
+    let path = fill(route.path);
+    let filled = route.body.as_ref().map(|b| serde_json::from_str::<Value>(&fill(&b.to_string())).expect("json"));
+    let (method, body) = (route.method, filled.as_ref());
 
     // First call: executed, not replayed, and an answer the contract stores.
     let first = node.call(method, &path, Some("k-1"), body).await;
@@ -231,7 +333,8 @@ async fn check(route: &Route) -> Vec<String> {
     // In flight: a request of this node holds another key; a retry is `in_use`, and one that
     // waits gets the first one's answer once it is stored.
     let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
-    let scope = Scope { principal: "anonymous".into(), method: method.into(), path: path.clone(), key: "k-held".into() };
+    let scope =
+        Scope { principal: "anonymous".into(), method: method.into(), path: path.clone(), key: "k-held".into() };
     let idempotency = node.services.idempotency().clone();
     let Claim::Execute(ticket) = idempotency.claim(&scope, &fingerprint(&bytes)).await.expect("claim") else {
         panic!("{}: a fresh key is claimed", route.name)
@@ -285,5 +388,11 @@ async fn every_mutating_route_keeps_the_contract() {
     for route in &routes {
         failures.extend(check(route).await);
     }
-    assert!(failures.is_empty(), "{} failure(s) over {} routes:\n{}", failures.len(), routes.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failure(s) over {} routes:\n{}",
+        failures.len(),
+        routes.len(),
+        failures.join("\n")
+    );
 }

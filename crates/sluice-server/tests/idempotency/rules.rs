@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use sluice_server::idempotency_settings::IdempotencyConfig;
 use sluice_server::ServerConfig;
+use sluice_server::idempotency_settings::IdempotencyConfig;
 use sluice_services::idempotency::{Claim, Scope, fingerprint};
 
 use crate::support::{Node, TTL_MS, config, manual_clock};
@@ -72,7 +72,8 @@ async fn keys_are_scoped_by_method_and_path_and_reads_ignore_them() {
     // JSON bodies compare by content, not by spelling; an empty body is another body.
     let headers = [("idempotency-key", "spelled")];
     let path = "/v1/queues/q/messages";
-    let compact = node.send_bytes("POST", path, &headers, Some(br#"{"messages":[{"priority":1,"body":"x"}]}"#.to_vec())).await;
+    let compact =
+        node.send_bytes("POST", path, &headers, Some(br#"{"messages":[{"priority":1,"body":"x"}]}"#.to_vec())).await;
     let spaced = br#"{ "messages" : [ { "body" : "x", "priority" : 1 } ] }"#.to_vec();
     let spaced = node.send_bytes("POST", path, &headers, Some(spaced)).await;
     assert_eq!((compact.replayed(), spaced.replayed(), spaced.body == compact.body), (false, true, true));
@@ -115,7 +116,12 @@ async fn the_bounds_refuse_new_keys_until_old_ones_expire() {
 async fn a_claim_left_by_a_dead_process_is_taken_over() {
     // Embedded: the store has one process at a time, so a claim of an earlier run is dead.
     let (dir, clock, node) = node_with_queue(config()).await;
-    let scope = Scope { principal: "anonymous".into(), method: "POST".into(), path: "/v1/queues/q/messages".into(), key: "k".into() };
+    let scope = Scope {
+        principal: "anonymous".into(),
+        method: "POST".into(),
+        path: "/v1/queues/q/messages".into(),
+        key: "k".into(),
+    };
     let body = send_body("x").to_string();
     let Claim::Execute(_left) = node.services.idempotency().claim(&scope, &fingerprint(body.as_bytes())).await.unwrap()
     else {
@@ -133,15 +139,21 @@ async fn a_claim_left_by_a_dead_process_is_taken_over() {
     let shared = IdempotencyConfig { ttl_ms: 10 * TTL_MS, claim_abandoned_ms: TTL_MS, ..IdempotencyConfig::default() };
     let shared = ServerConfig { idempotency: shared, ..config() };
     let node = Node::open(&dir, &clock, shared.clone());
-    let Claim::Execute(_left) = node.services.idempotency().claim(&scope, &fingerprint(b"{}")).await.unwrap() else {
+    let Claim::Execute(_left) = node
+        .services
+        .idempotency()
+        .claim(&Scope { key: "k2".into(), ..scope.clone() }, &fingerprint(b"{}"))
+        .await
+        .unwrap()
+    else {
         panic!("claimed")
     };
     node.close().await;
     let node = Node::open(&dir, &clock, shared);
-    let busy = node.call("POST", "/v1/queues/q/messages", Some("k"), Some(&json!({}))).await;
+    let busy = node.call("POST", "/v1/queues/q/messages", Some("k2"), Some(&json!({}))).await;
     assert_eq!(busy.code(), "idempotency_key_in_use");
     clock.advance_by(TTL_MS);
-    let taken = node.call("POST", "/v1/queues/q/messages", Some("k"), Some(&json!({}))).await;
+    let taken = node.call("POST", "/v1/queues/q/messages", Some("k2"), Some(&json!({}))).await;
     assert_ne!(taken.code(), "idempotency_key_in_use", "abandoned after claim_abandoned_ms");
     node.close().await;
 }
@@ -155,7 +167,12 @@ async fn a_slow_request_is_in_use_and_waited_for() {
         let poll = poll.clone();
         tokio::spawn(async move { node.call("POST", "/v1/queues/q/receive", Some("r"), Some(&poll)).await })
     };
-    let scope = Scope { principal: "anonymous".into(), method: "POST".into(), path: "/v1/queues/q/receive".into(), key: "r".into() };
+    let scope = Scope {
+        principal: "anonymous".into(),
+        method: "POST".into(),
+        path: "/v1/queues/q/receive".into(),
+        key: "r".into(),
+    };
     // The long poll has claimed the key once its entry is in progress.
     loop {
         if let Some((entry, None)) = node.services.idempotency().get(&scope).await.expect("get") {

@@ -87,7 +87,13 @@ impl Node {
     }
 
     /// A request with a body of exactly these bytes (JSON when given).
-    pub async fn send_bytes(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<Vec<u8>>) -> Answer {
+    pub async fn send_bytes(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<Vec<u8>>,
+    ) -> Answer {
         let mut builder = Request::builder().method(method).uri(path);
         for (name, value) in headers {
             builder = builder.header(*name, *value);

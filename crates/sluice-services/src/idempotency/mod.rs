@@ -283,7 +283,8 @@ impl Idempotency {
     /// the caller's alone.
     pub async fn complete(&self, ticket: Ticket, answer: &StoredAnswer) -> Result<bool, StoreError> {
         let done = Entry { state: Entry::done(answer), ..ticket.entry }.encode();
-        let stored = self.store.replace_record(ENTRY_KIND, &ticket.record_key, ticket.claimed.clone(), done.clone()).await;
+        let stored =
+            self.store.replace_record(ENTRY_KIND, &ticket.record_key, ticket.claimed.clone(), done.clone()).await;
         if let Ok(true) = stored {
             self.totals.add(0, done.len() as i64 - ticket.claimed.len() as i64);
         }

@@ -377,7 +377,10 @@ mod tests {
         ];
         let answer = template.render(&outcomes).expect("renders");
         let body: serde_json::Value = serde_json::from_slice(&answer.body).expect("json");
-        assert_eq!(body, serde_json::json!({"results": [{"id": "a"}, {"error": "x", "duplicate": true}, {"id": "b"}], "p": 3, "o": 9}));
+        assert_eq!(
+            body,
+            serde_json::json!({"results": [{"id": "a"}, {"error": "x", "duplicate": true}, {"id": "b"}], "p": 3, "o": 9})
+        );
         assert!(template.render(&outcomes[..1]).is_none(), "a missing outcome is not papered over");
     }
 

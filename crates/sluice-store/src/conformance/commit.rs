@@ -112,8 +112,11 @@ pub async fn commit_records_its_outcomes_beside_its_effect(b: &dyn Backend) {
     assert!(s.receive("q", recv(10, 0, None)).await.expect("receive").is_empty(), "nothing sent");
     assert_eq!(record_value(s.as_ref(), "entry").await.as_deref(), Some("claimed"));
 
-    let outcomes =
-        s.commit_all(vec![send("q", &["one", "two"]), outcomes_of(Some("claimed"))]).await.expect("commit").expect("ok");
+    let outcomes = s
+        .commit_all(vec![send("q", &["one", "two"]), outcomes_of(Some("claimed"))])
+        .await
+        .expect("commit")
+        .expect("ok");
     let WriteOutcome::Sent(sent) = &outcomes[0] else { panic!("a send's outcome: {outcomes:?}") };
     assert_eq!(outcomes[1], WriteOutcome::Recorded);
     b.close(s).await;

@@ -120,7 +120,9 @@ pub async fn run(args: Args) -> Result<()> {
         let sent = match &args.idempotency_key {
             // Batches are cut the same way on every run of the same input, so a rerun sends
             // each batch under the key it had.
-            Some(key) if args.lines => client.send_messages_with_key(&args.queue, &request, &format!("{key}-{}", n + 1)).await,
+            Some(key) if args.lines => {
+                client.send_messages_with_key(&args.queue, &request, &format!("{key}-{}", n + 1)).await
+            }
             Some(key) => client.send_messages_with_key(&args.queue, &request, key).await,
             None => client.send_messages(&args.queue, &request).await,
         };
