@@ -243,3 +243,30 @@ async fn metrics_count_outcomes_and_kept_entries() {
     assert!(text.lines().any(|l| l.starts_with("sluice_idempotency_bytes ") && !l.ends_with(" 0")), "{text}");
     node.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_names_the_header_on_every_mutating_operation() {
+    let (_dir, _clock, node) = node_with_queue(config()).await;
+    let doc = node.expect("GET", "/v1/openapi.json", None, 200).await;
+    let mut mutating = 0;
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("path item") {
+            let names: Vec<&str> = op["parameters"]
+                .as_array()
+                .map(|ps| ps.iter().filter_map(|p| p["name"].as_str()).collect())
+                .unwrap_or_default();
+            let keyed = names.contains(&"Idempotency-Key");
+            if ["post", "put", "patch", "delete"].contains(&method.as_str()) && path.starts_with("/v1/") {
+                mutating += 1;
+                assert!(keyed && names.contains(&"Prefer"), "{method} {path}: {names:?}");
+                let conflict = op["responses"]["409"]["description"].as_str().unwrap_or_default();
+                assert!(conflict.contains("idempotency_key_in_use"), "{method} {path}: {conflict}");
+                assert!(op["responses"]["429"].is_object(), "{method} {path}");
+            } else {
+                assert!(!keyed, "{method} {path} is not mutating");
+            }
+        }
+    }
+    assert!(mutating >= 38, "{mutating} mutating operations");
+    node.close().await;
+}

@@ -182,6 +182,16 @@ impl Idempotency {
 
     /// Claims `scope` for a request whose body has `fingerprint`.
     pub async fn claim(&self, scope: &Scope, fingerprint: &str) -> Result<Claim, StoreError> {
+        let claim = self.try_claim(scope, fingerprint).await;
+        if let Ok(Claim::InUse) = claim {
+            count("in_use");
+        }
+        claim
+    }
+
+    /// [`Idempotency::claim`] without counting `in_use`, which a waiting request meets at every
+    /// look and counts once, at its end.
+    async fn try_claim(&self, scope: &Scope, fingerprint: &str) -> Result<Claim, StoreError> {
         let record_key = scope.record_key();
         // A claim loses a race only to a change made since its read, which the next read sees;
         // three rounds cover a claim, its release and a new claim in between.
@@ -201,7 +211,6 @@ impl Idempotency {
                             return Ok(Claim::Replay(answer));
                         }
                         if !self.abandoned(&entry, now) {
-                            count("in_use");
                             return Ok(Claim::InUse);
                         }
                         tracing::info!(path = %entry.path, "an abandoned idempotency claim is taken over");
@@ -242,7 +251,6 @@ impl Idempotency {
                 return Ok(Claim::Execute(Ticket { record_key, claimed, entry }));
             }
         }
-        count("in_use");
         Ok(Claim::InUse)
     }
 
@@ -260,7 +268,7 @@ impl Idempotency {
                 // Registered before the look, so that a finish between the look and the wait
                 // is not missed.
                 woken.as_mut().enable();
-                let claim = self.claim(scope, fingerprint).await;
+                let claim = self.try_claim(scope, fingerprint).await;
                 let now = tokio::time::Instant::now();
                 if !matches!(claim, Ok(Claim::InUse)) || now >= deadline {
                     Some(claim)
@@ -273,6 +281,9 @@ impl Idempotency {
             drop(notify);
             if let Some(claim) = done {
                 self.forget_waiter(&record_key);
+                if let Ok(Claim::InUse) = claim {
+                    count("in_use");
+                }
                 return claim;
             }
         }
