@@ -233,3 +233,26 @@ pub struct CallbackSecret {
     /// Verify `x-sluice-signature: sha256=<hex HMAC-SHA256(secret, "<x-sluice-timestamp>.<body>")>`.
     pub secret: String,
 }
+
+/// One job queue's jobs counted by status, in `GET /v1/jobs/stats`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct JobQueueStats {
+    pub queue: String,
+    pub queued: u64,
+    pub running: u64,
+    pub succeeded: u64,
+    /// Failed attempts waiting for their retry.
+    pub failed: u64,
+    pub dead: u64,
+    pub cancelled: u64,
+    /// Every job the queue holds, whatever its status.
+    pub total: u64,
+    /// The bytes of the kept results, counted against the queue's result budget.
+    pub result_bytes: u64,
+}
+
+/// `GET /v1/jobs/stats`: every job queue that holds jobs, by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct JobStatsList {
+    pub queues: Vec<JobQueueStats>,
+}

@@ -23,7 +23,7 @@ pub use alerts::{Alert, AlertKind, AlertList, AlertNotify, AlertRule, AlertRuleL
 pub use error::{ErrorBody, ErrorCode, ErrorResponse};
 pub use jobs::{
     CallbackSecret, ClaimJobsRequest, ClaimJobsResponse, ClaimedJob, CompleteJobRequest, EnqueueJobRequest,
-    FailJobRequest, HeartbeatRequest, HeartbeatResponse, Job, JobBackoff, JobList,
+    FailJobRequest, HeartbeatRequest, HeartbeatResponse, Job, JobBackoff, JobList, JobQueueStats, JobStatsList,
 };
 pub use relays::{AfterPublish, CreateRelayRequest, Relay, RelayColumns, RelayList, RelayStatus, RelayTarget};
 pub use schedules::{CatchUp, CreateScheduleRequest, Schedule, ScheduleJob, ScheduleList, ScheduleTarget};

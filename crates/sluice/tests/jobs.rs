@@ -85,6 +85,21 @@ fn job_commands_enqueue_show_list_cancel_and_wait() {
     assert_eq!((done["status"].clone(), done["result"].clone()), (json!("succeeded"), json!([1, 2])));
     let _ = stop.send(());
     runtime.block_on(handle).unwrap();
+
+    // One call counts every queue's jobs by status.
+    let stats = server.cli(&["job", "stats", "--json"]).json();
+    let counts = |queue: &str| {
+        let q = stats["queues"].as_array().unwrap().iter().find(|q| q["queue"] == queue).cloned().unwrap_or_default();
+        [&q["queued"], &q["running"], &q["succeeded"], &q["cancelled"], &q["total"]].map(|v| v.as_u64().unwrap_or(99))
+    };
+    assert_eq!((counts("reports"), counts("echo")), ([1, 0, 0, 1, 2], [0, 0, 1, 0, 1]), "{stats}");
+    let table = server.cli(&["job", "stats"]).ok().to_owned();
+    let row = table.lines().find(|l| l.trim_start().starts_with("reports")).unwrap_or_default();
+    assert_eq!(
+        row.split_whitespace().take(8).collect::<Vec<_>>(),
+        ["reports", "1", "0", "0", "0", "0", "1", "2"],
+        "{table}"
+    );
     let secret = server.cli(&["job", "callback-secret"]).ok().trim().to_owned();
     assert_eq!(secret.len(), 64);
 }

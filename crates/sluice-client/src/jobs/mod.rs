@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use reqwest::{Method, StatusCode};
 use sluice_api::{
     CallbackSecret, ClaimJobsRequest, ClaimJobsResponse, CompleteJobRequest, EnqueueJobRequest, FailJobRequest,
-    HeartbeatRequest, HeartbeatResponse, Job, JobList,
+    HeartbeatRequest, HeartbeatResponse, Job, JobList, JobStatsList,
 };
 use sluice_core::limits::RECEIVE_WAIT_MS_MAX;
 
@@ -153,6 +153,11 @@ impl Client {
     /// `POST /v1/jobs/{id}/fail`.
     pub async fn fail_job(&self, id: &str, request: &FailJobRequest) -> Result<Job> {
         self.json(Method::POST, &["v1", "jobs", id, "fail"], &[], Some(request)).await
+    }
+
+    /// `GET /v1/jobs/stats`: every job queue's jobs counted by status, in one call.
+    pub async fn job_stats(&self) -> Result<JobStatsList> {
+        self.json(Method::GET, &["v1", "jobs", "stats"], &[], None::<&()>).await
     }
 
     /// `GET /v1/jobs/callback-secret`: what completion webhooks are signed with.

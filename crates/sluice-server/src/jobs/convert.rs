@@ -4,7 +4,7 @@
 
 use sluice_api as api;
 use sluice_core::ValidationError;
-use sluice_core::jobs::{Jitter, JobBackoff, NewJob};
+use sluice_core::jobs::{Jitter, JobBackoff, JobStatus, NewJob, QueueJobStats};
 use sluice_store::JobView;
 
 use crate::convert::{parse_rfc3339, rfc3339};
@@ -109,6 +109,22 @@ pub fn job(view: &JobView) -> api::Job {
 }
 
 /// A completion webhook's body: the job's final view, as `GET /v1/jobs/{id}` shows it.
+/// One job queue's counts as the API writes them.
+pub fn queue_stats(stats: &QueueJobStats) -> api::JobQueueStats {
+    let count = |status: JobStatus| stats.counts[status.index()];
+    api::JobQueueStats {
+        queue: stats.queue.clone(),
+        queued: count(JobStatus::Queued),
+        running: count(JobStatus::Running),
+        succeeded: count(JobStatus::Succeeded),
+        failed: count(JobStatus::Failed),
+        dead: count(JobStatus::Dead),
+        cancelled: count(JobStatus::Cancelled),
+        total: stats.counts.iter().sum(),
+        result_bytes: stats.result_bytes,
+    }
+}
+
 pub fn webhook_body(view: &JobView) -> Vec<u8> {
     serde_json::to_vec(&job(view)).unwrap_or_default()
 }

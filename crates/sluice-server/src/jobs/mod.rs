@@ -14,7 +14,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use sluice_api::{
     CallbackSecret, ClaimJobsRequest, ClaimJobsResponse, ClaimedJob, CompleteJobRequest, EnqueueJobRequest, ErrorCode,
-    ErrorResponse, FailJobRequest, HeartbeatRequest, HeartbeatResponse, Job, JobList,
+    ErrorResponse, FailJobRequest, HeartbeatRequest, HeartbeatResponse, Job, JobList, JobStatsList,
 };
 use sluice_core::jobs::limits::{JOB_LEASE_MS_DEFAULT, JOB_LIST_LIMIT_DEFAULT, JOB_LIST_LIMIT_MAX};
 use sluice_core::jobs::{ClaimSpec, JobFilter, JobId, JobStatus, validate_tag};
@@ -38,6 +38,7 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/jobs", post(enqueue).get(list))
         .route("/v1/jobs/claim", post(claim))
         .route("/v1/jobs/callback-secret", get(callback_secret))
+        .route("/v1/jobs/stats", get(stats))
         .route("/v1/jobs/{id}", get(get_job))
         .route("/v1/jobs/{id}/cancel", post(cancel))
         .route("/v1/jobs/{id}/heartbeat", post(heartbeat))
@@ -47,7 +48,7 @@ pub fn routes() -> Router<AppState> {
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(enqueue, list, get_job, cancel, claim, heartbeat, complete, fail, callback_secret),
+    paths(enqueue, list, get_job, cancel, claim, heartbeat, complete, fail, callback_secret, stats),
     components(schemas(sluice_api::JobBackoff)),
     tags((name = "jobs", description = "Async jobs: enqueue and get a job id at once (202), poll or wait for the result or get a webhook; workers claim, heartbeat, complete and fail"))
 )]
@@ -298,4 +299,14 @@ pub async fn fail(
 )]
 pub async fn callback_secret(State(state): State<AppState>) -> JsonResult<CallbackSecret> {
     Ok(axum::Json(CallbackSecret { secret: jobs(&state).callback_secret().await? }))
+}
+
+#[utoipa::path(
+    get, path = "/v1/jobs/stats", tag = "jobs",
+    responses((status = 200, description = "Every job queue that holds jobs, by name, with its jobs counted by status: one call however many jobs there are", body = JobStatsList))
+)]
+pub async fn stats(State(state): State<AppState>) -> JsonResult<JobStatsList> {
+    let mut queues: Vec<_> = jobs(&state).stats().await?.iter().map(convert::queue_stats).collect();
+    queues.sort_by(|a, b| a.queue.cmp(&b.queue));
+    Ok(axum::Json(JobStatsList { queues }))
 }

@@ -84,6 +84,7 @@ async fn openapi_lists_every_route() {
         ("/v1/jobs", &["get", "post"]),
         ("/v1/jobs/claim", &["post"]),
         ("/v1/jobs/callback-secret", &["get"]),
+        ("/v1/jobs/stats", &["get"]),
         ("/v1/jobs/{id}", &["get"]),
         ("/v1/jobs/{id}/cancel", &["post"]),
         ("/v1/jobs/{id}/heartbeat", &["post"]),

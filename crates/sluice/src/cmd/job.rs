@@ -28,6 +28,7 @@ enum JobCommand {
     List(ListArgs),
     Cancel(IdArgs),
     Wait(WaitArgs),
+    Stats(StatsArgs),
     CallbackSecret(SecretArgs),
 }
 
@@ -141,6 +142,14 @@ struct WaitArgs {
     client: ClientArgs,
 }
 
+/// Every job queue's jobs counted by status, in one call however many jobs there are.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  sluice job stats\n  sluice job stats --json")]
+struct StatsArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
 /// Print the secret completion webhooks are signed with.
 #[derive(Debug, clap::Args)]
 struct SecretArgs {
@@ -165,6 +174,7 @@ pub async fn run(args: Args) -> Result<()> {
             let job = client.wait_job(&args.id, Duration::from_millis(args.timeout)).await?;
             finished(&job, args.client.json, args.timeout)
         }
+        JobCommand::Stats(args) => stats(args).await,
         JobCommand::CallbackSecret(args) => {
             let secret = args.client.client()?.job_callback_secret().await?;
             if args.client.json {
@@ -275,6 +285,33 @@ async fn list(args: ListArgs) -> Result<()> {
                 j.priority.to_string(),
                 j.created_at.clone(),
                 j.error.clone().map_or_else(|| "-".into(), |e| one_line(&e)),
+            ]
+        },
+    );
+    Ok(())
+}
+
+async fn stats(args: StatsArgs) -> Result<()> {
+    let answer = args.client.client()?.job_stats().await?;
+    if args.client.json {
+        return output::json(&answer);
+    }
+    output::print_rows(
+        &answer.queues,
+        "no job queue holds jobs",
+        &["queue", "queued", "running", "succeeded", "failed", "dead", "cancelled", "total", "result bytes"],
+        &[1, 2, 3, 4, 5, 6, 7, 8],
+        |q| {
+            vec![
+                q.queue.clone(),
+                q.queued.to_string(),
+                q.running.to_string(),
+                q.succeeded.to_string(),
+                q.failed.to_string(),
+                q.dead.to_string(),
+                q.cancelled.to_string(),
+                q.total.to_string(),
+                q.result_bytes.to_string(),
             ]
         },
     );

@@ -2,8 +2,7 @@
 // and tag and paged by the server, and a job's page with its payload, progress, result, last
 // error, attempts and times, and Cancel (after asking).
 //
-// The API has no counts call, so the counts come from listing every job (a page of 1,000 at a
-// time, without payloads) up to COUNT_JOBS_MAX; past that the page says the counts are partial.
+// The counts come from `GET /v1/jobs/stats`: one call, however many jobs there are.
 
 import { age, ago, api, confirmAction, enc, fill, h, num, registerPage, time, toast } from '../core.js';
 import { badge, card, dataTable, errorBanner, keyValues, pager, pretty } from '../widgets.js';
@@ -12,10 +11,6 @@ const STATUSES = ['queued', 'running', 'succeeded', 'failed', 'dead', 'cancelled
 const TONES = { queued: '', running: 'info', succeeded: 'ok', failed: 'warn', dead: 'bad', cancelled: '' };
 const FINISHED = new Set(['succeeded', 'dead', 'cancelled']);
 const FILTERS = ['queue', 'status', 'type', 'tag'];
-const COUNT_JOBS_MAX = 20000;
-/** Counting every job again on each refresh is one call per 1,000 jobs: past one call, count
- * at most this often. */
-const COUNT_EVERY_MS = 10000;
 /** A filtered list may come back short with a `next_token` (the server scans a bounded number
  * of jobs per call): at most this many calls fill one page. */
 const FILL_CALLS_MAX = 10;
@@ -50,22 +45,11 @@ function listHash(filters) {
   return text ? `#/jobs?${text}` : '#/jobs';
 }
 
-/** Every job's queue and status, counted; `{ queues: Map(queue → counts), scanned, partial }`. */
+/** Every job queue's counts by status: `{ queues: [{ queue, counts, total }], total }`. */
 async function countJobs() {
-  const queues = new Map();
-  let token = null;
-  let scanned = 0;
-  do {
-    const page = await api('GET', `/v1/jobs?limit=1000${token ? '&next_token=' + enc(token) : ''}`);
-    for (const job of page.jobs) {
-      let counts = queues.get(job.queue);
-      if (!counts) queues.set(job.queue, (counts = Object.fromEntries(STATUSES.map((s) => [s, 0]))));
-      counts[job.status] = (counts[job.status] || 0) + 1;
-    }
-    scanned += page.jobs.length;
-    token = page.next_token || null;
-  } while (token && scanned < COUNT_JOBS_MAX);
-  return { queues, scanned, partial: Boolean(token) };
+  const answer = await api('GET', '/v1/jobs/stats');
+  const queues = answer.queues.map((q) => ({ queue: q.queue, counts: Object.fromEntries(STATUSES.map((s) => [s, q[s]])), total: q.total }));
+  return { queues, total: queues.reduce((n, q) => n + q.total, 0) };
 }
 
 registerPage({
@@ -79,14 +63,12 @@ registerPage({
     let tokens = [null]; // the next_token each page starts from; the last is the page shown
     let next = null;
     let counted = null;
-    let countedAt = 0;
     let loads = 0; // so that an answer for earlier filters never replaces a later one's
     // A change of filters or page loads at once; a failure shows in the banner.
     const reload = () => view.refresh().catch(() => {});
     const banner = errorBanner();
     const sub = h('span', { class: 'sub', id: 'jobs-sub' });
     const cards = Object.fromEntries(STATUSES.map((s) => [s, card(s[0].toUpperCase() + s.slice(1), `jobs-${s}`)]));
-    const partialNote = h('p', { class: 'muted', hidden: true });
 
     const countLink = (q, status) => {
       const n = status ? q.counts[status] : q.total;
@@ -179,15 +161,13 @@ registerPage({
     }
 
     function showCounts() {
-      const rows = [...counted.queues.entries()].map(([queue, counts]) => ({ queue, counts, total: STATUSES.reduce((n, s) => n + counts[s], 0) }));
+      const rows = counted.queues;
       byQueue.update(rows);
       for (const s of STATUSES) {
         const n = rows.reduce((sum, r) => sum + r.counts[s], 0);
         cards[s].set(num(n), '', s === 'dead' && n ? 'bad' : s === 'failed' && n ? 'warn' : '');
       }
-      sub.textContent = `${num(counted.scanned)}${counted.partial ? '+' : ''} ${counted.scanned === 1 ? 'job' : 'jobs'} in ${num(rows.length)} ${rows.length === 1 ? 'queue' : 'queues'}`;
-      partialNote.hidden = !counted.partial;
-      partialNote.textContent = `Counted from the first ${num(counted.scanned)} jobs only; the \`sluice_jobs\` gauge of /metrics counts them all.`;
+      sub.textContent = `${num(counted.total)} ${counted.total === 1 ? 'job' : 'jobs'} in ${num(rows.length)} ${rows.length === 1 ? 'queue' : 'queues'}`;
       fill(queueList, rows.map((r) => h('option', { value: r.queue })));
     }
 
@@ -196,16 +176,15 @@ registerPage({
         h('div', { class: 'page-head' }, h('h1', {}, 'Jobs'), sub),
         banner.el,
         h('div', { class: 'cards' }, Object.values(cards).map((c) => c.el)),
-        h('div', { class: 'panel', id: 'jobs-by-queue' }, h('h2', {}, 'By queue and status'), partialNote, byQueue.el),
+        h('div', { class: 'panel', id: 'jobs-by-queue' }, h('h2', {}, 'By queue and status'), byQueue.el),
         h('div', { class: 'panel', id: 'jobs-list' }, h('h2', {}, 'Jobs'),
           h('p', { class: 'muted' }, 'In the order they were enqueued; finished jobs stay until their result_ttl_ms runs out.'), form, list.el, pages.el)),
       async refresh() {
         const load = ++loads;
         try {
-          const countNow = !counted || counted.scanned < 1000 || Date.now() - countedAt >= COUNT_EVERY_MS;
-          const [counts, page] = await Promise.all([countNow ? countJobs() : null, fetchPage(tokens[tokens.length - 1])]);
+          const [counts, page] = await Promise.all([countJobs(), fetchPage(tokens[tokens.length - 1])]);
           if (load !== loads) return;
-          if (counts) { counted = counts; countedAt = Date.now(); }
+          counted = counts;
           next = page.next;
           showCounts();
           list.update(page.jobs);
