@@ -150,6 +150,17 @@ pub(crate) struct Call {
     idempotency_key: Option<String>,
 }
 
+impl Call {
+    /// The call without an `Idempotency-Key`: for the receives and claims, whose answers carry
+    /// message bodies or job payloads. Keyed, each answer would be stored on the server for the
+    /// key's TTL, a copy of everything received; unkeyed, a receive whose answer is lost gives
+    /// its messages back after their visibility timeout, as it always did.
+    pub(crate) fn without_key(mut self) -> Call {
+        self.idempotency_key = None;
+        self
+    }
+}
+
 /// The most a retry asks the server to wait for its first attempt (`Prefer: wait=N`), in
 /// seconds; the server's own bound is 60.
 const RETRY_WAIT_S_MAX: u64 = 60;
@@ -382,7 +393,8 @@ impl Client {
         // Without `wait_ms` the server uses the queue's receive wait, which can be the maximum.
         let wait_ms = request.wait_ms.unwrap_or(RECEIVE_WAIT_MS_MAX);
         let timeout = self.timeout + Duration::from_millis(wait_ms);
-        let call = self.call(Method::POST, &["v1", "queues", queue, "receive"], &[], Some(request), timeout)?;
+        let call =
+            self.call(Method::POST, &["v1", "queues", queue, "receive"], &[], Some(request), timeout)?.without_key();
         let (status, body) = self.execute(call).await?;
         decode(status, &body)
     }

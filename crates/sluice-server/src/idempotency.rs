@@ -39,8 +39,8 @@ pub const REPLAYED_HEADER: &str = "idempotency-replayed";
 pub const NOT_STORED: [u16; 7] = [400, 401, 403, 413, 429, 503, 507];
 
 /// The largest answer body stored, in bytes: an answer larger than this (a receive of many
-/// large messages) is returned but not stored, and its claim given back, since a record holds
-/// at most `RECORD_VALUE_BYTES_MAX` and the body is stored in base64.
+/// large messages) is returned but not stored, and its claim given back (a retry runs again),
+/// since a record holds at most `RECORD_VALUE_BYTES_MAX` and the body is stored in base64.
 pub const ANSWER_BYTES_MAX: usize = 512 * 1024;
 
 /// Set on a response whose answer the route committed with its effect; holds the bytes the
@@ -121,21 +121,23 @@ async fn finish(idempotency: &Idempotency, ticket: Ticket, response: Response) -
         return response;
     }
     let (parts, body) = response.into_parts();
-    let body = match axum::body::to_bytes(body, ANSWER_BYTES_MAX).await {
+    // The route's own limits bound its answer (a receive's 16 MiB the most).
+    let body = match axum::body::to_bytes(body, usize::MAX).await {
         Ok(body) => body,
-        Err(_) => {
-            // Too large to keep: the route ran, but its answer cannot be replayed. Giving the
-            // claim back lets a retry run again, which only a large receive meets.
-            tracing::warn!(path = %ticket.scope().path, "an answer over {ANSWER_BYTES_MAX} bytes is not stored");
-            metrics::counter!(sluice_services::idempotency::REQUESTS_METRIC, "outcome" => "too_large").increment(1);
+        Err(e) => {
+            tracing::warn!("an answer could not be read to be stored: {e}");
             release(idempotency, ticket).await;
-            return ApiError::new(
-                ErrorCode::Internal,
-                format!("the answer was larger than {ANSWER_BYTES_MAX} bytes, the most an idempotency key stores"),
-            )
-            .into_response();
+            return ApiError::new(ErrorCode::Internal, "the answer could not be read").into_response();
         }
     };
+    if body.len() > ANSWER_BYTES_MAX {
+        // Too large to keep: the route ran and its answer goes out, but cannot be replayed.
+        // Giving the claim back lets a retry run again, which only a large receive meets.
+        tracing::debug!(path = %ticket.scope().path, bytes = body.len(), "an answer over {ANSWER_BYTES_MAX} bytes is not stored");
+        metrics::counter!(sluice_services::idempotency::REQUESTS_METRIC, "outcome" => "too_large").increment(1);
+        release(idempotency, ticket).await;
+        return Response::from_parts(parts, Body::from(body));
+    }
     let header =
         |name: axum::http::HeaderName| parts.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
     let answer =
