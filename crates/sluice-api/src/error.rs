@@ -115,6 +115,11 @@ codes! {
     JobNotFound = "job_not_found", 404, "No job has this id (it never existed, or it finished and was pruned after its result_ttl_ms).";
     StaleLease = "stale_lease", 409, "The lease names an attempt that is over (completed, failed, lapsed, cancelled): it changes nothing, and never a newer attempt.";
     JobFinished = "job_finished", 409, "The job already finished (succeeded or dead); it cannot be cancelled.";
+    // Idempotency keys
+    IdempotencyKeyInvalid = "idempotency_key_invalid", 400, "The Idempotency-Key header is not 1 to 255 visible ASCII characters; nothing was executed.";
+    IdempotencyKeyMismatch = "idempotency_key_mismatch", 409, "The Idempotency-Key was used for this method and path with another body; nothing was executed.";
+    IdempotencyKeyInUse = "idempotency_key_in_use", 409, "A request with this Idempotency-Key is still running; retry later, or send `Prefer: wait=N` to wait for its answer.";
+    IdempotencyKeysFull = "idempotency_keys_full", 429, "The stored idempotency answers reached their bound (`details.bound`); nothing was executed. Retry after older keys expire, or raise the bound.";
     // Schemas
     SchemaNotFound = "schema_not_found", 404, "No schema is registered for this type (or it has no such version).";
     SchemaInvalid = "schema_invalid", 400, "The schema is not a valid JSON Schema 2020-12 document (`details.reason` says why), or is larger than 256 KiB.";

@@ -15,6 +15,7 @@ use sluice_core::overflow::{Depth, Placement};
 use sluice_core::{Admission, EntryError, NewMessage};
 use sluice_store::{
     CommitStore, Committed, Conflict, Counters, Refused, StoreError, Write, WriteOutcome, validate_commit,
+    with_outcomes,
 };
 
 use crate::EmbeddedStore;
@@ -71,6 +72,10 @@ impl CommitStore for EmbeddedStore {
                         }
                         Write::DeleteRecord { kind, key } => {
                             e.records.delete(&kind, &key);
+                            WriteOutcome::Recorded
+                        }
+                        Write::RecordOutcomes { kind, key, value, .. } => {
+                            e.records.put(&kind, &key, with_outcomes(&value, &outcomes));
                             WriteOutcome::Recorded
                         }
                         Write::Append { stream, records } => {
@@ -169,6 +174,18 @@ fn check(e: &Engine, writes: &[Write], now: u64) -> Result<Result<(), Refused>, 
             }
             Write::DeleteRecord { kind, key } => {
                 written.insert((kind, key), None);
+            }
+            Write::RecordOutcomes { kind, key, expected, value } => {
+                if let Some(expected) = expected {
+                    let now_there = written
+                        .get(&(kind.as_str(), key.as_str()))
+                        .copied()
+                        .unwrap_or_else(|| e.records.get(kind, key).map(Vec::as_slice));
+                    if now_there != Some(expected.as_slice()) {
+                        return refuse(Conflict::RecordChanged);
+                    }
+                }
+                written.insert((kind, key), Some(value));
             }
             Write::Append { stream, records } => {
                 if let Err(conflict) = e.logs.admit(stream, records, now, taken.entry(stream).or_default()) {

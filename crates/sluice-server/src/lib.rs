@@ -20,6 +20,7 @@ mod convert;
 mod error;
 mod extract;
 mod health;
+mod idempotency;
 mod jobs;
 mod messages;
 mod metrics;
@@ -47,6 +48,7 @@ use axum::routing::{get, post};
 pub use sluice_clock::{Clock, ManualClock, Sleep, SystemClock};
 use sluice_core::limits::REQUEST_BYTES_MAX;
 use sluice_services::alerts::{Alerts, AlertsConfig};
+use sluice_services::idempotency::IdempotencyConfig;
 use sluice_services::jobs::JobsConfig;
 use sluice_services::redrive::Redrives;
 pub use sluice_services::shedding::ShedConfig;
@@ -59,7 +61,14 @@ use sluice_store::Store;
 
 pub use auth::AccessKey;
 pub use error::ApiError;
+pub use idempotency::{ANSWER_BYTES_MAX, KEY_HEADER, NOT_STORED, REPLAYED_HEADER};
 pub use openapi::ApiDoc;
+/// What `serve` needs to configure idempotency keys.
+pub mod idempotency_settings {
+    pub use sluice_services::idempotency::{
+        ENTRIES_BYTES_MAX_DEFAULT, ENTRIES_COUNT_MAX_DEFAULT, IdempotencyConfig, TTL_MS_MAX, TTL_MS_MIN,
+    };
+}
 pub use sluice_services::redrive::{REDRIVE_RATE_DEFAULT, REDRIVE_RATE_MAX, REDRIVE_STEP_MS};
 pub use sluice_services::stats::{STATS_SAMPLE_MS_DEFAULT, STATS_SAMPLE_MS_MAX, STATS_SAMPLE_MS_MIN};
 pub use sluice_services::topics::worker::{LAST_ERROR_ATTRIBUTE, PushConfig, SIGNATURE_HEADER, TIMESTAMP_HEADER};
@@ -87,6 +96,8 @@ pub struct ServerConfig {
     pub job_callback_secret: Option<String>,
     /// Load shedding's watermarks (`sluice_services::shedding`).
     pub shed: sluice_services::shedding::ShedConfig,
+    /// Idempotency keys: TTL, bounds, whether other processes share the store.
+    pub idempotency: IdempotencyConfig,
 }
 
 impl Default for ServerConfig {
@@ -100,6 +111,7 @@ impl Default for ServerConfig {
             relay_node: None,
             job_callback_secret: None,
             shed: sluice_services::shedding::ShedConfig::default(),
+            idempotency: IdempotencyConfig::default(),
         }
     }
 }
@@ -180,6 +192,7 @@ pub fn services(
         relay_node: config.relay_node.clone(),
         jobs,
         shed: config.shed.clone(),
+        idempotency: config.idempotency.clone(),
         ..ServicesConfig::new(arns)
     };
     Services::new(store, clock, services)
@@ -236,6 +249,8 @@ pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
         // AWS requests (SQS, SNS, STS) come to `/` and to queue-URL paths; anything else that
         // matches no route still gets the native 404.
         .fallback(aws::fallback)
+        // Inside the body guard, so that it reads a body already bounded and in memory.
+        .layer(axum::middleware::from_fn_with_state(state.clone(), idempotency::layer))
         .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
         .layer(axum::middleware::from_fn(observe::limit_body))
         .layer(axum::middleware::from_fn(observe::observe))

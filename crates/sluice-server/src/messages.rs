@@ -10,7 +10,8 @@ use sluice_api::{
 };
 use sluice_core::limits::{BATCH_ENTRIES_MAX, PEEK_MESSAGES_MAX};
 use sluice_core::{EntryError, NewMessage};
-use sluice_store::{EntryResults, VisibilityRule};
+use sluice_services::idempotency::{Fill, FillField, Template, Ticket};
+use sluice_store::{Conflict, EntryResults, Refused, StoredOutcome, VisibilityRule, Write};
 use utoipa::IntoParams;
 
 use crate::AppState;
@@ -84,6 +85,7 @@ fn batch_response(field: &str, results: EntryResults<()>, expected: usize) -> Js
 pub async fn send(
     State(state): State<AppState>,
     Path(name): Path<String>,
+    ticket: Option<axum::Extension<Ticket>>,
     Json(request): Json<SendRequest>,
 ) -> Result<Response, ApiError> {
     check_batch("messages", request.messages.len())?;
@@ -118,6 +120,9 @@ pub async fn send(
     }
     let (positions, accepted): (Vec<usize>, Vec<NewMessage>) = entries.into_iter().unzip();
     let mut depth = None;
+    if let Some(axum::Extension(ticket)) = ticket {
+        return send_committed(&state, &name, &ticket, results, positions, accepted).await;
+    }
     if accepted.is_empty() {
         // Nothing to send, but an unknown queue must still be a 404, not a list of errors.
         state.store().get_queue(&name).await?;
@@ -170,6 +175,57 @@ pub async fn send(
         }
     }
     Ok(response)
+}
+
+/// A send under an idempotency key: the messages and the answer in one commit, so that a crash
+/// cannot part them. The answer's ids are filled in from the commit's outcomes, by the same
+/// template a replay renders. A message the queue refuses refuses the commit; it gets its error
+/// in its place and the commit is tried again without it, so every entry is answered as a plain
+/// send answers it.
+async fn send_committed(
+    state: &AppState,
+    name: &str,
+    ticket: &Ticket,
+    mut results: Vec<Option<SendResult>>,
+    mut positions: Vec<usize>,
+    mut accepted: Vec<NewMessage>,
+) -> Result<Response, ApiError> {
+    loop {
+        if accepted.is_empty() {
+            state.store().get_queue(name).await?;
+        }
+        let mut body = results.clone();
+        let mut fills = Vec::with_capacity(positions.len());
+        for (item, &i) in positions.iter().enumerate() {
+            body[i] = Some(SendResult::sent(String::new()));
+            fills.push(Fill { pointer: format!("/results/{i}/id"), write: 0, item, field: FillField::Id });
+        }
+        let body = serde_json::to_value(SendResponse { results: body.into_iter().flatten().collect(), depth: None })
+            .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?;
+        let template = Template { status: 200, location: None, body, fills };
+        let mut writes = Vec::with_capacity(2);
+        if !accepted.is_empty() {
+            writes.push(Write::Send { queue: name.to_string(), messages: accepted.clone() });
+        }
+        // Without messages, the answer is the only write; its fills name none.
+        let answer_write = writes.len();
+        writes.push(ticket.commit_write(template.clone()));
+        match state.store().commit_all(writes).await? {
+            Ok(outcomes) => {
+                let stored: Vec<StoredOutcome> = outcomes.iter().map(StoredOutcome::from).collect();
+                return crate::idempotency::committed_answer(&template, &stored);
+            }
+            Err(Refused { write: 0, conflict: Conflict::MessageRefused { message, error } }) if answer_write == 1 => {
+                let i = positions.remove(message);
+                accepted.remove(message);
+                results[i] = Some(SendResult::refused(entry_error_at(&error, &format!("messages[{i}]"))));
+            }
+            Err(Refused { conflict: Conflict::RecordChanged, .. }) => return Err(crate::idempotency::in_use()),
+            Err(other) => {
+                return Err(ApiError::new(ErrorCode::Internal, format!("the send's commit was refused: {other:?}")));
+            }
+        }
+    }
 }
 
 /// A send answer's headers for a queue with a depth limit: its depth in messages after the

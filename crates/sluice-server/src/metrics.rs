@@ -15,7 +15,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use sluice_core::broker::QueueView;
 use sluice_core::jobs::{JobStatus, QueueJobStats};
 use sluice_core::limits::LIST_QUEUES_LIMIT_MAX;
-use sluice_services::jobs;
+use sluice_services::{idempotency, jobs};
 use sluice_store::Store;
 
 use crate::AppState;
@@ -49,6 +49,14 @@ pub fn handle() -> Option<&'static PrometheusHandle> {
                     metrics::describe_histogram!(jobs::DURATION_METRIC, "How long job attempts ran, by queue and outcome.");
                     metrics::describe_counter!(jobs::ATTEMPTS_METRIC, "Job attempts started (claims), by queue.");
                     metrics::describe_counter!(jobs::ENQUEUED_METRIC, "Jobs enqueued, by queue.");
+                    metrics::describe_counter!(
+                        idempotency::REQUESTS_METRIC,
+                        "Requests with an Idempotency-Key, by outcome (executed, replayed, mismatch, in_use, refused_full, released, too_large)."
+                    );
+                    metrics::describe_counter!(
+                        "sluice_idempotency_expired_total",
+                        "Idempotency entries deleted by the sweep after their TTL."
+                    );
                     Some(handle)
                 }
                 Err(e) => {
@@ -91,7 +99,24 @@ pub async fn scrape(State(state): State<AppState>) -> Result<Response, ApiError>
     text.push_str(&render_shedding(state.shedder()));
     text.push_str(&crate::streams::metrics_text(state.store().as_ref()).await?);
     text.push_str(&crate::relays::render_metrics(&state).await?);
+    text.push_str(&idempotency_gauges(state.services.idempotency().totals()));
     Ok(([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
+}
+
+/// The idempotency entries and bytes this node counts as kept (the figures its bounds are
+/// checked against).
+fn idempotency_gauges((entries, bytes): (u64, u64)) -> String {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    metrics::with_local_recorder(&recorder, || {
+        metrics::describe_gauge!(idempotency::ENTRIES_METRIC, "Idempotency entries kept, as this node counts them.");
+        metrics::describe_gauge!(
+            idempotency::BYTES_METRIC,
+            "Bytes of idempotency entries kept, as this node counts them."
+        );
+        metrics::gauge!(idempotency::ENTRIES_METRIC).set(entries as f64);
+        metrics::gauge!(idempotency::BYTES_METRIC).set(bytes as f64);
+    });
+    recorder.handle().render()
 }
 
 async fn all_queues(store: &dyn Store) -> Result<Vec<QueueView>, ApiError> {

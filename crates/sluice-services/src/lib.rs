@@ -16,6 +16,8 @@
 //! - `alerts`: alert rules, their evaluation by one node (leased), and webhook notifications.
 //! - `jobs`: async jobs over the store's `JobStore`, their metrics, and the completion-webhook
 //!   worker (`jobs/callbacks.rs`, the push worker's delivery reused).
+//! - `idempotency`: the entries behind `Idempotency-Key` (claims, stored answers, expiry and
+//!   its sweep, bounds).
 //! - `relays`: outbox relays, publishing the rows of an application's own database (store
 //!   records for configuration and state; one node per relay by lease).
 //!
@@ -27,6 +29,7 @@
 //! deliveries; they serve nothing.
 
 pub mod alerts;
+pub mod idempotency;
 pub mod jobs;
 pub mod redrive;
 pub mod relays;
@@ -45,6 +48,7 @@ use sluice_store::{Store, StoreParts};
 use tokio::task::JoinHandle;
 
 use alerts::{Alerts, AlertsConfig};
+use idempotency::{Idempotency, IdempotencyConfig};
 use jobs::{Jobs, JobsConfig};
 use redrive::Redrives;
 use relays::Relays;
@@ -70,6 +74,8 @@ pub struct ServicesConfig {
     pub jobs: JobsConfig,
     /// Load shedding's watermarks (`shedding.rs`).
     pub shed: ShedConfig,
+    /// Idempotency keys: TTL, bounds, how claims of dead processes are told.
+    pub idempotency: IdempotencyConfig,
 }
 
 impl ServicesConfig {
@@ -83,6 +89,7 @@ impl ServicesConfig {
             relay_node: None,
             jobs: JobsConfig::default(),
             shed: ShedConfig::default(),
+            idempotency: IdempotencyConfig::default(),
         }
     }
 }
@@ -103,6 +110,7 @@ pub struct Services {
     relays: Relays,
     jobs: Arc<Jobs>,
     shedder: Arc<Shedder>,
+    idempotency: Arc<Idempotency>,
 }
 
 impl Services {
@@ -131,6 +139,7 @@ impl Services {
             relays: Relays::new(config.relay_node),
             jobs: Arc::new(Jobs::new(store.clone(), clock.clone(), config.jobs)),
             shedder: Arc::new(Shedder::new(config.shed)),
+            idempotency: Arc::new(Idempotency::new(store.clone(), clock.clone(), config.idempotency)),
             stats: Arc::new(Stats::new(store.clone(), clock.clone(), counts, config.stats_sample_ms)),
             alerts: Arc::new(Alerts::new(store.clone(), clock.clone(), config.alerts)),
             store,
@@ -191,6 +200,10 @@ impl Services {
         &self.jobs
     }
 
+    pub fn idempotency(&self) -> &Arc<Idempotency> {
+        &self.idempotency
+    }
+
     /// Starts the background work: the push worker (subscriptions and alert webhooks), the
     /// schedules' loop, the stream sweep, the stats sampler, the alert evaluator, the job callback
     /// worker and the relays' supervisor. Redrives start on request.
@@ -209,10 +222,13 @@ impl Services {
         let sampler = self.stats.spawn();
         let evaluator = self.alerts.spawn();
         let callback_worker = jobs::callbacks::spawn(self.jobs.clone(), self.push.clone());
+        // Aborted at any await: a sweep deletes each entry by compare-and-swap, alone.
+        let idempotency_sweep = self.idempotency.spawn();
         Relays::start(self);
         let store = self.store.clone();
         let shed_sampler = self.shedder.spawn(self.clock.clone(), move || store.backlog());
-        let mut tasks = vec![push_worker, schedules, stream_sweep, sampler, evaluator, callback_worker];
+        let mut tasks =
+            vec![push_worker, schedules, stream_sweep, sampler, evaluator, callback_worker, idempotency_sweep];
         tasks.extend(shed_sampler);
         Running { services: self.clone(), tasks }
     }

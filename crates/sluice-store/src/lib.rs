@@ -37,8 +37,9 @@ use sluice_core::jobs::JobError;
 use sluice_core::{BrokerError, ValidationError};
 
 pub use commit::{
-    COMMIT_MESSAGES_MAX, COMMIT_WRITES_MAX, CommitStore, Committed, Conflict, Refused, Write, WriteOutcome,
-    validate_commit,
+    COMMIT_MESSAGES_MAX, COMMIT_WRITES_MAX, CommitStore, Committed, Conflict, OUTCOME_PREFIX_BYTES_MAX,
+    OUTCOMES_BYTES_MAX, Refused, StoredAppended, StoredOutcome, StoredSent, Write, WriteOutcome, split_outcomes,
+    validate_commit, with_outcomes,
 };
 pub use jobs::{
     ClaimedJob, EnqueuedJob, HeartbeatAnswer, JOB_CALLBACK_DLQ, JOB_CALLBACK_FORMAT, JOB_CALLBACK_QUEUE,

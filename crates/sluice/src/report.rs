@@ -167,6 +167,12 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         }
         RateLimited => "the queue's rate limit is reached: retry after the Retry-After the server gave, or send slower",
         Shedding => "the server is shedding load (its /readyz says why); retry later, or send with a higher --priority",
+        IdempotencyKeyInvalid => "use 1 to 255 visible ASCII characters (no spaces) as --idempotency-key",
+        IdempotencyKeyMismatch => "this key was used for another request; use a new key for a new request",
+        IdempotencyKeyInUse => "the first request with this key is still running; run the command again shortly",
+        IdempotencyKeysFull => {
+            "the server keeps too many idempotency answers; retry later, or raise its --idempotency-entries-max"
+        }
         InvalidJson | InvalidArgument | EmptyBatch | NotFound | MethodNotAllowed | UnsupportedMediaType => {
             return None;
         }

@@ -134,6 +134,25 @@ fn send_receive_ack_and_peek() {
 }
 
 #[test]
+fn send_with_an_idempotency_key_sends_once_however_often_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    server.cli(&["queue", "create", "orders"]).ok();
+    let first = server.cli(&["send", "orders", "charge 42", "--idempotency-key", "order-42"]).ok().to_owned();
+    let again = server.cli(&["send", "orders", "charge 42", "--idempotency-key", "order-42"]).ok().to_owned();
+    assert_eq!(first, again, "the rerun prints the first run's id");
+    let lines = ["send", "orders", "--stdin", "--lines", "--idempotency-key", "import-7"];
+    let batch = server.cli_with_stdin(&lines, b"a\nb\n").ok().to_owned();
+    assert_eq!(server.cli_with_stdin(&lines, b"a\nb\n").ok(), batch);
+    let counts = server.cli(&["queue", "get", "orders", "--json"]).json()["counts"].clone();
+    assert_eq!(counts["visible"].as_u64(), Some(3), "one message and one batch of two: {counts}");
+    let other = server.cli(&["send", "orders", "charge 43", "--idempotency-key", "order-42"]).failed().to_owned();
+    assert!(other.contains("idempotency_key_mismatch"), "{other}");
+    let bad = server.cli(&["send", "orders", "x", "--idempotency-key", "with space"]).failed().to_owned();
+    assert!(bad.contains("idempotency_key_invalid"), "{bad}");
+}
+
+#[test]
 fn per_entry_errors_are_reported_and_fail_the_command() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path());

@@ -65,6 +65,7 @@ macro_rules! conformance_tests {
             records_list_by_kind_prefix_and_key_order, records_survive_restart,
             commit_applies_sends_and_records_together, a_refused_commit_changes_nothing,
             of_commits_racing_on_one_condition_exactly_one_wins, commit_appends_to_streams_with_the_other_writes,
+            commit_records_its_outcomes_beside_its_effect,
             streams_create_get_list_update_delete, appends_get_gapless_offsets_by_partition_key_and_round_robin,
             reads_from_offsets_and_times_keep_every_field, read_long_polls_wake_on_append_and_time_out,
             dedup_ids_return_the_original_place_across_restart, streams_records_and_groups_survive_restart,

@@ -78,6 +78,28 @@ pub struct Args {
     /// `sluice job callback-secret`.
     #[arg(long, env = "SLUICE_JOB_CALLBACK_SECRET", value_name = "SECRET", hide_env_values = true)]
     job_callback_secret: Option<String>,
+    /// How long the answer of a request sent with an `Idempotency-Key` is kept, so that a retry
+    /// with the same key gets it instead of running again: a number and a unit (ms, s, m, h,
+    /// d), 1 s to 30 d.
+    #[arg(long, env = "SLUICE_IDEMPOTENCY_TTL", default_value = "24h", value_name = "DURATION", value_parser = parse_ttl)]
+    idempotency_ttl: u64,
+    /// Most idempotency answers kept at once; a request with a new key past it is refused (429
+    /// `idempotency_keys_full`) until older keys expire, never by dropping a kept answer.
+    #[arg(
+        long,
+        env = "SLUICE_IDEMPOTENCY_ENTRIES_MAX",
+        default_value_t = sluice_server::idempotency_settings::ENTRIES_COUNT_MAX_DEFAULT,
+        value_name = "COUNT"
+    )]
+    idempotency_entries_max: u64,
+    /// Most bytes of idempotency answers kept at once, with the same refusal past it.
+    #[arg(
+        long,
+        env = "SLUICE_IDEMPOTENCY_BYTES_MAX",
+        default_value_t = sluice_server::idempotency_settings::ENTRIES_BYTES_MAX_DEFAULT,
+        value_name = "BYTES"
+    )]
+    idempotency_bytes_max: u64,
     /// Load shedding: refuse low-priority writes (503 shedding) once this many calls wait for
     /// the embedded store's writer; `off` to never shed on it. Priorities 0-2 are refused at the
     /// watermark, 3-6 at 1.25 times it, 7-9 never.
@@ -113,6 +135,26 @@ fn parse_watermark(s: &str) -> Result<Watermark, String> {
     n.checked_mul(scale).map(|n| Watermark(Some(n))).ok_or_else(|| format!("{s} is too large"))
 }
 
+/// A duration as `--idempotency-ttl` takes it, in milliseconds.
+fn parse_ttl(s: &str) -> Result<u64, String> {
+    use sluice_server::idempotency_settings::{TTL_MS_MAX, TTL_MS_MIN};
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let number: u64 = number.parse().map_err(|_| format!("{s:?} is not a duration such as 24h, 90m or 30s"))?;
+    let unit_ms: u64 = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(format!("{s:?} has no unit; write e.g. 24h, 90m, 30s or 1500ms")),
+    };
+    let ms = number.checked_mul(unit_ms).filter(|ms| (TTL_MS_MIN..=TTL_MS_MAX).contains(ms));
+    ms.ok_or_else(|| format!("{s:?} is outside 1s to 30d"))
+}
+
+use sluice_server::idempotency_settings::IdempotencyConfig;
+
 fn parse_durability(s: &str) -> Result<Durability, String> {
     s.parse()
 }
@@ -146,6 +188,12 @@ pub async fn run(args: Args) -> Result<()> {
         relay_node: Some(format!("embedded:{}", data_dir.display())),
         ..server_config(&args)
     };
+    // The same reason: an idempotency claim in progress left by another process was left by
+    // an earlier run, which died, so a retry of it runs at once.
+    let config = sluice_server::ServerConfig {
+        idempotency: IdempotencyConfig { single_process: true, ..config.idempotency.clone() },
+        ..config
+    };
     let served = sluice_server::run_with(listener, Arc::clone(&store) as Arc<dyn Store>, config, signals.first()).await;
     tracing::info!("stopped accepting; syncing the store");
     // Close even when serving failed: the last batch of acknowledged writes must reach disk.
@@ -167,6 +215,12 @@ fn server_config(args: &Args) -> sluice_server::ServerConfig {
         stats_sample_ms: args.stats_sample_ms,
         job_callback_secret: args.job_callback_secret.clone(),
         shed: shed_config(args),
+        idempotency: IdempotencyConfig {
+            ttl_ms: args.idempotency_ttl,
+            entries_count_max: args.idempotency_entries_max,
+            entries_bytes_max: args.idempotency_bytes_max,
+            ..IdempotencyConfig::default()
+        },
         ..sluice_server::ServerConfig::default()
     }
 }
