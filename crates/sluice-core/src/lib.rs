@@ -17,6 +17,7 @@ pub mod message;
 pub mod name;
 pub mod queue;
 pub mod receipt;
+pub mod saga;
 pub mod stream;
 pub mod validation;
 
