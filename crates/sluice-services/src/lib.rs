@@ -16,6 +16,8 @@
 //! - `alerts`: alert rules, their evaluation by one node (leased), and webhook notifications.
 //! - `jobs`: async jobs over the store's `JobStore`, their metrics, and the completion-webhook
 //!   worker (`jobs/callbacks.rs`, the push worker's delivery reused).
+//! - `sagas`: the saga orchestrator: definitions and instances as store records, each attempt
+//!   recorded by compare-and-swap before its call, HTTP and queue steps, replies.
 //! - `relays`: outbox relays, publishing the rows of an application's own database (store
 //!   records for configuration and state; one node per relay by lease).
 //!
@@ -30,6 +32,7 @@ pub mod alerts;
 pub mod jobs;
 pub mod redrive;
 pub mod relays;
+pub mod sagas;
 pub mod schedules;
 pub mod schemas;
 pub mod sqs;
@@ -47,6 +50,7 @@ use alerts::{Alerts, AlertsConfig};
 use jobs::{Jobs, JobsConfig};
 use redrive::Redrives;
 use relays::Relays;
+use sagas::{SagaCallConfig, Sagas};
 use schedules::Schedules;
 use schemas::Schemas;
 use sqs::SqsState;
@@ -66,6 +70,7 @@ pub struct ServicesConfig {
     /// This node's name on relay leases; see [`Relays`]. `None`: a random name.
     pub relay_node: Option<String>,
     pub jobs: JobsConfig,
+    pub sagas: SagaCallConfig,
 }
 
 impl ServicesConfig {
@@ -78,6 +83,7 @@ impl ServicesConfig {
             alerts: AlertsConfig::default(),
             relay_node: None,
             jobs: JobsConfig::default(),
+            sagas: SagaCallConfig::default(),
         }
     }
 }
@@ -97,6 +103,7 @@ pub struct Services {
     alerts: Arc<Alerts>,
     relays: Relays,
     jobs: Arc<Jobs>,
+    sagas: Arc<Sagas>,
 }
 
 impl Services {
@@ -123,6 +130,7 @@ impl Services {
             sqs: SqsState::default(),
             relays: Relays::new(config.relay_node),
             jobs: Arc::new(Jobs::new(store.clone(), clock.clone(), config.jobs)),
+            sagas: Sagas::new(store.clone(), clock.clone(), config.sagas),
             stats: Arc::new(Stats::new(store.clone(), clock.clone(), counts, config.stats_sample_ms)),
             alerts: Arc::new(Alerts::new(store.clone(), clock.clone(), config.alerts)),
             store,
@@ -178,6 +186,10 @@ impl Services {
         &self.jobs
     }
 
+    pub fn sagas(&self) -> &Arc<Sagas> {
+        &self.sagas
+    }
+
     /// Starts the background work: the push worker (subscriptions and alert webhooks), the
     /// schedules' loop, the stream sweep, the stats sampler, the alert evaluator, the job callback
     /// worker and the relays' supervisor. Redrives start on request.
@@ -196,8 +208,11 @@ impl Services {
         let sampler = self.stats.spawn();
         let evaluator = self.alerts.spawn();
         let callback_worker = jobs::callbacks::spawn(self.jobs.clone(), self.push.clone());
+        // Aborted at any await: every attempt is recorded before its call, so a call cut short
+        // is retried after its deadline (by this node after a restart, or by another).
+        let orchestrator = self.sagas.spawn();
         Relays::start(self);
-        let tasks = vec![push_worker, schedules, stream_sweep, sampler, evaluator, callback_worker];
+        let tasks = vec![push_worker, schedules, stream_sweep, sampler, evaluator, callback_worker, orchestrator];
         Running { services: self.clone(), tasks }
     }
 

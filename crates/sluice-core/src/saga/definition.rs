@@ -148,6 +148,23 @@ pub fn validate_saga_name(name: &str) -> Result<(), ValidationError> {
     }
 }
 
+/// Checks what a start brings: the input's size and the correlation id.
+pub fn validate_start(input: &serde_json::Value, correlation_id: Option<&str>) -> Result<(), ValidationError> {
+    let bytes = serde_json::to_vec(input).map_or(usize::MAX, |b| b.len());
+    if bytes > SAGA_INPUT_BYTES_MAX {
+        return Err(ValidationError::new("input", format!("at most {SAGA_INPUT_BYTES_MAX} bytes of JSON")));
+    }
+    if let Some(id) = correlation_id
+        && (id.is_empty() || id.len() > SAGA_CORRELATION_ID_LEN_MAX || !id.bytes().all(|b| b.is_ascii_graphic()))
+    {
+        return Err(ValidationError::new(
+            "correlation_id",
+            format!("1 to {SAGA_CORRELATION_ID_LEN_MAX} visible ASCII characters"),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks a definition's steps: names, calls, templates (a template may name only the input
 /// and steps before its own), retries and timeouts.
 pub fn validate_steps(steps: &[StepDef]) -> Result<(), ValidationError> {

@@ -203,10 +203,10 @@ pub enum Applied {
     Stale,
 }
 
-/// Cuts an error text to [`SAGA_ERROR_BYTES_MAX`] on a character boundary.
-fn bounded(mut error: String) -> String {
-    if error.len() > SAGA_ERROR_BYTES_MAX {
-        let mut cut = SAGA_ERROR_BYTES_MAX;
+/// Cuts an error text to `max` bytes on a character boundary.
+fn bounded(mut error: String, max: usize) -> String {
+    if error.len() > max {
+        let mut cut = max;
         while !error.is_char_boundary(cut) {
             cut -= 1;
         }
@@ -227,7 +227,7 @@ impl StepState {
         if let Some(a) = self.history.iter_mut().rev().find(|a| a.kind == kind && a.number == number) {
             a.finished_at_ms = Some(now);
             a.outcome = Some(outcome.to_owned());
-            a.error = error;
+            a.error = error.map(|e| bounded(e, SAGA_ATTEMPT_ERROR_BYTES_MAX));
         }
     }
 }
@@ -475,6 +475,12 @@ impl SagaInstance {
         now: u64,
     ) {
         let bytes = serde_json::to_vec(&output).map_or(usize::MAX, |b| b.len());
+        let kept: usize = self
+            .steps
+            .iter()
+            .filter_map(|s| s.output.as_ref())
+            .map(|o| serde_json::to_vec(o).map_or(0, |b| b.len()))
+            .sum();
         let step = &mut self.steps[index];
         step.finish_attempt(kind, attempt, now, "succeeded", None);
         step.in_flight = None;
@@ -484,9 +490,11 @@ impl SagaInstance {
             CallKind::Action => {
                 // An output the instance cannot keep is kept as null, said in the error: the
                 // action did take effect, so it must count as succeeded (and be compensated).
-                if bytes > SAGA_OUTPUT_BYTES_MAX {
-                    step.error =
-                        Some(format!("the output ({bytes} bytes) is over {SAGA_OUTPUT_BYTES_MAX} and was not kept"));
+                if bytes > SAGA_OUTPUT_BYTES_MAX || kept + bytes > SAGA_OUTPUTS_BYTES_MAX {
+                    step.error = Some(format!(
+                        "the output ({bytes} bytes) is over {SAGA_OUTPUT_BYTES_MAX}, or the instance's outputs \
+                         over {SAGA_OUTPUTS_BYTES_MAX}, and was not kept"
+                    ));
                     step.output = Some(Value::Null);
                 } else {
                     step.output = Some(output);
@@ -521,7 +529,7 @@ impl SagaInstance {
         draw: u64,
     ) {
         let def = &definition.steps[index];
-        let error = bounded(error);
+        let error = bounded(error, SAGA_ERROR_BYTES_MAX);
         let step = &mut self.steps[index];
         step.finish_attempt(
             flight.kind,

@@ -12,7 +12,9 @@ pub mod limits;
 mod model;
 pub mod template;
 
-pub use definition::{RetryPolicy, SagaDefinition, StepCall, StepDef, validate_saga_name, validate_steps};
+pub use definition::{
+    RetryPolicy, SagaDefinition, StepCall, StepDef, validate_saga_name, validate_start, validate_steps,
+};
 pub use instance::{
     Applied, Attempt, CallKind, Dispatch, InFlight, Outcome, SagaInstance, SagaStatus, StepState, StepStatus,
 };
