@@ -111,6 +111,11 @@ codes! {
     JobNotFound = "job_not_found", 404, "No job has this id (it never existed, or it finished and was pruned after its result_ttl_ms).";
     StaleLease = "stale_lease", 409, "The lease names an attempt that is over (completed, failed, lapsed, cancelled): it changes nothing, and never a newer attempt.";
     JobFinished = "job_finished", 409, "The job already finished (succeeded or dead); it cannot be cancelled.";
+    // Sagas
+    SagaNotFound = "saga_not_found", 404, "No saga has this name (or it has no such version).";
+    SagaInstanceNotFound = "saga_instance_not_found", 404, "No saga instance has this id.";
+    SagaReplyUnmatched = "saga_reply_unmatched", 404, "No running instance with this correlation id waits for an answer from this step (check `kind` and `attempt`); nothing changed.";
+    SagaWrongState = "saga_wrong_state", 409, "The instance is not in a state this call applies to (a settled instance cannot be cancelled; only a failed one's compensation can be retried).";
     // Schemas
     SchemaNotFound = "schema_not_found", 404, "No schema is registered for this type (or it has no such version).";
     SchemaInvalid = "schema_invalid", 400, "The schema is not a valid JSON Schema 2020-12 document (`details.reason` says why), or is larger than 256 KiB.";

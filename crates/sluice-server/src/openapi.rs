@@ -79,5 +79,6 @@ pub fn document() -> utoipa::openapi::OpenApi {
     doc.merge(crate::ui::UiDoc::openapi());
     doc.merge(crate::relays::RelaysDoc::openapi());
     doc.merge(crate::jobs::JobsDoc::openapi());
+    doc.merge(crate::sagas::SagasDoc::openapi());
     doc
 }

@@ -136,8 +136,12 @@ impl StepCall {
     }
 }
 
-/// A saga's name: `[A-Za-z0-9_.-]`, 1 to [`SAGA_NAME_LEN_MAX`].
+/// A saga's name: `[A-Za-z0-9_.-]`, 1 to [`SAGA_NAME_LEN_MAX`], and not `instances` (the
+/// path `/v1/sagas/instances` lists instances).
 pub fn validate_saga_name(name: &str) -> Result<(), ValidationError> {
+    if name == "instances" {
+        return Err(ValidationError::new("name", "`instances` is reserved: /v1/sagas/instances lists instances"));
+    }
     let ok = !name.is_empty()
         && name.len() <= SAGA_NAME_LEN_MAX
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
