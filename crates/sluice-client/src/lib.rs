@@ -26,6 +26,7 @@ mod error;
 mod jobs;
 mod relays;
 mod retry;
+mod sagas;
 mod schedules;
 mod schemas;
 pub mod streams;
@@ -53,6 +54,7 @@ pub use jobs::{
 };
 pub use relays::CreatedRelay;
 pub use retry::RetryPolicy;
+pub use sagas::SagaInstanceQuery;
 pub use schedules::CreatedSchedule;
 pub use schemas::RegisteredSchemaVersion;
 pub use sluice_api;
