@@ -120,6 +120,11 @@ codes! {
     IdempotencyKeyMismatch = "idempotency_key_mismatch", 409, "The Idempotency-Key was used for this method and path with another body; nothing was executed.";
     IdempotencyKeyInUse = "idempotency_key_in_use", 409, "A request with this Idempotency-Key is still running; retry later, or send `Prefer: wait=N` to wait for its answer.";
     IdempotencyKeysFull = "idempotency_keys_full", 429, "The stored idempotency answers reached their bound (`details.bound`); nothing was executed. Retry after older keys expire, or raise the bound.";
+    // Sagas
+    SagaNotFound = "saga_not_found", 404, "No saga has this name (or it has no such version).";
+    SagaInstanceNotFound = "saga_instance_not_found", 404, "No saga instance has this id.";
+    SagaReplyUnmatched = "saga_reply_unmatched", 404, "No running instance with this correlation id waits for an answer from this step (check `kind` and `attempt`); nothing changed.";
+    SagaWrongState = "saga_wrong_state", 409, "The instance is not in a state this call applies to (a settled instance cannot be cancelled; only a failed one's compensation can be retried).";
     // Schemas
     SchemaNotFound = "schema_not_found", 404, "No schema is registered for this type (or it has no such version).";
     SchemaInvalid = "schema_invalid", 400, "The schema is not a valid JSON Schema 2020-12 document (`details.reason` says why), or is larger than 256 KiB.";

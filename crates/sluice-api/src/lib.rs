@@ -9,6 +9,7 @@ pub mod backpressure;
 pub mod error;
 pub mod jobs;
 pub mod relays;
+pub mod sagas;
 pub mod schedules;
 pub mod schemas;
 pub mod stats;
@@ -28,6 +29,10 @@ pub use jobs::{
     FailJobRequest, HeartbeatRequest, HeartbeatResponse, Job, JobBackoff, JobList, JobQueueStats, JobStatsList,
 };
 pub use relays::{AfterPublish, CreateRelayRequest, Relay, RelayColumns, RelayList, RelayStatus, RelayTarget};
+pub use sagas::{
+    DefineSagaRequest, Saga, SagaAttempt, SagaCall, SagaHttpCall, SagaInstance, SagaInstanceList, SagaList,
+    SagaQueueCall, SagaReply, SagaReplyResponse, SagaRetry, SagaStep, SagaStepState, StartSagaRequest,
+};
 pub use schedules::{CatchUp, CreateScheduleRequest, Schedule, ScheduleJob, ScheduleList, ScheduleTarget};
 pub use schemas::{
     CheckSchemaRequest, CheckSchemaResponse, Compatibility, IncompatibilityReason, RegisterSchemaRequest,

@@ -27,6 +27,7 @@ mod jobs;
 mod processed;
 mod relays;
 mod retry;
+mod sagas;
 mod schedules;
 mod schemas;
 pub mod streams;
@@ -55,6 +56,7 @@ pub use jobs::{
 pub use processed::{BadTableName, PROCESSED_TABLE_DEFAULT, ProcessedMessages, TABLE_NAME_LEN_MAX};
 pub use relays::CreatedRelay;
 pub use retry::RetryPolicy;
+pub use sagas::SagaInstanceQuery;
 pub use schedules::CreatedSchedule;
 pub use schemas::RegisteredSchemaVersion;
 pub use sluice_api;

@@ -19,6 +19,7 @@ pub mod overflow;
 pub mod queue;
 pub mod rate;
 pub mod receipt;
+pub mod saga;
 pub mod stream;
 pub mod validation;
 

@@ -263,6 +263,31 @@ impl From<sluice_services::relays::RelayError> for ApiError {
     }
 }
 
+impl From<sluice_services::sagas::SagaError> for ApiError {
+    fn from(e: sluice_services::sagas::SagaError) -> ApiError {
+        use sluice_services::sagas::SagaError as S;
+        let message = e.to_string();
+        match e {
+            S::NotFound(name) => ApiError::new(ErrorCode::SagaNotFound, message).with_details(json!({ "saga": name })),
+            S::VersionNotFound { name, version } => ApiError::new(ErrorCode::SagaNotFound, message)
+                .with_details(json!({ "saga": name, "version": version })),
+            S::InstanceNotFound(id) => {
+                ApiError::new(ErrorCode::SagaInstanceNotFound, message).with_details(json!({ "instance": id }))
+            }
+            S::ReplyUnmatched { correlation_id, step } => ApiError::new(ErrorCode::SagaReplyUnmatched, message)
+                .with_details(json!({ "correlation_id": correlation_id, "step": step })),
+            S::WrongState { status, .. } => {
+                ApiError::new(ErrorCode::SagaWrongState, message).with_details(json!({ "status": status }))
+            }
+            S::Invalid(v) => v.into(),
+            S::LimitExceeded(why) => ApiError::new(ErrorCode::LimitExceeded, why),
+            S::Contended => ApiError::new(ErrorCode::Contended, message),
+            S::Corrupt(why) => ApiError::new(ErrorCode::Internal, why),
+            S::Store(e) => e.into(),
+        }
+    }
+}
+
 /// A refusal at the door, as a native per-entry error (or a whole answer's error).
 pub fn violation_body(v: &sluice_services::schemas::Violation) -> ErrorBody {
     let errors: Vec<_> = v.failures.iter().map(failure).collect();

@@ -30,6 +30,7 @@ mod paging;
 mod queues;
 mod redrive;
 mod relays;
+mod sagas;
 mod schedule_routes;
 mod schema_routes;
 mod shed;
@@ -237,6 +238,7 @@ pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
         .merge(streams::routes())
         .merge(relays::routes())
         .merge(jobs::routes())
+        .merge(sagas::routes())
         .route("/v1/openapi.json", get(openapi::openapi_json))
         .route("/metrics", get(metrics::scrape))
         .route("/healthz", get(health::healthz))

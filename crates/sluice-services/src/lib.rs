@@ -18,6 +18,8 @@
 //!   worker (`jobs/callbacks.rs`, the push worker's delivery reused).
 //! - `idempotency`: the entries behind `Idempotency-Key` (claims, stored answers, expiry and
 //!   its sweep, bounds).
+//! - `sagas`: the saga orchestrator: definitions and instances as store records, each attempt
+//!   recorded by compare-and-swap before its call, HTTP and queue steps, replies.
 //! - `relays`: outbox relays, publishing the rows of an application's own database (store
 //!   records for configuration and state; one node per relay by lease).
 //!
@@ -33,6 +35,7 @@ pub mod idempotency;
 pub mod jobs;
 pub mod redrive;
 pub mod relays;
+pub mod sagas;
 pub mod schedules;
 pub mod schemas;
 pub mod shedding;
@@ -52,6 +55,7 @@ use idempotency::{Idempotency, IdempotencyConfig};
 use jobs::{Jobs, JobsConfig};
 use redrive::Redrives;
 use relays::Relays;
+use sagas::{SagaCallConfig, Sagas};
 use schedules::Schedules;
 use schemas::Schemas;
 use shedding::{ShedConfig, Shedder};
@@ -76,6 +80,7 @@ pub struct ServicesConfig {
     pub shed: ShedConfig,
     /// Idempotency keys: TTL, bounds, how claims of dead processes are told.
     pub idempotency: IdempotencyConfig,
+    pub sagas: SagaCallConfig,
 }
 
 impl ServicesConfig {
@@ -90,6 +95,7 @@ impl ServicesConfig {
             jobs: JobsConfig::default(),
             shed: ShedConfig::default(),
             idempotency: IdempotencyConfig::default(),
+            sagas: SagaCallConfig::default(),
         }
     }
 }
@@ -111,6 +117,7 @@ pub struct Services {
     jobs: Arc<Jobs>,
     shedder: Arc<Shedder>,
     idempotency: Arc<Idempotency>,
+    sagas: Arc<Sagas>,
 }
 
 impl Services {
@@ -140,6 +147,7 @@ impl Services {
             jobs: Arc::new(Jobs::new(store.clone(), clock.clone(), config.jobs)),
             shedder: Arc::new(Shedder::new(config.shed)),
             idempotency: Arc::new(Idempotency::new(store.clone(), clock.clone(), config.idempotency)),
+            sagas: Sagas::new(store.clone(), clock.clone(), config.sagas),
             stats: Arc::new(Stats::new(store.clone(), clock.clone(), counts, config.stats_sample_ms)),
             alerts: Arc::new(Alerts::new(store.clone(), clock.clone(), config.alerts)),
             store,
@@ -204,6 +212,10 @@ impl Services {
         &self.idempotency
     }
 
+    pub fn sagas(&self) -> &Arc<Sagas> {
+        &self.sagas
+    }
+
     /// Starts the background work: the push worker (subscriptions and alert webhooks), the
     /// schedules' loop, the stream sweep, the stats sampler, the alert evaluator, the job callback
     /// worker and the relays' supervisor. Redrives start on request.
@@ -224,11 +236,22 @@ impl Services {
         let callback_worker = jobs::callbacks::spawn(self.jobs.clone(), self.push.clone());
         // Aborted at any await: a sweep deletes each entry by compare-and-swap, alone.
         let idempotency_sweep = self.idempotency.spawn();
+        // Aborted at any await: every attempt is recorded before its call, so a call cut short
+        // is retried after its deadline (by this node after a restart, or by another).
+        let orchestrator = self.sagas.spawn();
         Relays::start(self);
         let store = self.store.clone();
         let shed_sampler = self.shedder.spawn(self.clock.clone(), move || store.backlog());
-        let mut tasks =
-            vec![push_worker, schedules, stream_sweep, sampler, evaluator, callback_worker, idempotency_sweep];
+        let mut tasks = vec![
+            push_worker,
+            schedules,
+            stream_sweep,
+            sampler,
+            evaluator,
+            callback_worker,
+            idempotency_sweep,
+            orchestrator,
+        ];
         tasks.extend(shed_sampler);
         Running { services: self.clone(), tasks }
     }

@@ -152,6 +152,12 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         JobNotFound => "list jobs with `sluice job list`; finished jobs are pruned after their result_ttl_ms",
         StaleLease => "the attempt is over (its lease lapsed, or it was completed or failed); claim the job again",
         JobFinished => "see how it ended with `sluice job get ID`",
+        SagaNotFound => "define it with `sluice saga define NAME --file DEFINITION.json`",
+        SagaInstanceNotFound => "list instances with `sluice saga list`",
+        SagaReplyUnmatched => {
+            "echo the message's X-Correlation-Id, sluice.saga.step, sluice.saga.kind and sluice.saga.attempt; a late or repeated answer changes nothing"
+        }
+        SagaWrongState => "see where it is with `sluice saga get ID`",
         SchemaNotFound => {
             "list registered types with `sluice schema list`, or register one with `sluice schema register`"
         }

@@ -3,7 +3,7 @@
 //! fail). Every rule is the store's, reached through the jobs service
 //! (`sluice_services::jobs`); wire mapping is in `convert.rs`.
 
-mod convert;
+pub(crate) mod convert;
 
 use axum::Router;
 use axum::extract::State;

@@ -13,6 +13,7 @@ mod poisoned;
 mod queues;
 mod redrive;
 mod relays;
+mod sagas;
 mod schedules;
 mod schemas;
 mod serve;
