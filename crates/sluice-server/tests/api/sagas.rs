@@ -100,14 +100,14 @@ async fn every_saga_error_has_its_code() {
                 .field("status"),
             case(
                 "POST",
-                &format!("/v1/sagas/instances/{id}/cancel"),
+                format!("/v1/sagas/instances/{id}/cancel"),
                 json_payload(json!(null)),
                 409,
                 Some("saga_wrong_state"),
             ),
             case(
                 "POST",
-                &format!("/v1/sagas/instances/{id}/retry"),
+                format!("/v1/sagas/instances/{id}/retry"),
                 json_payload(json!(null)),
                 409,
                 Some("saga_wrong_state"),
