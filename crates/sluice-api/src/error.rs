@@ -84,6 +84,10 @@ codes! {
     InsufficientStorage = "insufficient_storage", 507, "The disk holding the server's data is full; calls are refused until space is freed, then served again without a restart. Retry later.";
     ShuttingDown = "shutting_down", 503, "The server is shutting down.";
     Internal = "internal", 500, "An unexpected server error; the log has the details.";
+    // Backpressure
+    QueueFull = "queue_full", 429, "The queue is at its max_depth_messages or max_depth_bytes and its overflow policy is reject (`details` has the depth and the limits); retry after `Retry-After` seconds, or slow down as the send answers' depth nears the limit.";
+    RateLimited = "rate_limited", 429, "The resource's rate_limit (token bucket) has no token for this call; retry after `Retry-After` seconds.";
+    Shedding = "shedding", 503, "The server is past a load-shedding watermark (write backlog, memory or disk; `details.reason`) and refuses writes of this priority; retry after `Retry-After` seconds.";
     // Schedules
     ScheduleNotFound = "schedule_not_found", 404, "No schedule has this name.";
     ScheduleExists = "schedule_exists", 409, "A schedule of this name exists with a different definition.";
@@ -111,6 +115,16 @@ codes! {
     JobNotFound = "job_not_found", 404, "No job has this id (it never existed, or it finished and was pruned after its result_ttl_ms).";
     StaleLease = "stale_lease", 409, "The lease names an attempt that is over (completed, failed, lapsed, cancelled): it changes nothing, and never a newer attempt.";
     JobFinished = "job_finished", 409, "The job already finished (succeeded or dead); it cannot be cancelled.";
+    // Idempotency keys
+    IdempotencyKeyInvalid = "idempotency_key_invalid", 400, "The Idempotency-Key header is not 1 to 255 visible ASCII characters; nothing was executed.";
+    IdempotencyKeyMismatch = "idempotency_key_mismatch", 409, "The Idempotency-Key was used for this method and path with another body; nothing was executed.";
+    IdempotencyKeyInUse = "idempotency_key_in_use", 409, "A request with this Idempotency-Key is still running; retry later, or send `Prefer: wait=N` to wait for its answer.";
+    IdempotencyKeysFull = "idempotency_keys_full", 429, "The stored idempotency answers reached their bound (`details.bound`); nothing was executed. Retry after older keys expire, or raise the bound.";
+    // Sagas
+    SagaNotFound = "saga_not_found", 404, "No saga has this name (or it has no such version).";
+    SagaInstanceNotFound = "saga_instance_not_found", 404, "No saga instance has this id.";
+    SagaReplyUnmatched = "saga_reply_unmatched", 404, "No running instance with this correlation id waits for an answer from this step (check `kind` and `attempt`); nothing changed.";
+    SagaWrongState = "saga_wrong_state", 409, "The instance is not in a state this call applies to (a settled instance cannot be cancelled; only a failed one's compensation can be retried).";
     // Schemas
     SchemaNotFound = "schema_not_found", 404, "No schema is registered for this type (or it has no such version).";
     SchemaInvalid = "schema_invalid", 400, "The schema is not a valid JSON Schema 2020-12 document (`details.reason` says why), or is larger than 256 KiB.";

@@ -5,10 +5,12 @@
 //! `utoipa::ToSchema` so that `/v1/openapi.json` is generated from these definitions.
 
 pub mod alerts;
+pub mod backpressure;
 pub mod error;
 pub mod events;
 pub mod jobs;
 pub mod relays;
+pub mod sagas;
 pub mod schedules;
 pub mod schemas;
 pub mod stats;
@@ -21,12 +23,17 @@ use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
 pub use alerts::{Alert, AlertKind, AlertList, AlertNotify, AlertRule, AlertRuleList, CreateAlertRuleRequest};
+pub use backpressure::{Overflow, QueueDepth, RateLimit, Refusals};
 pub use error::{ErrorBody, ErrorCode, ErrorResponse};
 pub use jobs::{
     CallbackSecret, ClaimJobsRequest, ClaimJobsResponse, ClaimedJob, CompleteJobRequest, EnqueueJobRequest,
     FailJobRequest, HeartbeatRequest, HeartbeatResponse, Job, JobBackoff, JobList, JobQueueStats, JobStatsList,
 };
 pub use relays::{AfterPublish, CreateRelayRequest, Relay, RelayColumns, RelayList, RelayStatus, RelayTarget};
+pub use sagas::{
+    DefineSagaRequest, Saga, SagaAttempt, SagaCall, SagaHttpCall, SagaInstance, SagaInstanceList, SagaList,
+    SagaQueueCall, SagaReply, SagaReplyResponse, SagaRetry, SagaStep, SagaStepState, StartSagaRequest,
+};
 pub use schedules::{CatchUp, CreateScheduleRequest, Schedule, ScheduleJob, ScheduleList, ScheduleTarget};
 pub use schemas::{
     CheckSchemaRequest, CheckSchemaResponse, Compatibility, IncompatibilityReason, RegisterSchemaRequest,
@@ -90,6 +97,25 @@ pub struct CreateQueueRequest {
     /// `version` (`/v1/schemas`); default false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema_validation: Option<bool>,
+    /// Most messages the queue holds, whatever their state; a send past it follows
+    /// `overflow`. Absent: no bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth_messages: Option<u64>,
+    /// Most bytes (bodies and attributes) the queue holds; at least `message_bytes_max`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth_bytes: Option<u64>,
+    /// What a send into a full queue does (default `reject`); `drop_head` and
+    /// `reject_to_dlq` need a `dead_letter` policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overflow: Option<Overflow>,
+    /// Move messages whose retention ran out to the dead-letter queue instead of deleting
+    /// them (needs a `dead_letter` policy); default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expired_to_dlq: Option<bool>,
+    /// A token bucket on sends: past it an entry is refused as `rate_limited` (429 with
+    /// `Retry-After` when every entry is). Absent: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
 }
 
 /// What a FIFO dedup id is unique within.
@@ -126,6 +152,21 @@ pub struct UpdateQueueRequest {
     pub tags: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema_validation: Option<bool>,
+    /// Absent: unchanged. `null`: remove the bound. A number: set it.
+    #[serde(default, deserialize_with = "double_option", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<u64>)]
+    pub max_depth_messages: Option<Option<u64>>,
+    #[serde(default, deserialize_with = "double_option", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<u64>)]
+    pub max_depth_bytes: Option<Option<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overflow: Option<Overflow>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expired_to_dlq: Option<bool>,
+    /// Absent: unchanged. `null`: remove the limit. An object: set it.
+    #[serde(default, deserialize_with = "double_option", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<RateLimit>)]
+    pub rate_limit: Option<Option<RateLimit>>,
 }
 
 fn double_option<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
@@ -149,6 +190,12 @@ pub struct QueueCounts {
     pub oldest_age_ms: Option<u64>,
     /// Messages in this queue's dead-letter queue; absent without a policy.
     pub dlq_depth: Option<u64>,
+    /// Bytes of every message in the queue, as `max_depth_bytes` counts them.
+    #[serde(default)]
+    pub depth_bytes: u64,
+    /// What the queue's depth limits refused or moved.
+    #[serde(default)]
+    pub refusals: Refusals,
 }
 
 /// A queue: its attributes and live counts.
@@ -173,6 +220,16 @@ pub struct Queue {
     /// Sends are checked against the schema registry.
     #[serde(default)]
     pub schema_validation: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth_messages: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth_bytes: Option<u64>,
+    #[serde(default)]
+    pub overflow: Overflow,
+    #[serde(default)]
+    pub expired_to_dlq: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
     pub created_at: String,
     pub created_at_ms: u64,
     pub counts: QueueCounts,
@@ -253,11 +310,28 @@ pub struct SendResult {
     pub id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorBody>,
+    /// The queue was full and its `overflow` is `reject_to_dlq`: the message was accepted into
+    /// the dead-letter queue instead.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dead_lettered: bool,
+}
+
+impl SendResult {
+    pub fn sent(id: String) -> SendResult {
+        SendResult { id: Some(id), error: None, dead_lettered: false }
+    }
+
+    pub fn refused(error: ErrorBody) -> SendResult {
+        SendResult { id: None, error: Some(error), dead_lettered: false }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct SendResponse {
     pub results: Vec<SendResult>,
+    /// The queue's depth after the send and its limits, for a queue with a limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<QueueDepth>,
 }
 
 /// `POST /v1/queues/{name}/receive`.

@@ -39,8 +39,10 @@ mod events;
 mod fairness;
 mod fanout;
 mod fifo;
+mod idempotency;
 mod job_system;
 mod jobs;
+mod overload;
 mod peer_args;
 #[cfg(feature = "peers")]
 mod peers;
@@ -112,6 +114,11 @@ pub enum Scenario {
     /// and one hot stream), a catch-up read of `$all`, beside Sluice on PostgreSQL and a plain
     /// PostgreSQL events table (those with the `peers` feature).
     Events,
+    /// Producers at 2x, 5x and 10x what consumers take, with a depth limit and without:
+    /// accepted and refused rates, and a high-priority trickle's send latency.
+    Overload,
+    /// Sends without and with an `Idempotency-Key` (`--idempotency-keys`), and their ratio.
+    Idempotency,
 }
 
 impl Scenario {
@@ -128,6 +135,8 @@ impl Scenario {
             Scenario::Jobs => "jobs",
             Scenario::Schema => "schema",
             Scenario::Events => "events",
+            Scenario::Overload => "overload",
+            Scenario::Idempotency => "idempotency",
         }
     }
 }
@@ -152,9 +161,15 @@ pub struct BenchArgs {
     /// `jobs` (async jobs with an empty handler, 4 and 16 workers, beside a PostgreSQL SKIP
     /// LOCKED jobs table and Redis in BullMQ's shape; --postgres-url and --redis-url apply) or
     /// `schema` (batches of 10 JSON orders, 1 KiB by default, sent closed-loop into queues
-    /// without and with schema validation; no consumers).
+    /// without and with schema validation; no consumers) or `idempotency` (the same, batches
+    /// of 10 sent without and with an `Idempotency-Key`; also `--idempotency-keys`).
     #[arg(long, value_enum, default_value_t = Scenario::Throughput, value_name = "NAME")]
     pub scenario: Scenario,
+
+    /// What an `Idempotency-Key` costs: sends per second without and with one, in the same run,
+    /// and their ratio (the `idempotency` scenario).
+    #[arg(long)]
+    pub idempotency_keys: bool,
 
     /// Benchmark the server at this URL instead of starting one in-process. Not read from
     /// `SLUICE_SERVER`: a variable set for everyday commands must not redirect a benchmark.
@@ -311,7 +326,16 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    fn new(args: BenchArgs) -> anyhow::Result<Plan> {
+    fn new(mut args: BenchArgs) -> anyhow::Result<Plan> {
+        if args.idempotency_keys {
+            if !matches!(args.scenario, Scenario::Throughput | Scenario::Idempotency) {
+                bail!(
+                    "--idempotency-keys is the idempotency scenario; it cannot run with --scenario {}",
+                    args.scenario.name()
+                );
+            }
+            args.scenario = Scenario::Idempotency;
+        }
         // First, so that no complaint about its flags hides the reason none of them could work.
         if args.scenario == Scenario::Peers && !cfg!(feature = "peers") {
             bail!(PEERS_MISSING);
@@ -341,7 +365,7 @@ impl Plan {
         if args.scenario != Scenario::Fairness && args.noisy_backlog.is_some() {
             bail!("--noisy-backlog applies to the fairness scenario only");
         }
-        if matches!(args.scenario, Scenario::Fanout | Scenario::Schema) {
+        if matches!(args.scenario, Scenario::Fanout | Scenario::Schema | Scenario::Idempotency) {
             if args.consumers.is_some() {
                 bail!(
                     "--consumers does not apply to the {scenario} scenario: it measures the sending side, nobody consumes"
@@ -417,6 +441,8 @@ impl Plan {
             Scenario::Soak => vec![soak::SOAK_BATCH],
             Scenario::Fanout => vec![fanout::PUBLISH_BATCH],
             Scenario::Schema => vec![schemas::SEND_BATCH],
+            Scenario::Overload => vec![1],
+            Scenario::Idempotency => vec![idempotency::SEND_BATCH],
             Scenario::Jobs | Scenario::Events => vec![1],
             Scenario::Streams if args.batch.is_empty() => THROUGHPUT_BATCHES_DEFAULT.to_vec(),
             Scenario::Streams => args.batch.clone(),
@@ -557,6 +583,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Peers => bail!(PEERS_MISSING),
         Scenario::Fanout => fanout::run(&plan).await,
         Scenario::Schema => schemas::run(&plan).await,
+        Scenario::Overload => overload::run(&plan).await,
+        Scenario::Idempotency => idempotency::run(&plan).await,
         Scenario::Streams => {
             let streams = plan.streams.clone().expect("the streams scenario has a streams plan");
             streams::run(&plan, &streams).await

@@ -26,8 +26,10 @@ mod error;
 pub mod events;
 mod jobs;
 pub mod projection;
+mod processed;
 mod relays;
 mod retry;
+mod sagas;
 mod schedules;
 mod schemas;
 pub mod streams;
@@ -53,8 +55,10 @@ pub use jobs::{
     EnqueuedJob, Handled, JobContext, JobFailure, JobQuery, TERMINAL_STATUSES, Worker, WorkerBuilder, WorkerReport,
     is_finished,
 };
+pub use processed::{BadTableName, PROCESSED_TABLE_DEFAULT, ProcessedMessages, TABLE_NAME_LEN_MAX};
 pub use relays::CreatedRelay;
 pub use retry::RetryPolicy;
+pub use sagas::SagaInstanceQuery;
 pub use schedules::CreatedSchedule;
 pub use schemas::RegisteredSchemaVersion;
 pub use sluice_api;
@@ -74,6 +78,7 @@ pub struct Client {
     base: Url,
     timeout: Duration,
     retry: RetryPolicy,
+    idempotency_keys: bool,
 }
 
 /// Settings for a [`Client`]; start with [`Client::builder`].
@@ -83,6 +88,7 @@ pub struct ClientBuilder {
     timeout: Duration,
     connect_timeout: Duration,
     retry: RetryPolicy,
+    idempotency_keys: bool,
 }
 
 impl ClientBuilder {
@@ -105,6 +111,15 @@ impl ClientBuilder {
         self
     }
 
+    /// Whether mutating calls carry an `Idempotency-Key`, so that they are retried like reads
+    /// (default true). Each keyed call keeps an answer on the server for its
+    /// `--idempotency-ttl`: a producer making many calls per second may prefer to turn this
+    /// off and retry only what cannot apply twice, or the server's bounds must allow for it.
+    pub fn idempotency_keys(mut self, on: bool) -> Self {
+        self.idempotency_keys = on;
+        self
+    }
+
     /// Spacing of retries (default: bound 100 ms doubling up to 2 s, full jitter).
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.retry.backoff = backoff;
@@ -124,7 +139,7 @@ impl ClientBuilder {
             .user_agent(concat!("sluice-client/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| invalid(&e.to_string()))?;
-        Ok(Client { http, base, timeout: self.timeout, retry: self.retry })
+        Ok(Client { http, base, timeout: self.timeout, retry: self.retry, idempotency_keys: self.idempotency_keys })
     }
 }
 
@@ -134,7 +149,25 @@ pub(crate) struct Call {
     url: Url,
     body: Option<Vec<u8>>,
     timeout: Duration,
+    /// The `Idempotency-Key` of a mutating call, drawn once and sent with every attempt, so
+    /// that the server runs it once however often it is retried.
+    idempotency_key: Option<String>,
 }
+
+impl Call {
+    /// The call without an `Idempotency-Key`: for the receives and claims, whose answers carry
+    /// message bodies or job payloads. Keyed, each answer would be stored on the server for the
+    /// key's TTL, a copy of everything received; unkeyed, a receive whose answer is lost gives
+    /// its messages back after their visibility timeout, as it always did.
+    pub(crate) fn without_key(mut self) -> Call {
+        self.idempotency_key = None;
+        self
+    }
+}
+
+/// The most a retry asks the server to wait for its first attempt (`Prefer: wait=N`), in
+/// seconds; the server's own bound is 60.
+const RETRY_WAIT_S_MAX: u64 = 60;
 
 /// How one attempt ended when it got no answer.
 struct AttemptError {
@@ -156,6 +189,7 @@ impl Client {
             timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             retry: RetryPolicy::default(),
+            idempotency_keys: true,
         }
     }
 
@@ -363,7 +397,8 @@ impl Client {
         // Without `wait_ms` the server uses the queue's receive wait, which can be the maximum.
         let wait_ms = request.wait_ms.unwrap_or(RECEIVE_WAIT_MS_MAX);
         let timeout = self.timeout + Duration::from_millis(wait_ms);
-        let call = self.call(Method::POST, &["v1", "queues", queue, "receive"], &[], Some(request), timeout)?;
+        let call =
+            self.call(Method::POST, &["v1", "queues", queue, "receive"], &[], Some(request), timeout)?.without_key();
         let (status, body) = self.execute(call).await?;
         decode(status, &body)
     }
@@ -372,6 +407,18 @@ impl Client {
     pub async fn receive(&self, queue: &str, max: u32, wait_ms: u64) -> Result<Vec<Message>> {
         let request = ReceiveRequest { max: Some(max), wait_ms: Some(wait_ms), visibility_timeout_ms: None };
         Ok(self.receive_messages(queue, &request).await?.messages)
+    }
+
+    /// [`Client::send_messages`] under the caller's own `Idempotency-Key` rather than one the
+    /// client draws: an application that keeps its key (with the order it sends, say) can
+    /// repeat the send after its own restart, and the server answers from the first one
+    /// instead of sending again, for the key's TTL.
+    pub async fn send_messages_with_key(&self, queue: &str, request: &SendRequest, key: &str) -> Result<SendResponse> {
+        let mut call =
+            self.call(Method::POST, &["v1", "queues", queue, "messages"], &[], Some(request), self.timeout)?;
+        call.idempotency_key = Some(key.to_owned());
+        let (status, bytes) = self.execute(call).await?;
+        decode(status, &bytes)
     }
 
     /// `POST /v1/queues/{queue}/ack`: deletes received messages by receipt.
@@ -472,16 +519,24 @@ impl Client {
             .map(serde_json::to_vec)
             .transpose()
             .map_err(|e| ClientError::Decode { status: 0, reason: format!("cannot encode the request: {e}") })?;
-        Ok(Call { method, url, body, timeout })
+        // Every call but a read carries a key when the client may retry it: a retry after a lost
+        // answer then gets the first attempt's answer instead of running again (DESIGN.md §4b).
+        // A client that never retries (one attempt) has no use for one and saves the server
+        // storing the answer.
+        let keyed = self.idempotency_keys && method != Method::GET && self.retry.attempts_max > 1;
+        let idempotency_key = keyed.then(|| format!("sluice-client-{:032x}", rand::random::<u128>()));
+        Ok(Call { method, url, body, timeout, idempotency_key })
     }
 
     /// Sends `call`, retrying as the policy allows, and returns the final status and body.
+    /// A call with an idempotency key is as safe to repeat as a read: the server answers a
+    /// repeat from the first attempt's stored answer.
     pub(crate) async fn execute(&self, call: Call) -> Result<(StatusCode, Bytes)> {
-        let safe = call.method == Method::GET;
+        let safe = call.method == Method::GET || call.idempotency_key.is_some();
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let (failure, outcome) = match self.attempt(&call).await {
+            let (failure, outcome) = match self.attempt(&call, attempt > 1).await {
                 Ok((status, body)) if status == StatusCode::SERVICE_UNAVAILABLE => {
                     (Failure::Unavailable, Ok((status, body)))
                 }
@@ -495,8 +550,17 @@ impl Client {
         }
     }
 
-    async fn attempt(&self, call: &Call) -> std::result::Result<(StatusCode, Bytes), AttemptError> {
+    async fn attempt(&self, call: &Call, retry: bool) -> std::result::Result<(StatusCode, Bytes), AttemptError> {
         let mut request = self.http.request(call.method.clone(), call.url.clone()).timeout(call.timeout);
+        if let Some(key) = &call.idempotency_key {
+            request = request.header("idempotency-key", key);
+            if retry {
+                // The first attempt may still be running on the server: wait for its answer
+                // rather than be told `idempotency_key_in_use`.
+                let wait = call.timeout.as_secs().clamp(1, RETRY_WAIT_S_MAX);
+                request = request.header("prefer", format!("wait={wait}"));
+            }
+        }
         if let Some(body) = &call.body {
             request = request.header(reqwest::header::CONTENT_TYPE, "application/json").body(body.clone());
         }

@@ -3,7 +3,8 @@
 //! The decision is a pure function of how the attempt failed, whether the request is safe to
 //! repeat and a random draw, so it is unit-tested without a network. A request is repeated only
 //! when doing so cannot apply it twice: always when the connection was never made, and for a
-//! safe request (a GET) also after a broken connection or a `503 Service Unavailable`.
+//! safe request (a GET, or any call sent with an `Idempotency-Key`, which the client gives every
+//! mutating call) also after a broken connection or a `503 Service Unavailable`.
 
 use std::time::Duration;
 

@@ -172,13 +172,9 @@ impl Client {
     ) -> Result<FetchResponse> {
         let request = FetchRequest { member: member.to_owned(), max: Some(max), wait_ms: Some(wait_ms) };
         let timeout = self.timeout + std::time::Duration::from_millis(wait_ms);
-        let call = self.call(
-            Method::POST,
-            &["v1", "streams", stream, "groups", group, "fetch"],
-            &[],
-            Some(&request),
-            timeout,
-        )?;
+        let call = self
+            .call(Method::POST, &["v1", "streams", stream, "groups", group, "fetch"], &[], Some(&request), timeout)?
+            .without_key();
         let (status, body) = self.execute(call).await?;
         crate::decode(status, &body)
     }

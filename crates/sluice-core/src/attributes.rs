@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::limits::*;
 use crate::name::validate_queue_name;
+use crate::overflow::Overflow;
+use crate::rate::RateLimit;
 use crate::validation::ValidationError;
 
 /// What a FIFO deduplication id is unique within.
@@ -74,6 +76,23 @@ pub struct QueueAttributes {
     /// `version` (checked at the door, by the services; the broker does not act on it).
     #[serde(default)]
     pub schema_validation: bool,
+    /// Most messages the queue holds, whatever their state (visible, delayed, in flight); a send
+    /// past it follows `overflow`. `None`: no bound but the store's.
+    #[serde(default)]
+    pub max_depth_messages: Option<u64>,
+    /// Most bytes (bodies and attributes, as `message_bytes_max` counts them) the queue holds.
+    #[serde(default)]
+    pub max_depth_bytes: Option<u64>,
+    /// What a send into a full queue does (see [`Overflow`]).
+    #[serde(default)]
+    pub overflow: Overflow,
+    /// Messages whose retention ran out move to the dead-letter queue instead of being
+    /// deleted (the policy's queue must exist then; otherwise they are deleted, as without it).
+    #[serde(default)]
+    pub expired_to_dlq: bool,
+    /// A token bucket every send takes one token a message from (`rate_limited` when empty).
+    #[serde(default)]
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl Default for QueueAttributes {
@@ -92,6 +111,11 @@ impl Default for QueueAttributes {
             tags: BTreeMap::new(),
             sqs_attributes: BTreeMap::new(),
             schema_validation: false,
+            max_depth_messages: None,
+            max_depth_bytes: None,
+            overflow: Overflow::Reject,
+            expired_to_dlq: false,
+            rate_limit: None,
         }
     }
 }
@@ -111,6 +135,13 @@ pub struct QueueAttributesPatch {
     /// Entries to set (`Some`) or remove (`None`) in `sqs_attributes`.
     pub sqs_attributes: BTreeMap<String, Option<String>>,
     pub schema_validation: Option<bool>,
+    /// `Some(None)` removes the bound.
+    pub max_depth_messages: Option<Option<u64>>,
+    pub max_depth_bytes: Option<Option<u64>>,
+    pub overflow: Option<Overflow>,
+    pub expired_to_dlq: Option<bool>,
+    /// `Some(None)` removes the limit.
+    pub rate_limit: Option<Option<RateLimit>>,
 }
 
 impl QueueAttributes {
@@ -152,6 +183,21 @@ impl QueueAttributes {
         if let Some(v) = patch.schema_validation {
             next.schema_validation = v;
         }
+        if let Some(v) = patch.max_depth_messages {
+            next.max_depth_messages = v;
+        }
+        if let Some(v) = patch.max_depth_bytes {
+            next.max_depth_bytes = v;
+        }
+        if let Some(v) = patch.overflow {
+            next.overflow = v;
+        }
+        if let Some(v) = patch.expired_to_dlq {
+            next.expired_to_dlq = v;
+        }
+        if let Some(v) = patch.rate_limit {
+            next.rate_limit = v;
+        }
         for (name, value) in &patch.sqs_attributes {
             match value {
                 Some(v) => next.sqs_attributes.insert(name.clone(), v.clone()),
@@ -177,6 +223,10 @@ impl QueueAttributes {
                 1,
                 u64::from(MAX_RECEIVE_COUNT_MAX),
             )?;
+        }
+        self.validate_depth()?;
+        if let Some(limit) = &self.rate_limit {
+            limit.validate("rate_limit")?;
         }
         if self.fifo {
             if self.delay_ms > 0 && self.delay_ms >= self.retention_ms {
@@ -226,6 +276,44 @@ impl QueueAttributes {
     }
 }
 
+impl QueueAttributes {
+    /// The depth limits' bounds, and the rule that a policy moving messages to the dead-letter
+    /// queue needs one: without it `drop_head` would have to delete acknowledged messages, and
+    /// Sluice refuses the configuration rather than drop anything silently.
+    fn validate_depth(&self) -> Result<(), ValidationError> {
+        if let Some(n) = self.max_depth_messages {
+            check_range("max_depth_messages", n, 1, QUEUE_DEPTH_MESSAGES_LIMIT)?;
+        }
+        if let Some(n) = self.max_depth_bytes {
+            // Every message the queue may take must fit in an empty queue, or it could never be sent.
+            check_range("max_depth_bytes", n, self.message_bytes_max, QUEUE_DEPTH_BYTES_LIMIT)?;
+        }
+        if self.dead_letter.is_none() {
+            if self.overflow != Overflow::Reject {
+                return Err(ValidationError::new(
+                    "overflow",
+                    format!(
+                        "overflow {} moves messages to the dead-letter queue; set dead_letter first (or use reject)",
+                        self.overflow.as_str()
+                    ),
+                ));
+            }
+            if self.expired_to_dlq {
+                return Err(ValidationError::new(
+                    "expired_to_dlq",
+                    "expired messages can move only to a dead-letter queue; set dead_letter first",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the queue has a depth bound at all (queues without one skip every depth check).
+    pub fn has_depth_limit(&self) -> bool {
+        self.max_depth_messages.is_some() || self.max_depth_bytes.is_some()
+    }
+}
+
 impl ValidationError {
     fn rename(self, field: &str) -> Self {
         ValidationError { field: field.to_string(), message: self.message }
@@ -272,6 +360,26 @@ mod tests {
         let exhausted_at = policy.exhausted_receive_count();
         let exhausted: Vec<bool> = (0..5).map(|n| DeadLetter::is_exhausted(n, exhausted_at)).collect();
         assert_eq!(exhausted, [false, false, false, true, true]);
+    }
+
+    #[test]
+    fn policies_that_move_messages_need_a_dead_letter_queue() {
+        for overflow in [Overflow::DropHead, Overflow::RejectToDlq] {
+            let attrs = QueueAttributes { max_depth_messages: Some(10), overflow, ..Default::default() };
+            assert_eq!(attrs.validate().unwrap_err().field, "overflow");
+            let dead_letter = Some(DeadLetter { queue: "dlq".into(), max_receive_count: 3 });
+            QueueAttributes { dead_letter, ..attrs }.validate().unwrap();
+        }
+        let attrs = QueueAttributes { expired_to_dlq: true, ..Default::default() };
+        assert_eq!(attrs.validate().unwrap_err().field, "expired_to_dlq");
+        let attrs = QueueAttributes { max_depth_messages: Some(0), ..Default::default() };
+        assert_eq!(attrs.validate().unwrap_err().field, "max_depth_messages");
+        // A byte bound below the largest message would refuse that message into an empty queue.
+        let attrs = QueueAttributes { max_depth_bytes: Some(1_000), message_bytes_max: 1_001, ..Default::default() };
+        assert_eq!(attrs.validate().unwrap_err().field, "max_depth_bytes");
+        QueueAttributes { max_depth_bytes: Some(1_000), message_bytes_max: 1_000, ..Default::default() }
+            .validate()
+            .unwrap();
     }
 
     #[test]

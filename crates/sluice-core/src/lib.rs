@@ -16,8 +16,11 @@ pub mod jobs;
 pub mod limits;
 pub mod message;
 pub mod name;
+pub mod overflow;
 pub mod queue;
+pub mod rate;
 pub mod receipt;
+pub mod saga;
 pub mod stream;
 pub mod validation;
 

@@ -74,6 +74,15 @@ pub const LIST_QUEUES_LIMIT_DEFAULT: u32 = 100;
 /// Largest delay a message may carry: anything within the longest retention.
 pub const DELAY_MS_MAX: u64 = RETENTION_MS_MAX;
 
+/// The largest `max_depth_messages` and `max_depth_bytes` a queue may set (1 TiB).
+pub const QUEUE_DEPTH_MESSAGES_LIMIT: u64 = 1_000_000_000;
+pub const QUEUE_DEPTH_BYTES_LIMIT: u64 = 1 << 40;
+
+/// A token bucket's largest `per_second` and `burst` (`rate_limit` on queues, topics, streams
+/// and job queues).
+pub const RATE_PER_SECOND_MAX: u64 = 10_000_000;
+pub const RATE_BURST_MAX: u64 = 10_000_000;
+
 /// Most queues one server holds.
 pub const QUEUES_MAX: usize = 100_000;
 

@@ -45,6 +45,12 @@ pub struct Queue {
     /// FIFO queues only: deduplication keys still inside their window.
     pub(crate) dedup: HashMap<String, DedupEntry>,
     pub(crate) dedup_expiry: BTreeSet<(TimeMs, String)>,
+    /// The bytes of every member (`MessageMeta::size_bytes`), for `max_depth_bytes`.
+    pub(crate) bytes: u64,
+    /// What the queue's limits refused or moved since the broker was built (not persisted).
+    pub(crate) refusals: crate::overflow::RefusalCounts,
+    /// The `rate_limit` bucket (in memory: a restart starts it full).
+    pub(crate) bucket: Option<crate::rate::Bucket>,
 }
 
 /// A send remembered for deduplication: a later send with the same key inside the window is
@@ -159,6 +165,9 @@ impl Queue {
             fair: FairIndex::default(),
             dedup: HashMap::new(),
             dedup_expiry: BTreeSet::new(),
+            bytes: 0,
+            refusals: Default::default(),
+            bucket: None,
         }
     }
 
@@ -210,6 +219,7 @@ impl Queue {
     pub(crate) fn insert(&mut self, seq: u64, meta: &MessageMeta, now_ms: TimeMs) {
         let fresh = self.members.insert(seq);
         debug_assert!(fresh, "message {seq} inserted twice into queue {}", self.id);
+        self.bytes += meta.size_bytes;
         self.by_age.insert((meta.sent_at, seq));
         if self.is_fifo() {
             self.fifo.groups.entry(group_of(meta).to_string()).or_default().members.insert(seq);
@@ -264,7 +274,9 @@ impl Queue {
     pub(crate) fn remove(&mut self, seq: u64, meta: &MessageMeta) {
         self.unindex(seq, meta);
         self.by_age.remove(&(meta.sent_at, seq));
-        self.members.remove(&seq);
+        if self.members.remove(&seq) {
+            self.bytes -= meta.size_bytes;
+        }
         if self.is_fifo() {
             if let Some(g) = self.fifo.groups.get_mut(group_of(meta)) {
                 g.members.remove(&seq);

@@ -6,13 +6,16 @@
 //! partitions by the same job, so the writer writes them with this turn's batch and the sync
 //! stage syncs their segment files before it answers, as for a plain append.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
+use sluice_core::broker::PendingDepth;
 use sluice_core::message::MessageContent;
-use sluice_core::{Admission, NewMessage};
+use sluice_core::overflow::{Depth, Placement};
+use sluice_core::{Admission, EntryError, NewMessage};
 use sluice_store::{
     CommitStore, Committed, Conflict, Counters, Refused, StoreError, Write, WriteOutcome, validate_commit,
+    with_outcomes,
 };
 
 use crate::EmbeddedStore;
@@ -44,7 +47,10 @@ impl CommitStore for EmbeddedStore {
                             let id = e.broker.queue_id(&queue)?;
                             let mut sent = Vec::with_capacity(messages.len());
                             for message in messages {
-                                let s = e.broker.send(id, &message, message_id(), now).expect("admitted by `check`");
+                                let s = e
+                                    .broker
+                                    .send_unlimited(id, &message, message_id(), now)
+                                    .expect("admitted by `check`");
                                 if !s.duplicate {
                                     let NewMessage {
                                         body, body_binary, attributes, system_attributes, envelope, ..
@@ -66,6 +72,10 @@ impl CommitStore for EmbeddedStore {
                         }
                         Write::DeleteRecord { kind, key } => {
                             e.records.delete(&kind, &key);
+                            WriteOutcome::Recorded
+                        }
+                        Write::RecordOutcomes { kind, key, value, .. } => {
+                            e.records.put(&kind, &key, with_outcomes(&value, &outcomes));
                             WriteOutcome::Recorded
                         }
                         Write::Append { stream, records } => {
@@ -99,6 +109,10 @@ fn check(e: &Engine, writes: &[Write], now: u64) -> Result<Result<(), Refused>, 
     let mut written: HashMap<(&str, &str), Option<&[u8]>> = HashMap::new();
     // Dedup ids that earlier appends of the commit take, per stream.
     let mut taken: HashMap<&str, usize> = HashMap::new();
+    // What earlier sends of the commit do to each queue's depth, and the FIFO dedup keys they
+    // take (a later send with one of them is a duplicate and adds nothing).
+    let mut pending: HashMap<u64, PendingDepth> = HashMap::new();
+    let mut keys: HashSet<(u64, String)> = HashSet::new();
     for (index, write) in writes.iter().enumerate() {
         let refuse = |conflict| Ok(Err(Refused { write: index, conflict }));
         match write {
@@ -108,7 +122,29 @@ fn check(e: &Engine, writes: &[Write], now: u64) -> Result<Result<(), Refused>, 
                 // ones are duplicates of the first, which `send` answers when it applies them.
                 for (message, m) in messages.iter().enumerate() {
                     match e.broker.admit(id, m, now) {
-                        Ok(Admission::New { .. } | Admission::Duplicate(_)) => {}
+                        Ok(Admission::Duplicate(_)) => {}
+                        Ok(Admission::New { dedup_key, size_bytes, .. }) => {
+                            if let Some(key) = dedup_key
+                                && !keys.insert((id, key))
+                            {
+                                continue;
+                            }
+                            // A full queue whose policy refuses refuses the whole commit, as
+                            // any refused message does; `drop_head` and `reject_to_dlq` apply.
+                            if e.broker.placement(id, size_bytes, pending.entry(id).or_default()) == Placement::Refused
+                            {
+                                let view = e.broker.queue_view(id, now).expect("the queue exists");
+                                let error = EntryError::QueueFull {
+                                    depth: Depth {
+                                        messages: view.stats.depth_messages(),
+                                        bytes: view.stats.depth_bytes,
+                                    },
+                                    max_messages: view.attributes.max_depth_messages,
+                                    max_bytes: view.attributes.max_depth_bytes,
+                                };
+                                return refuse(Conflict::MessageRefused { message, error });
+                            }
+                        }
                         Err(error) => return refuse(Conflict::MessageRefused { message, error }),
                     }
                 }
@@ -138,6 +174,18 @@ fn check(e: &Engine, writes: &[Write], now: u64) -> Result<Result<(), Refused>, 
             }
             Write::DeleteRecord { kind, key } => {
                 written.insert((kind, key), None);
+            }
+            Write::RecordOutcomes { kind, key, expected, value } => {
+                if let Some(expected) = expected {
+                    let now_there = written
+                        .get(&(kind.as_str(), key.as_str()))
+                        .copied()
+                        .unwrap_or_else(|| e.records.get(kind, key).map(Vec::as_slice));
+                    if now_there != Some(expected.as_slice()) {
+                        return refuse(Conflict::RecordChanged);
+                    }
+                }
+                written.insert((kind, key), Some(value));
             }
             Write::Append { stream, records } => {
                 if let Err(conflict) = e.logs.admit(stream, records, now, taken.entry(stream).or_default()) {

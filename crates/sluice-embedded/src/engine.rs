@@ -617,6 +617,11 @@ impl Engine {
     fn publish_counters(&self) {
         let c = self.broker.counters();
         self.shared.counters.messages_dead_lettered.store(c.dead_lettered, Ordering::Relaxed);
+        let counters = &self.shared.counters;
+        counters.messages_refused_full.store(c.refusals.queue_full, Ordering::Relaxed);
+        counters.messages_dropped_head.store(c.refusals.drop_head, Ordering::Relaxed);
+        counters.messages_rejected_to_dlq.store(c.refusals.rejected_to_dlq, Ordering::Relaxed);
+        counters.messages_expired_to_dlq.store(c.refusals.expired_to_dlq, Ordering::Relaxed);
         self.shared.counters.messages_expired.store(c.expired, Ordering::Relaxed);
         let j = self.jobs.board.counters();
         self.shared.counters.jobs_lapsed.store(j.lapsed, Ordering::Relaxed);

@@ -30,6 +30,7 @@ mod journal;
 mod log;
 mod log_store;
 mod queue_store;
+mod rate_store;
 pub mod record_format;
 mod record_store;
 mod records;
@@ -172,6 +173,8 @@ pub struct EmbeddedStore {
     shared: Arc<Shared>,
     writer: Mutex<Option<JoinHandle<()>>>,
     recovery: Recovery,
+    /// Rate limits' buckets (`rate_store.rs`), on the store's clock.
+    rates: rate_store::Buckets,
 }
 
 impl EmbeddedStore {
@@ -208,12 +211,13 @@ impl EmbeddedStore {
         clock.on_advance(Box::new(move || {
             let _ = wake.send(Command::Tick);
         }));
+        let rates = rate_store::Buckets::new(clock.clone());
         let engine = Engine::new(recovered, logs, events, config, shared.clone(), syncer, clock);
         let writer =
             std::thread::Builder::new().name("sluice-writer".into()).spawn(move || engine::run(engine, rx)).map_err(
                 |e| OpenError::Storage { path: path.clone(), reason: format!("starting the writer thread: {e}") },
             )?;
-        Ok(EmbeddedStore { tx, shared, writer: Mutex::new(Some(writer)), recovery })
+        Ok(EmbeddedStore { tx, shared, writer: Mutex::new(Some(writer)), recovery, rates })
     }
 
     /// What the last open recovered.
@@ -303,5 +307,10 @@ impl StoreStatus for EmbeddedStore {
 
     fn counters(&self) -> StoreCounters {
         self.shared.counters.snapshot()
+    }
+
+    /// Calls waiting in the writer's channel: what load shedding watches.
+    fn backlog(&self) -> Option<u64> {
+        Some(self.tx.len() as u64)
     }
 }

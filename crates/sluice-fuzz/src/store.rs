@@ -78,7 +78,7 @@ impl QueueStore for ParseOnlyStore {
             .zip(1u64..)
             .map(|(m, seq)| {
                 m.validate()?;
-                Ok(Sent { seq, id: MessageId(u128::from(seq)), duplicate: false })
+                Ok(Sent::new(seq, MessageId(u128::from(seq))))
             })
             .collect())
     }
@@ -118,6 +118,7 @@ impl QueueStore for ParseOnlyStore {
 
 /// Keeps no streams: every stream call is refused (`LogError::Unsupported`).
 impl sluice_store::LogStore for ParseOnlyStore {}
+impl sluice_store::RateStore for ParseOnlyStore {}
 
 /// Keeps no events: every event store call is refused (`EventError::Unsupported`).
 impl sluice_store::EventStore for ParseOnlyStore {}

@@ -4,7 +4,9 @@
 //! append. An append takes its offsets from its partitions' rows in the same transaction, so
 //! its records appear, gapless, exactly when the rest of the commit does.
 
-use sluice_store::{Committed, Conflict, LogError, Refused, StoreError, Write, WriteOutcome, validate_commit};
+use sluice_store::{
+    Committed, Conflict, LogError, Refused, StoreError, Write, WriteOutcome, validate_commit, with_outcomes,
+};
 
 use crate::queues::lookup;
 use crate::{Counters, Inner, db_error};
@@ -65,6 +67,19 @@ pub async fn commit(
             }
             Write::DeleteRecord { kind, key } => {
                 changed += execute(&tx, DELETE, &[&kind, &key]).await?;
+                outcomes.push(WriteOutcome::Recorded);
+            }
+            Write::RecordOutcomes { kind, key, expected, value } => {
+                let value = with_outcomes(&value, &outcomes);
+                match expected {
+                    Some(expected) => {
+                        if execute(&tx, REPLACE, &[&kind, &key, &expected, &value]).await? == 0 {
+                            return refused(Conflict::RecordChanged);
+                        }
+                        changed += 1;
+                    }
+                    None => changed += execute(&tx, PUT, &[&kind, &key, &value]).await?,
+                }
                 outcomes.push(WriteOutcome::Recorded);
             }
             Write::Append { stream, records } => {

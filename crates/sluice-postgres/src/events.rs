@@ -1,4 +1,4 @@
-//! The event store on PostgreSQL (migration 8): events as rows by position, a row per stream
+//! The event store on PostgreSQL (migration 9): events as rows by position, a row per stream
 //! holding core's `StreamState`, and one counter row of positions.
 //!
 //! An append is one transaction that takes two locks, always in this order, so two appends

@@ -255,6 +255,11 @@ pub async fn send_in(
     } else {
         0
     };
+    // A bounded queue's plan may have refused entries (the queue is full): the commit is
+    // refused, and the caller's transaction rolls back the claims and inserts made.
+    if let Some((i, Plan::Refused(e))) = plans.iter().enumerate().find(|(_, p)| matches!(p, Plan::Refused(_))) {
+        return Ok(Err((i, e.clone())));
+    }
     let sent = answers(&plans).into_iter().map(|r| r.expect("no entry was refused")).collect();
     Ok(Ok((sent, inserted)))
 }
@@ -324,7 +329,7 @@ async fn read_keys(
         .iter()
         .map(|r| {
             let id: uuid::Uuid = r.get("message_id");
-            let sent = Sent { seq: ms(r.get("seq")), id: MessageId(id.as_u128()), duplicate: true };
+            let sent = Sent { duplicate: true, ..Sent::new(ms(r.get("seq")), MessageId(id.as_u128())) };
             (r.get::<_, String>("key"), sent)
         })
         .collect())
@@ -340,7 +345,33 @@ async fn claim_and_insert(
     plans: &mut [Plan],
     messages: Vec<NewMessage>,
 ) -> Result<u64, StoreError> {
-    let new: Vec<usize> = (0..plans.len()).filter(|&i| matches!(plans[i], Plan::New { .. })).collect();
+    let mut new: Vec<usize> = (0..plans.len()).filter(|&i| matches!(plans[i], Plan::New { .. })).collect();
+    // A bounded queue: each new message placed under the queue's lock before any key is
+    // claimed, so that a refused message claims none.
+    let depth = if attributes.has_depth_limit() {
+        let sizes: Vec<u64> = new.iter().map(|&i| messages[i].size_bytes()).collect();
+        let depth = crate::depth::plan(tx, (name, queue_id), attributes, &sizes).await?;
+        let mut placed = HashMap::new();
+        for (j, (&i, entry)) in new.iter().zip(&depth.entries).enumerate() {
+            match entry {
+                // With whether a later message of this send pushes it out again.
+                Ok(p) => {
+                    placed.insert(i, (*p, depth.dropped_entries.contains(&j)));
+                }
+                Err(e) => plans[i] = Plan::Refused(e.clone()),
+            }
+        }
+        new.retain(|i| placed.contains_key(i));
+        Some((depth, placed))
+    } else {
+        None
+    };
+    if new.is_empty() {
+        if let Some((depth, _)) = &depth {
+            depth.apply(tx, queue_id, &[], &[]).await?;
+        }
+        return Ok(0);
+    }
     let groups: Vec<&str> = new
         .iter()
         .filter_map(|&i| messages[i].envelope.group_id.as_deref())
@@ -384,6 +415,7 @@ async fn claim_and_insert(
     let mut batch = Batch::default();
     let mut batch_seqs = Vec::new();
     let mut sent = Vec::new();
+    let (mut dead_lettered, mut dropped_new) = (Vec::new(), Vec::new());
     let mut messages: Vec<Option<NewMessage>> = messages.into_iter().map(Some).collect();
     for (&i, &seq) in new.iter().zip(&seqs) {
         let Plan::New { key, id } = &plans[i] else { unreachable!("filtered to new entries") };
@@ -391,7 +423,19 @@ async fn claim_and_insert(
             let m = messages[i].take().expect("each entry is inserted once");
             batch.push(*id, m, attributes);
             batch_seqs.push(seq);
-            sent.push((i, Sent { seq: ms(seq), id: MessageId(id.as_u128()), duplicate: false }));
+            let mut s = Sent::new(ms(seq), MessageId(id.as_u128()));
+            if let Some((placed, pushed_out)) = depth.as_ref().and_then(|(_, placed)| placed.get(&i)) {
+                if placed.dead_letter {
+                    dead_lettered.push(seq);
+                }
+                if *pushed_out {
+                    dropped_new.push(seq);
+                }
+                s.dead_lettered = placed.dead_letter;
+                s.dropped = placed.dropped;
+                s.depth = Some(placed.depth);
+            }
+            sent.push((i, s));
         } else {
             let earlier = taken.get(key.as_str()).copied().ok_or_else(|| {
                 db_error(crate::codec::DecodeError(format!("dedup key {key:?} was taken, then vanished")))
@@ -423,6 +467,9 @@ async fn claim_and_insert(
         }
         rows.len() as u64
     };
+    if let Some((depth, _)) = &depth {
+        depth.apply(tx, queue_id, &dead_lettered, &dropped_new).await?;
+    }
     for (i, s) in sent {
         plans[i] = Plan::Known(s);
     }

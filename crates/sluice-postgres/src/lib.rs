@@ -45,6 +45,7 @@ mod batch;
 mod codec;
 mod commit;
 mod events;
+mod depth;
 mod fair;
 mod fifo;
 mod fragments;
@@ -52,6 +53,7 @@ mod jobs;
 mod messages;
 pub mod migrate;
 mod queues;
+mod rate;
 mod receive;
 mod records;
 mod streams;
@@ -455,6 +457,18 @@ impl RecordStore for PostgresStore {
 impl CommitStore for PostgresStore {
     async fn commit_all(&self, writes: Vec<Write>) -> Result<Committed, StoreError> {
         commit::commit(&self.inner, &self.round_robin, writes).await
+    }
+}
+
+#[async_trait]
+impl sluice_store::RateStore for PostgresStore {
+    async fn take_tokens(
+        &self,
+        key: &str,
+        limit: sluice_core::rate::RateLimit,
+        asked: u64,
+    ) -> Result<sluice_core::rate::Taken, StoreError> {
+        rate::take_tokens(&self.inner, key, limit, asked).await
     }
 }
 

@@ -15,11 +15,11 @@ use deadpool_postgres::GenericClient;
 use futures::future::try_join_all;
 use sluice_core::broker::{MoveOutcome, Sent};
 use sluice_core::limits::{DELAY_MS_MAX, ERROR_REASON_LEN_MAX, VISIBILITY_TIMEOUT_MS_MAX};
-use sluice_core::{EntryError, MessageId, NewMessage, QueueAttributes, Receipt, TimeMs, ValidationError};
+use sluice_core::{EntryError, MessageId, NewMessage, Receipt, ValidationError};
 use sluice_store::{EntryResults, NackEntry, PeekedMessage, StoreError};
 use tokio_postgres::types::ToSql;
 
-use crate::batch::{Batch, check_size_and_delay, new_message_id, now_ms};
+use crate::batch::{Batch, INSERT, admit, insert_in, insert_params, new_message_id, now_ms};
 use crate::codec::{self, message_columns, ms};
 use crate::fragments;
 use crate::queues::{QueueRow, lookup};
@@ -27,23 +27,6 @@ use crate::{Inner, db_error};
 
 /// Wakes long polls on the listed queues, on every node (see `wake`).
 pub const NOTIFY: &str = "SELECT pg_notify($1, q::text) FROM unnest($2::int8[]) AS q";
-
-/// Inserts a batch in the order given, so sequence numbers follow send order. Inserts nothing
-/// when the queue is gone.
-const INSERT: &str = "
-INSERT INTO messages (queue_id, id, priority, sent_at, visible_at, size_bytes, group_id, body, body_binary,
-                      attributes, system_attributes, envelope)
-SELECT $1, r.id, r.priority, sluice_now_ms(),
-       CASE WHEN r.deliver_at IS NULL THEN sluice_now_ms() + r.delay_ms
-            ELSE greatest(r.deliver_at, sluice_now_ms()) END,
-       r.size_bytes, r.group_id, r.body, r.body_binary, r.attributes, r.system_attributes, r.envelope
-FROM unnest($2::uuid[], $3::int2[], $4::int8[], $5::int8[], $6::int8[], $7::text[], $8::bytea[], $9::bool[],
-            $10::jsonb[], $11::jsonb[], $12::jsonb[])
-     WITH ORDINALITY AS r(id, priority, delay_ms, deliver_at, size_bytes, group_id, body, body_binary,
-                          attributes, system_attributes, envelope, ord)
-WHERE EXISTS (SELECT 1 FROM queues WHERE id = $1)
-ORDER BY r.ord
-RETURNING seq, id";
 
 /// Deletes the messages whose receipts are current; returns which (seq, epoch) pairs matched.
 const ACK: &str = "
@@ -232,23 +215,53 @@ SELECT
        AND ($2::int2 IS NULL OR m.priority > $2 OR (m.priority = $2 AND m.seq < $3))) AS failed,
     (SELECT count(*) FROM messages m WHERE m.queue_id = $1 AND m.visible_at <= sluice_now_ms()) AS visible";
 
-/// The checks core's `Broker::send` makes before accepting a message into a standard queue.
-/// `now_ms` (this node's clock) only matters for `deliver_at`, to refuse a time beyond
-/// retention; the message's actual times come from the database's clock. FIFO queues check
-/// their own rules first (see `fifo::send`).
-pub fn admit(message: &NewMessage, attributes: &QueueAttributes, now_ms: TimeMs) -> Result<(), EntryError> {
-    message.validate()?;
-    if message.dedup_id.is_some() {
-        return Err(ValidationError::new("dedup_id", "only FIFO queues deduplicate; this queue is standard").into());
-    }
-    check_size_and_delay(message, attributes, now_ms)
-}
-
 pub async fn send(inner: &Inner, queue: &str, messages: Vec<NewMessage>) -> Result<EntryResults<Sent>, StoreError> {
     let client = inner.client().await?;
     let q = lookup(&client, queue).await?;
+    if q.attributes.rate_limit.is_some() {
+        return send_limited(inner, client, (queue, &q), messages).await;
+    }
+    send_to(inner, client, (queue, &q), messages).await
+}
+
+/// A send into a queue with a `rate_limit`: the entries past the tokens granted are refused
+/// in place, the others sent as any send.
+async fn send_limited(
+    inner: &Inner,
+    client: deadpool_postgres::Object,
+    (name, q): (&str, &crate::queues::QueueRow),
+    messages: Vec<sluice_core::NewMessage>,
+) -> Result<sluice_store::EntryResults<sluice_core::Sent>, StoreError> {
+    let limited = crate::rate::limit_sends(inner, q, messages.len()).await?;
+    let mut answers: Vec<Option<Result<sluice_core::Sent, sluice_core::EntryError>>> =
+        Vec::with_capacity(messages.len());
+    let mut granted = Vec::new();
+    for (m, refusal) in messages.into_iter().zip(limited) {
+        match refusal {
+            Some(e) => answers.push(Some(Err(e))),
+            None => {
+                answers.push(None);
+                granted.push(m);
+            }
+        }
+    }
+    let mut sent =
+        if granted.is_empty() { Vec::new() } else { send_to(inner, client, (name, q), granted).await? }.into_iter();
+    Ok(answers.into_iter().map(|a| a.unwrap_or_else(|| sent.next().expect("one answer per message sent"))).collect())
+}
+
+/// A send to queue `q` once its rate limit (if any) let the messages through.
+pub async fn send_to(
+    inner: &Inner,
+    client: deadpool_postgres::Object,
+    (queue, q): (&str, &QueueRow),
+    messages: Vec<NewMessage>,
+) -> Result<EntryResults<Sent>, StoreError> {
     if q.attributes.fifo {
-        return crate::fifo::send(inner, client, (queue, &q), messages).await;
+        return crate::fifo::send(inner, client, (queue, q), messages).await;
+    }
+    if q.attributes.has_depth_limit() {
+        return crate::depth::send(inner, client, (queue, q), messages).await;
     }
     let now = now_ms();
     let mut admitted = Vec::with_capacity(messages.len());
@@ -265,10 +278,7 @@ pub async fn send(inner: &Inner, queue: &str, messages: Vec<NewMessage>) -> Resu
     }
     let seqs =
         if batch.ids.is_empty() { HashMap::new() } else { insert(inner, &client, (queue, q.id), &batch).await? };
-    Ok(admitted
-        .into_iter()
-        .map(|r| r.map(|id| Sent { seq: ms(seqs[&id]), id: MessageId(id.as_u128()), duplicate: false }))
-        .collect())
+    Ok(admitted.into_iter().map(|r| r.map(|id| Sent::new(ms(seqs[&id]), MessageId(id.as_u128())))).collect())
 }
 
 /// A standard queue's send inside the caller's transaction (an atomic commit): every message's
@@ -284,43 +294,52 @@ pub async fn send_in(
     }
     let now = now_ms();
     let mut batch = Batch::default();
+    let mut sizes = Vec::with_capacity(messages.len());
     for (i, m) in messages.into_iter().enumerate() {
         if let Err(e) = admit(&m, &q.attributes, now) {
             return Ok(Err((i, e)));
         }
+        sizes.push(m.size_bytes());
         batch.push(new_message_id(), m, &q.attributes);
     }
     if batch.ids.is_empty() {
         return Ok(Ok((Vec::new(), 0)));
     }
-    let statement = tx.prepare_cached(INSERT).await.map_err(db_error)?;
-    let queue_id = q.id as i64;
-    let rows = tx.query(&statement, &insert_params(&queue_id, &batch)).await.map_err(db_error)?;
-    if rows.is_empty() {
-        // The queue was deleted between the look-up and the insert.
-        return Err(sluice_core::BrokerError::QueueNotFound(name.to_string()).into());
+    // A bounded queue: planned under its lock; a refused message refuses the whole commit.
+    let plan = if q.attributes.has_depth_limit() {
+        let plan = crate::depth::plan(tx, (name, q.id as i64), &q.attributes, &sizes).await?;
+        if let Some(i) = plan.entries.iter().position(Result::is_err) {
+            let e = plan.entries[i].clone().expect_err("found as an error");
+            return Ok(Err((i, e)));
+        }
+        Some(plan)
+    } else {
+        None
+    };
+    let seqs = insert_in(tx, (name, q.id as i64), &batch).await?;
+    let (mut dead_lettered, mut dropped_new) = (Vec::new(), Vec::new());
+    let mut sent = Vec::with_capacity(batch.ids.len());
+    for (i, id) in batch.ids.iter().enumerate() {
+        let mut s = Sent::new(ms(seqs[id]), MessageId(id.as_u128()));
+        if let Some(plan) = &plan
+            && let Ok(placed) = &plan.entries[i]
+        {
+            if placed.dead_letter {
+                dead_lettered.push(seqs[id]);
+            }
+            if plan.dropped_entries.contains(&i) {
+                dropped_new.push(seqs[id]);
+            }
+            s.dead_lettered = placed.dead_letter;
+            s.dropped = placed.dropped;
+            s.depth = Some(placed.depth);
+        }
+        sent.push(s);
     }
-    let seqs: HashMap<uuid::Uuid, i64> = rows.iter().map(|r| (r.get("id"), r.get("seq"))).collect();
-    let sent = batch.ids.iter().map(|id| Sent { seq: ms(seqs[id]), id: MessageId(id.as_u128()), duplicate: false });
-    Ok(Ok((sent.collect(), rows.len() as u64)))
-}
-
-/// The parameters of `INSERT` for a batch into queue `queue_id`.
-fn insert_params<'a>(queue_id: &'a i64, batch: &'a Batch) -> [&'a (dyn ToSql + Sync); 12] {
-    [
-        queue_id,
-        &batch.ids,
-        &batch.priorities,
-        &batch.delays_ms,
-        &batch.deliver_at_ms,
-        &batch.sizes_bytes,
-        &batch.group_ids,
-        &batch.bodies,
-        &batch.binary,
-        &batch.attributes,
-        &batch.system_attributes,
-        &batch.envelopes,
-    ]
+    if let Some(plan) = &plan {
+        plan.apply(tx, q.id as i64, &dead_lettered, &dropped_new).await?;
+    }
+    Ok(Ok((sent, seqs.len() as u64)))
 }
 
 /// Inserts the batch and wakes the queue's long polls; answers each new message's sequence
@@ -665,6 +684,8 @@ pub async fn move_messages(inner: &Inner, from: &str, to: Option<&str>, max: u64
 
 #[cfg(test)]
 mod tests {
+    use sluice_core::QueueAttributes;
+
     use super::*;
 
     #[test]

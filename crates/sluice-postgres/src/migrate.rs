@@ -17,7 +17,8 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration { version: 5, name: "records", sql: include_str!("../migrations/0005_records.sql") },
     Migration { version: 6, name: "streams", sql: include_str!("../migrations/0006_streams.sql") },
     Migration { version: 7, name: "jobs", sql: include_str!("../migrations/0007_jobs.sql") },
-    Migration { version: 8, name: "events", sql: include_str!("../migrations/0008_events.sql") },
+    Migration { version: 8, name: "backpressure", sql: include_str!("../migrations/0008_backpressure.sql") },
+    Migration { version: 9, name: "events", sql: include_str!("../migrations/0009_events.sql") },
 ];
 
 #[derive(Debug, Clone, Copy)]

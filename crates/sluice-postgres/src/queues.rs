@@ -10,6 +10,7 @@ use deadpool_postgres::GenericClient;
 use sluice_core::broker::{QueueStats, QueueView};
 use sluice_core::limits::{FIFO_SUFFIX, QUEUES_MAX};
 use sluice_core::name::validate_queue_name;
+use sluice_core::overflow::RefusalCounts;
 use sluice_core::{BrokerError, QueueAttributes, QueueAttributesPatch, ValidationError};
 use sluice_store::StoreError;
 use tokio_postgres::Row;
@@ -36,6 +37,8 @@ macro_rules! view_select {
             (SELECT count(*) FROM messages m WHERE m.queue_id = q.id AND NOT m.in_flight AND m.visible_at > t.now)
               AS delayed,
             (SELECT min(m.sent_at) FROM messages m WHERE m.queue_id = q.id) AS oldest_sent_at,
+            (SELECT coalesce(sum(m.size_bytes), 0)::int8 FROM messages m WHERE m.queue_id = q.id) AS depth_bytes,
+            q.refused_full, q.dropped_head, q.rejected_to_dlq, q.expired_to_dlq, q.rate_limited,
             d.id AS dead_letter_id,
             (SELECT count(*) FROM messages m WHERE m.queue_id = d.id) AS dead_letter_depth
          FROM queues q
@@ -80,6 +83,14 @@ fn view_from_row(row: &Row) -> Result<QueueView, StoreError> {
                 dead_letter_depth: match dead_letter_id {
                     Some(_) => Some(count("dead_letter_depth")?),
                     None => None,
+                },
+                depth_bytes: count("depth_bytes")?,
+                refusals: RefusalCounts {
+                    queue_full: count("refused_full")?,
+                    drop_head: count("dropped_head")?,
+                    rejected_to_dlq: count("rejected_to_dlq")?,
+                    expired_to_dlq: count("expired_to_dlq")?,
+                    rate_limited: count("rate_limited")?,
                 },
             },
         })

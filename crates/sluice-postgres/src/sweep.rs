@@ -85,8 +85,41 @@ WHERE seq IN (
         LIMIT $1
         FOR UPDATE SKIP LOCKED
     ) e
+    WHERE NOT (coalesce((q.attributes->>'expired_to_dlq')::boolean, false) AND EXISTS (
+        SELECT 1 FROM queues d WHERE d.name = q.dead_letter_queue AND d.id <> q.id AND d.fifo = q.fifo))
     LIMIT $1
 )";
+
+/// Retention for queues with `expired_to_dlq` whose dead-letter queue exists (core's
+/// `tick_queue`): expired messages move there, naming their source and why (`$2`), with their
+/// retention started again (`sent_at`), and the source's count grows in the same statement.
+const RETENTION_TO_DLQ: &str = "
+WITH due AS (
+    SELECT e.seq, q.id AS queue_id, q.name, d.id AS dlq_id
+    FROM queues q
+    JOIN queues d ON d.name = q.dead_letter_queue AND d.id <> q.id AND d.fifo = q.fifo
+    CROSS JOIN LATERAL (
+        SELECT m.seq FROM messages m
+        WHERE m.queue_id = q.id AND m.sent_at <= sluice_now_ms() - q.retention_ms
+        ORDER BY m.sent_at
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED
+    ) e
+    WHERE coalesce((q.attributes->>'expired_to_dlq')::boolean, false)
+    LIMIT $1
+), moved AS (
+    UPDATE messages m SET queue_id = due.dlq_id, dead_letter_source = due.name, epoch = m.epoch + 1,
+        in_flight = false, visible_at = sluice_now_ms(), sent_at = sluice_now_ms(), last_error = $2
+    FROM due
+    WHERE m.seq = due.seq
+    RETURNING due.queue_id
+), counted AS (
+    UPDATE queues q SET expired_to_dlq = q.expired_to_dlq + c.n
+    FROM (SELECT queue_id, count(*) AS n FROM moved GROUP BY queue_id) c
+    WHERE q.id = c.queue_id
+    RETURNING c.n
+)
+SELECT coalesce(sum(n), 0)::int8 FROM counted";
 
 /// Keys past their window. A send that meets one takes it over itself (`fifo::CLAIM_KEYS`), so
 /// this only bounds the table; keys a send holds are skipped.
@@ -219,13 +252,16 @@ async fn tidy(inner: &Inner, with_retention: bool) -> Result<Option<Tidied>, Sto
     if !leased {
         return Ok(None);
     }
-    let (expired, forgotten) = if with_retention {
+    let (expired, forgotten, to_dlq) = if with_retention {
+        let reason = sluice_core::overflow::REASON_EXPIRED;
+        let to_dlq: i64 = tx.query_one(RETENTION_TO_DLQ, &[&SWEEP_BATCH_MAX, &reason]).await.map_err(db_error)?.get(0);
         (
             tx.execute(RETENTION, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)?,
             tx.execute(crate::fair::FORGET_IDLE_GROUPS, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)?,
+            to_dlq as u64,
         )
     } else {
-        (0, 0)
+        (0, 0, 0)
     };
     let dedup_expired = tx.execute(DEDUP_EXPIRED, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)?;
     let orphans = tx.execute(ORPHANS, &[&SWEEP_BATCH_MAX]).await.map_err(db_error)?
@@ -233,6 +269,8 @@ async fn tidy(inner: &Inner, with_retention: bool) -> Result<Option<Tidied>, Sto
     tx.execute(FORGET_DELETED, &[&DELETED_QUEUE_GRACE_MS]).await.map_err(db_error)?;
     tx.commit().await.map_err(db_error)?;
     Counters::add(&inner.counters.messages_expired, expired);
-    inner.counters.committed(expired + forgotten + dedup_expired + orphans);
+    Counters::add(&inner.counters.messages_expired_to_dlq, to_dlq);
+    Counters::add(&inner.counters.messages_dead_lettered, to_dlq);
+    inner.counters.committed(expired + to_dlq + forgotten + dedup_expired + orphans);
     Ok(Some(Tidied { expired, forgotten, dedup_expired, orphans }))
 }

@@ -8,6 +8,7 @@ use base64::engine::general_purpose::STANDARD;
 use sluice_api as api;
 use sluice_core::broker::QueueView;
 use sluice_core::message::AttributeData;
+use sluice_core::overflow::{DepthReport, Overflow, RefusalCounts};
 use sluice_core::{
     AttributeValue, DeadLetter, MessageEnvelope, MessageState, NewMessage, QueueAttributes, QueueAttributesPatch,
     ValidationError,
@@ -59,6 +60,11 @@ pub fn queue(view: &QueueView) -> api::Queue {
         }),
         tags: a.tags.clone(),
         schema_validation: a.schema_validation,
+        max_depth_messages: a.max_depth_messages,
+        max_depth_bytes: a.max_depth_bytes,
+        overflow: overflow_to_api(a.overflow),
+        expired_to_dlq: a.expired_to_dlq,
+        rate_limit: a.rate_limit.map(|r| api::RateLimit { per_second: r.per_second, burst: r.burst }),
         created_at: rfc3339(view.created_at),
         created_at_ms: view.created_at,
         counts: api::QueueCounts {
@@ -67,7 +73,49 @@ pub fn queue(view: &QueueView) -> api::Queue {
             delayed: view.stats.delayed,
             oldest_age_ms: view.stats.oldest_age_ms,
             dlq_depth: view.stats.dead_letter_depth,
+            depth_bytes: view.stats.depth_bytes,
+            refusals: refusals_to_api(view.stats.refusals),
         },
+    }
+}
+
+pub fn overflow_to_api(o: Overflow) -> api::Overflow {
+    match o {
+        Overflow::Reject => api::Overflow::Reject,
+        Overflow::DropHead => api::Overflow::DropHead,
+        Overflow::RejectToDlq => api::Overflow::RejectToDlq,
+    }
+}
+
+pub fn overflow_from_api(o: api::Overflow) -> Overflow {
+    match o {
+        api::Overflow::Reject => Overflow::Reject,
+        api::Overflow::DropHead => Overflow::DropHead,
+        api::Overflow::RejectToDlq => Overflow::RejectToDlq,
+    }
+}
+
+pub fn refusals_to_api(r: RefusalCounts) -> api::Refusals {
+    api::Refusals {
+        queue_full: r.queue_full,
+        drop_head: r.drop_head,
+        rejected_to_dlq: r.rejected_to_dlq,
+        expired_to_dlq: r.expired_to_dlq,
+        rate_limited: r.rate_limited,
+    }
+}
+
+pub fn rate_limit_from_api(r: api::RateLimit) -> sluice_core::rate::RateLimit {
+    sluice_core::rate::RateLimit { per_second: r.per_second, burst: r.burst }
+}
+
+/// A send answer's depth, from the depth a send reported with the queue's limits.
+pub fn queue_depth(report: DepthReport) -> api::QueueDepth {
+    api::QueueDepth {
+        messages: report.depth.messages,
+        bytes: report.depth.bytes,
+        max_depth_messages: report.limits.max_messages,
+        max_depth_bytes: report.limits.max_bytes,
     }
 }
 
@@ -99,6 +147,11 @@ pub fn create_attributes(r: api::CreateQueueRequest) -> (String, QueueAttributes
         tags: r.tags.unwrap_or_default(),
         sqs_attributes: d.sqs_attributes,
         schema_validation: r.schema_validation.unwrap_or(d.schema_validation),
+        max_depth_messages: r.max_depth_messages,
+        max_depth_bytes: r.max_depth_bytes,
+        overflow: r.overflow.map_or(d.overflow, overflow_from_api),
+        expired_to_dlq: r.expired_to_dlq.unwrap_or(d.expired_to_dlq),
+        rate_limit: r.rate_limit.map(rate_limit_from_api),
     };
     (r.name, attributes)
 }
@@ -116,6 +169,11 @@ pub fn patch(r: api::UpdateQueueRequest) -> QueueAttributesPatch {
         tags: r.tags,
         sqs_attributes: BTreeMap::new(),
         schema_validation: r.schema_validation,
+        max_depth_messages: r.max_depth_messages,
+        max_depth_bytes: r.max_depth_bytes,
+        overflow: r.overflow.map(overflow_from_api),
+        expired_to_dlq: r.expired_to_dlq,
+        rate_limit: r.rate_limit.map(|l| l.map(rate_limit_from_api)),
     }
 }
 

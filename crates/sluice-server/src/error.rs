@@ -22,11 +22,19 @@ pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
     pub details: Option<serde_json::Value>,
+    /// Seconds a client should wait before retrying, sent as `Retry-After` (refusals of
+    /// backpressure: `queue_full`, `rate_limited`, `shedding`).
+    pub retry_after_s: Option<u64>,
 }
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
-        ApiError { code, message: message.into(), details: None }
+        ApiError { code, message: message.into(), details: None, retry_after_s: None }
+    }
+
+    pub fn with_retry_after(mut self, seconds: u64) -> ApiError {
+        self.retry_after_s = Some(seconds.max(1));
+        self
     }
 
     pub fn with_details(mut self, details: serde_json::Value) -> ApiError {
@@ -43,9 +51,15 @@ impl ApiError {
         StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
 
+    /// Whether the answer hides its cause: every 5xx, except `shedding`, a deliberate refusal
+    /// whose reason (backlog, memory, disk) is what a client needs to back off.
+    fn hides_cause(&self) -> bool {
+        self.status().is_server_error() && self.code != ErrorCode::Shedding
+    }
+
     /// The body a client sees. On 5xx the message is the code's fixed description.
     pub fn body(&self) -> ErrorBody {
-        if self.status().is_server_error() {
+        if self.hides_cause() {
             return ErrorBody {
                 code: self.code.as_str().to_string(),
                 message: self.code.description().to_string(),
@@ -59,11 +73,15 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        if status.is_server_error() {
+        if self.hides_cause() {
             // The client gets the generic description; the operator gets the cause.
             tracing::warn!(code = self.code.as_str(), cause = %self.message, "request failed");
         }
-        (status, Json(ErrorResponse { error: self.body() })).into_response()
+        let mut response = (status, Json(ErrorResponse { error: self.body() })).into_response();
+        if let Some(seconds) = self.retry_after_s {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }
 
@@ -291,6 +309,31 @@ impl From<sluice_services::relays::RelayError> for ApiError {
     }
 }
 
+impl From<sluice_services::sagas::SagaError> for ApiError {
+    fn from(e: sluice_services::sagas::SagaError) -> ApiError {
+        use sluice_services::sagas::SagaError as S;
+        let message = e.to_string();
+        match e {
+            S::NotFound(name) => ApiError::new(ErrorCode::SagaNotFound, message).with_details(json!({ "saga": name })),
+            S::VersionNotFound { name, version } => ApiError::new(ErrorCode::SagaNotFound, message)
+                .with_details(json!({ "saga": name, "version": version })),
+            S::InstanceNotFound(id) => {
+                ApiError::new(ErrorCode::SagaInstanceNotFound, message).with_details(json!({ "instance": id }))
+            }
+            S::ReplyUnmatched { correlation_id, step } => ApiError::new(ErrorCode::SagaReplyUnmatched, message)
+                .with_details(json!({ "correlation_id": correlation_id, "step": step })),
+            S::WrongState { status, .. } => {
+                ApiError::new(ErrorCode::SagaWrongState, message).with_details(json!({ "status": status }))
+            }
+            S::Invalid(v) => v.into(),
+            S::LimitExceeded(why) => ApiError::new(ErrorCode::LimitExceeded, why),
+            S::Contended => ApiError::new(ErrorCode::Contended, message),
+            S::Corrupt(why) => ApiError::new(ErrorCode::Internal, why),
+            S::Store(e) => e.into(),
+        }
+    }
+}
+
 /// A refusal at the door, as a native per-entry error (or a whole answer's error).
 pub fn violation_body(v: &sluice_services::schemas::Violation) -> ErrorBody {
     let errors: Vec<_> = v.failures.iter().map(failure).collect();
@@ -335,6 +378,11 @@ pub fn publish_error(e: &sluice_services::topics::PublishError, prefix: &str) ->
             message: i.message.clone(),
             details: Some(json!({ "field": format!("{prefix}.{}", i.field) })),
         },
+        P::QueueFull { delivered, matched, queue } => ErrorBody {
+            code: ErrorCode::QueueFull.as_str().to_string(),
+            message: e.to_string(),
+            details: Some(json!({ "delivered": delivered, "matched": matched, "queue": queue })),
+        },
         P::Incomplete { delivered, matched, cause } => {
             tracing::warn!(%cause, delivered, matched, "a publish reached only some of its subscriptions");
             ErrorBody {
@@ -359,8 +407,42 @@ pub fn entry_error(e: &EntryError) -> ErrorBody {
         // (only the SQS rule of visibility changes reports it), and both are stale receipts.
         EntryError::StaleReceipt | EntryError::MessageGone => (ErrorCode::StaleReceipt, None),
         EntryError::NotInFlight => (ErrorCode::NotInFlight, None),
+        EntryError::QueueFull { depth, max_messages, max_bytes } => {
+            (ErrorCode::QueueFull, Some(queue_full_details(*depth, *max_messages, *max_bytes)))
+        }
+        EntryError::RateLimited { retry_after_ms } => {
+            (ErrorCode::RateLimited, Some(json!({ "retry_after_ms": retry_after_ms })))
+        }
     };
     ErrorBody { code: code.as_str().to_string(), message: e.to_string(), details }
+}
+
+/// How long a producer refused by a full queue should wait: a queue drains at the pace of its
+/// consumers, which the server does not know, so one second, the smallest `Retry-After`.
+pub const QUEUE_FULL_RETRY_AFTER_S: u64 = 1;
+
+fn queue_full_details(
+    depth: sluice_core::overflow::Depth,
+    max_messages: Option<u64>,
+    max_bytes: Option<u64>,
+) -> serde_json::Value {
+    json!({
+        "depth_messages": depth.messages,
+        "depth_bytes": depth.bytes,
+        "max_depth_messages": max_messages,
+        "max_depth_bytes": max_bytes,
+        "retry_after_ms": QUEUE_FULL_RETRY_AFTER_S * 1000,
+    })
+}
+
+/// The `Retry-After` (whole seconds, at least 1) of an entry refused by backpressure, `None`
+/// for any other refusal.
+pub fn retry_after_s(e: &EntryError) -> Option<u64> {
+    match e {
+        EntryError::QueueFull { .. } => Some(QUEUE_FULL_RETRY_AFTER_S),
+        EntryError::RateLimited { retry_after_ms } => Some(retry_after_ms.div_ceil(1000).max(1)),
+        _ => None,
+    }
 }
 
 /// A per-entry error found by the server before the store saw the entry.
@@ -423,6 +505,15 @@ mod tests {
             (EntryError::InvalidReceipt("x".into()), "invalid_receipt"),
             (EntryError::MessageTooLarge { size_bytes: 2, max_bytes: 1 }, "message_too_large"),
             (EntryError::Invalid(ValidationError::new("delay_ms", "x")), "invalid_argument"),
+            (EntryError::RateLimited { retry_after_ms: 10 }, "rate_limited"),
+            (
+                EntryError::QueueFull {
+                    depth: sluice_core::overflow::Depth { messages: 3, bytes: 9 },
+                    max_messages: Some(3),
+                    max_bytes: None,
+                },
+                "queue_full",
+            ),
         ];
         for (e, code) in table {
             assert_eq!(entry_error(&e).code, code, "{e:?}");

@@ -6,6 +6,8 @@ use axum::http::{Method, Uri};
 use serde_json::{Value, json};
 use sluice_api::{ErrorCode, ErrorResponse};
 
+use sluice_services::shedding::{LOW_PRIORITY_MAX, NORMAL_PRIORITY_MAX, ShedLevel};
+
 use crate::AppState;
 use crate::error::ApiError;
 
@@ -20,16 +22,36 @@ pub async fn healthz() -> axum::Json<Value> {
 #[utoipa::path(
     get, path = "/readyz", tag = "operations",
     responses(
-        (status = 200, description = "The store accepts writes", body = Object),
+        (status = 200, description = "The store accepts writes: `{\"status\":\"ready\"}`, or `{\"status\":\"shedding\", \"shedding\":{reason, refused_priority_max, ...}}` while load shedding refuses low priorities", body = Object),
         (status = 503, description = "`store_poisoned`: a write or sync failed; restart the server", body = ErrorResponse),
         (status = 507, description = "`insufficient_storage`: the disk is full; ready again once space is freed", body = ErrorResponse),
     )
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<axum::Json<Value>, ApiError> {
-    match state.store().refusal() {
-        Some(refusal) => Err(refusal.into()),
-        None => Ok(axum::Json(json!({ "status": "ready" }))),
+    if let Some(refusal) = state.store().refusal() {
+        return Err(refusal.into());
     }
+    // Shedding is still ready (high priorities are taken), and says so and why.
+    Ok(axum::Json(match state.shedder().shedding() {
+        None => json!({ "status": "ready" }),
+        Some((level, reason)) => {
+            let refused_priority_max = match level {
+                ShedLevel::Low => LOW_PRIORITY_MAX,
+                ShedLevel::Normal => NORMAL_PRIORITY_MAX,
+            };
+            let f = state.shedder().figures();
+            json!({
+                "status": "shedding",
+                "shedding": {
+                    "reason": reason.as_str(),
+                    "refused_priority_max": refused_priority_max,
+                    "backlog": f.backlog,
+                    "memory_bytes": f.memory_bytes,
+                    "disk_free_bytes": f.disk_free_bytes,
+                },
+            })
+        }
+    }))
 }
 
 pub async fn not_found(uri: Uri) -> ApiError {

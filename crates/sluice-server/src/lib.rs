@@ -21,6 +21,7 @@ mod error;
 mod events;
 mod extract;
 mod health;
+mod idempotency;
 mod jobs;
 mod messages;
 mod metrics;
@@ -30,8 +31,10 @@ mod paging;
 mod queues;
 mod redrive;
 mod relays;
+mod sagas;
 mod schedule_routes;
 mod schema_routes;
+mod shed;
 mod stats_routes;
 mod streams;
 mod topic_routes;
@@ -47,8 +50,10 @@ use axum::routing::{get, post};
 pub use sluice_clock::{Clock, ManualClock, Sleep, SystemClock};
 use sluice_core::limits::REQUEST_BYTES_MAX;
 use sluice_services::alerts::{Alerts, AlertsConfig};
+use sluice_services::idempotency::IdempotencyConfig;
 use sluice_services::jobs::JobsConfig;
 use sluice_services::redrive::Redrives;
+pub use sluice_services::shedding::ShedConfig;
 use sluice_services::sqs::SqsState;
 use sluice_services::stats::Stats;
 use sluice_services::topics::worker::Endpoints;
@@ -58,7 +63,14 @@ use sluice_store::Store;
 
 pub use auth::AccessKey;
 pub use error::ApiError;
+pub use idempotency::{ANSWER_BYTES_MAX, KEY_HEADER, NOT_STORED, REPLAYED_HEADER};
 pub use openapi::ApiDoc;
+/// What `serve` needs to configure idempotency keys.
+pub mod idempotency_settings {
+    pub use sluice_services::idempotency::{
+        ENTRIES_BYTES_MAX_DEFAULT, ENTRIES_COUNT_MAX_DEFAULT, IdempotencyConfig, TTL_MS_MAX, TTL_MS_MIN,
+    };
+}
 pub use sluice_services::redrive::{REDRIVE_RATE_DEFAULT, REDRIVE_RATE_MAX, REDRIVE_STEP_MS};
 pub use sluice_services::stats::{STATS_SAMPLE_MS_DEFAULT, STATS_SAMPLE_MS_MAX, STATS_SAMPLE_MS_MIN};
 pub use sluice_services::topics::worker::{LAST_ERROR_ATTRIBUTE, PushConfig, SIGNATURE_HEADER, TIMESTAMP_HEADER};
@@ -84,6 +96,10 @@ pub struct ServerConfig {
     /// The secret job completion webhooks are signed with; made once and shared by every node
     /// through the store when `None`.
     pub job_callback_secret: Option<String>,
+    /// Load shedding's watermarks (`sluice_services::shedding`).
+    pub shed: sluice_services::shedding::ShedConfig,
+    /// Idempotency keys: TTL, bounds, whether other processes share the store.
+    pub idempotency: IdempotencyConfig,
 }
 
 impl Default for ServerConfig {
@@ -96,6 +112,8 @@ impl Default for ServerConfig {
             alert_evaluate_ms: sluice_services::alerts::ALERT_EVALUATE_MS_DEFAULT,
             relay_node: None,
             job_callback_secret: None,
+            shed: sluice_services::shedding::ShedConfig::default(),
+            idempotency: IdempotencyConfig::default(),
         }
     }
 }
@@ -137,6 +155,10 @@ impl AppState {
         self.services.alerts()
     }
 
+    fn shedder(&self) -> &sluice_services::shedding::Shedder {
+        self.services.shedder()
+    }
+
     /// Now, on the services' clock.
     fn now_ms(&self) -> u64 {
         self.services.clock().now_ms()
@@ -171,6 +193,8 @@ pub fn services(
         alerts,
         relay_node: config.relay_node.clone(),
         jobs,
+        shed: config.shed.clone(),
+        idempotency: config.idempotency.clone(),
         ..ServicesConfig::new(arns)
     };
     Services::new(store, clock, services)
@@ -216,6 +240,7 @@ pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
         .merge(events::routes())
         .merge(relays::routes())
         .merge(jobs::routes())
+        .merge(sagas::routes())
         .route("/v1/openapi.json", get(openapi::openapi_json))
         .route("/metrics", get(metrics::scrape))
         .route("/healthz", get(health::healthz))
@@ -228,6 +253,8 @@ pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
         // AWS requests (SQS, SNS, STS) come to `/` and to queue-URL paths; anything else that
         // matches no route still gets the native 404.
         .fallback(aws::fallback)
+        // Inside the body guard, so that it reads a body already bounded and in memory.
+        .layer(axum::middleware::from_fn_with_state(state.clone(), idempotency::layer))
         .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
         .layer(axum::middleware::from_fn(observe::limit_body))
         .layer(axum::middleware::from_fn(observe::observe))

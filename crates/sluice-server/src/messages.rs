@@ -2,6 +2,7 @@
 //! (`/v1/queues/{name}/...`). Batch calls answer per entry, in the order given.
 
 use axum::extract::State;
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use sluice_api::{
     AckRequest, BatchResponse, EntryResult, ErrorBody, ErrorCode, ErrorResponse, MessageList, NackRequest,
@@ -9,7 +10,8 @@ use sluice_api::{
 };
 use sluice_core::limits::{BATCH_ENTRIES_MAX, PEEK_MESSAGES_MAX};
 use sluice_core::{EntryError, NewMessage};
-use sluice_store::{EntryResults, VisibilityRule};
+use sluice_services::idempotency::{Fill, FillField, Template, Ticket};
+use sluice_store::{Conflict, EntryResults, Refused, StoredOutcome, VisibilityRule, Write};
 use utoipa::IntoParams;
 
 use crate::AppState;
@@ -72,7 +74,9 @@ fn batch_response(field: &str, results: EntryResults<()>, expected: usize) -> Js
     params(("name" = String, Path, description = "Queue name")),
     request_body = SendRequest,
     responses(
-        (status = 200, description = "One result per message, in order: `id` or `error`", body = SendResponse),
+        (status = 200, description = "One result per message, in order: `id` or `error` (`queue_full` with `Retry-After` when some did not fit); for a queue with a depth limit, `depth` and the headers `Sluice-Queue-Depth` and `Sluice-Queue-Depth-Max`", body = SendResponse),
+        (status = 503, description = "`shedding`: the server is past a load-shedding watermark and every message was of a priority it refuses now; `Retry-After`", body = ErrorResponse),
+        (status = 429, description = "`queue_full` or `rate_limited`: every message was refused by backpressure (the queue is at its depth limit, or its rate limit has no token); `Retry-After` says when to try again", body = ErrorResponse),
         (status = 400, description = "`empty_batch`, `batch_too_large` or `invalid_json`", body = ErrorResponse),
         (status = 404, description = "`queue_not_found`", body = ErrorResponse),
         (status = 413, description = "`payload_too_large`", body = ErrorResponse),
@@ -81,8 +85,9 @@ fn batch_response(field: &str, results: EntryResults<()>, expected: usize) -> Js
 pub async fn send(
     State(state): State<AppState>,
     Path(name): Path<String>,
+    ticket: Option<axum::Extension<Ticket>>,
     Json(request): Json<SendRequest>,
-) -> JsonResult<SendResponse> {
+) -> Result<Response, ApiError> {
     check_batch("messages", request.messages.len())?;
     let count = request.messages.len();
     // Entries the wire format already rules out get their error here; the others go to the
@@ -98,15 +103,26 @@ pub async fn send(
             }
             Err(e) => {
                 let error = entry_validation_error(&e.within(&format!("messages[{i}]")));
-                results[i] = Some(SendResult { id: None, error: Some(error) });
+                results[i] = Some(SendResult::refused(error));
             }
         }
     }
     let mut entries: Vec<(usize, NewMessage)> = positions.into_iter().zip(accepted).collect();
+    // Entries refused by backpressure (shed, queue full, rate limited), with their Retry-After.
+    let mut throttled: Vec<(ErrorBody, u64)> = Vec::new();
+    for (i, shed) in crate::shed::refuse_shed(&state, &format!("queue:{name}"), &mut entries) {
+        let error = crate::shed::shed_body(&shed);
+        throttled.push((error.clone(), shed.retry_after_s));
+        results[i] = Some(SendResult::refused(error));
+    }
     for (i, violation) in crate::schema_routes::refuse_invalid(&state, &name, &mut entries).await? {
-        results[i] = Some(SendResult { id: None, error: Some(crate::error::violation_body(&violation)) });
+        results[i] = Some(SendResult::refused(crate::error::violation_body(&violation)));
     }
     let (positions, accepted): (Vec<usize>, Vec<NewMessage>) = entries.into_iter().unzip();
+    let mut depth = None;
+    if let Some(axum::Extension(ticket)) = ticket {
+        return send_committed(&state, &name, &ticket, results, positions, accepted).await;
+    }
     if accepted.is_empty() {
         // Nothing to send, but an unknown queue must still be a 404, not a list of errors.
         state.store().get_queue(&name).await?;
@@ -120,14 +136,102 @@ pub async fn send(
         }
         for (i, outcome) in positions.into_iter().zip(sent) {
             results[i] = Some(match outcome {
-                Ok(sent) => SendResult { id: Some(sent.id.to_string()), error: None },
-                Err(e) => SendResult { id: None, error: Some(entry_error_at(&e, &format!("messages[{i}]"))) },
+                Ok(sent) => {
+                    depth = sent.depth.or(depth);
+                    SendResult { dead_lettered: sent.dead_lettered, ..SendResult::sent(sent.id.to_string()) }
+                }
+                Err(e) => {
+                    // Counted by the store, per queue (`sluice_rejected_total`).
+                    let error = entry_error_at(&e, &format!("messages[{i}]"));
+                    if let Some(seconds) = crate::error::retry_after_s(&e) {
+                        throttled.push((error.clone(), seconds));
+                    }
+                    SendResult::refused(error)
+                }
             });
         }
     }
+    let retry_after = throttled.iter().map(|(_, s)| *s).max();
+    if throttled.len() == count {
+        // Every message was refused by backpressure: the whole call is the refusal (429, or
+        // 503 when shed).
+        let (first, seconds) = throttled.swap_remove(0);
+        let code = ErrorCode::parse(&first.code).unwrap_or(ErrorCode::QueueFull);
+        let mut error = ApiError::new(code, first.message).with_retry_after(seconds);
+        error.details = first.details;
+        return Err(error);
+    }
     let results = results.into_iter().flatten().collect();
-    Ok(axum::Json(SendResponse { results }))
+    let body = SendResponse { results, depth: depth.map(convert::queue_depth) };
+    let mut response = axum::Json(body).into_response();
+    let headers = response.headers_mut();
+    if let Some(seconds) = retry_after {
+        headers.insert(axum::http::header::RETRY_AFTER, seconds.into());
+    }
+    if let Some(d) = depth {
+        headers.insert(DEPTH_HEADER, d.depth.messages.into());
+        if let Some(max) = d.limits.max_messages {
+            headers.insert(DEPTH_MAX_HEADER, max.into());
+        }
+    }
+    Ok(response)
 }
+
+/// A send under an idempotency key: the messages and the answer in one commit, so that a crash
+/// cannot part them. The answer's ids are filled in from the commit's outcomes, by the same
+/// template a replay renders. A message the queue refuses refuses the commit; it gets its error
+/// in its place and the commit is tried again without it, so every entry is answered as a plain
+/// send answers it.
+async fn send_committed(
+    state: &AppState,
+    name: &str,
+    ticket: &Ticket,
+    mut results: Vec<Option<SendResult>>,
+    mut positions: Vec<usize>,
+    mut accepted: Vec<NewMessage>,
+) -> Result<Response, ApiError> {
+    loop {
+        if accepted.is_empty() {
+            state.store().get_queue(name).await?;
+        }
+        let mut body = results.clone();
+        let mut fills = Vec::with_capacity(positions.len());
+        for (item, &i) in positions.iter().enumerate() {
+            body[i] = Some(SendResult::sent(String::new()));
+            fills.push(Fill { pointer: format!("/results/{i}/id"), write: 0, item, field: FillField::Id });
+        }
+        let body = serde_json::to_value(SendResponse { results: body.into_iter().flatten().collect(), depth: None })
+            .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?;
+        let template = Template { status: 200, location: None, body, fills };
+        let mut writes = Vec::with_capacity(2);
+        if !accepted.is_empty() {
+            writes.push(Write::Send { queue: name.to_string(), messages: accepted.clone() });
+        }
+        // Without messages, the answer is the only write; its fills name none.
+        let answer_write = writes.len();
+        writes.push(ticket.commit_write(template.clone()));
+        match state.store().commit_all(writes).await? {
+            Ok(outcomes) => {
+                let stored: Vec<StoredOutcome> = outcomes.iter().map(StoredOutcome::from).collect();
+                return crate::idempotency::committed_answer(&template, &stored);
+            }
+            Err(Refused { write: 0, conflict: Conflict::MessageRefused { message, error } }) if answer_write == 1 => {
+                let i = positions.remove(message);
+                accepted.remove(message);
+                results[i] = Some(SendResult::refused(entry_error_at(&error, &format!("messages[{i}]"))));
+            }
+            Err(Refused { conflict: Conflict::RecordChanged, .. }) => return Err(crate::idempotency::in_use()),
+            Err(other) => {
+                return Err(ApiError::new(ErrorCode::Internal, format!("the send's commit was refused: {other:?}")));
+            }
+        }
+    }
+}
+
+/// A send answer's headers for a queue with a depth limit: its depth in messages after the
+/// send, and its `max_depth_messages` when it has one (the body's `depth` has the bytes too).
+pub const DEPTH_HEADER: &str = "sluice-queue-depth";
+pub const DEPTH_MAX_HEADER: &str = "sluice-queue-depth-max";
 
 #[utoipa::path(
     post, path = "/v1/queues/{name}/receive", tag = "messages",

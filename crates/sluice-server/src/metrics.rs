@@ -15,7 +15,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use sluice_core::broker::QueueView;
 use sluice_core::jobs::{JobStatus, QueueJobStats};
 use sluice_core::limits::LIST_QUEUES_LIMIT_MAX;
-use sluice_services::jobs;
+use sluice_services::{idempotency, jobs};
 use sluice_store::Store;
 
 use crate::AppState;
@@ -49,6 +49,14 @@ pub fn handle() -> Option<&'static PrometheusHandle> {
                     metrics::describe_histogram!(jobs::DURATION_METRIC, "How long job attempts ran, by queue and outcome.");
                     metrics::describe_counter!(jobs::ATTEMPTS_METRIC, "Job attempts started (claims), by queue.");
                     metrics::describe_counter!(jobs::ENQUEUED_METRIC, "Jobs enqueued, by queue.");
+                    metrics::describe_counter!(
+                        idempotency::REQUESTS_METRIC,
+                        "Requests with an Idempotency-Key, by outcome (executed, replayed, mismatch, in_use, refused_full, released, too_large)."
+                    );
+                    metrics::describe_counter!(
+                        "sluice_idempotency_expired_total",
+                        "Idempotency entries deleted by the sweep after their TTL."
+                    );
                     Some(handle)
                 }
                 Err(e) => {
@@ -86,11 +94,30 @@ pub async fn scrape(State(state): State<AppState>) -> Result<Response, ApiError>
     let queues = all_queues(state.store().as_ref()).await?;
     let job_stats = state.services.jobs().stats().await?;
     let mut text = handle().map(PrometheusHandle::render).unwrap_or_default();
-    text.push_str(&render_store(state.store().as_ref(), &queues, &job_stats));
+    let shed = state.shedder().refused();
+    text.push_str(&render_store(state.store().as_ref(), &queues, &job_stats, &shed));
+    text.push_str(&render_shedding(state.shedder()));
     text.push_str(&crate::streams::metrics_text(state.store().as_ref()).await?);
     text.push_str(&crate::relays::render_metrics(&state).await?);
     text.push_str(&crate::events::metrics_text(&state).await?);
+    text.push_str(&idempotency_gauges(state.services.idempotency().totals()));
     Ok(([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
+}
+
+/// The idempotency entries and bytes this node counts as kept (the figures its bounds are
+/// checked against).
+fn idempotency_gauges((entries, bytes): (u64, u64)) -> String {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    metrics::with_local_recorder(&recorder, || {
+        metrics::describe_gauge!(idempotency::ENTRIES_METRIC, "Idempotency entries kept, as this node counts them.");
+        metrics::describe_gauge!(
+            idempotency::BYTES_METRIC,
+            "Bytes of idempotency entries kept, as this node counts them."
+        );
+        metrics::gauge!(idempotency::ENTRIES_METRIC).set(entries as f64);
+        metrics::gauge!(idempotency::BYTES_METRIC).set(bytes as f64);
+    });
+    recorder.handle().render()
 }
 
 async fn all_queues(store: &dyn Store) -> Result<Vec<QueueView>, ApiError> {
@@ -107,7 +134,84 @@ async fn all_queues(store: &dyn Store) -> Result<Vec<QueueView>, ApiError> {
     }
 }
 
-fn render_store(store: &dyn Store, queues: &[QueueView], job_stats: &[QueueJobStats]) -> String {
+/// Every refusal of the queues' depth limits, `sluice_rejected_total{resource, reason}` with
+/// `resource` as `queue:NAME`, and each bounded queue's depth in bytes. A queue without a limit
+/// and without refusals gets no series, so that unbounded queues add nothing to a scrape.
+/// (Rate limits and shedding add their refusals from the services, `render_backpressure`.)
+fn render_refusals(queues: &[QueueView], shed: &std::collections::BTreeMap<String, u64>) {
+    metrics::describe_counter!(
+        REJECTED_METRIC,
+        "Writes refused or moved by backpressure, by resource and reason (queue_full, drop_head, reject_to_dlq, expired_to_dlq, rate_limited, shedding)."
+    );
+    metrics::describe_gauge!("sluice_queue_depth_bytes", "Bytes in a queue with a depth limit.");
+    for q in queues {
+        let r = q.stats.refusals;
+        let bounded = q.attributes.has_depth_limit() || q.attributes.rate_limit.is_some();
+        if bounded {
+            metrics::gauge!("sluice_queue_depth_bytes", "queue" => q.name.clone()).set(q.stats.depth_bytes as f64);
+        }
+        if !bounded && r == Default::default() {
+            continue;
+        }
+        let resource = format!("queue:{}", q.name);
+        for (reason, value) in [
+            ("queue_full", r.queue_full),
+            ("drop_head", r.drop_head),
+            ("reject_to_dlq", r.rejected_to_dlq),
+            ("expired_to_dlq", r.expired_to_dlq),
+            ("rate_limited", r.rate_limited),
+        ] {
+            metrics::counter!(REJECTED_METRIC, "resource" => resource.clone(), "reason" => reason).absolute(value);
+        }
+    }
+    for (resource, refused) in shed {
+        metrics::counter!(REJECTED_METRIC, "resource" => resource.clone(), "reason" => "shedding").absolute(*refused);
+    }
+}
+
+/// Load shedding: whether the server sheds and why (`sluice_shedding{reason}`, 1 while that
+/// signal sheds), the figures it watches, and the writes it refused per resource.
+fn render_shedding(shedder: &sluice_services::shedding::Shedder) -> String {
+    use sluice_services::shedding::ShedReason;
+    let recorder = PrometheusBuilder::new().build_recorder();
+    metrics::with_local_recorder(&recorder, || {
+        metrics::describe_gauge!(
+            "sluice_shedding",
+            "1 while load shedding refuses writes because of this reason's watermark."
+        );
+        let shedding = shedder.shedding();
+        for reason in [ShedReason::Backlog, ShedReason::Memory, ShedReason::Disk] {
+            let on = shedding.is_some_and(|(_, r)| r == reason);
+            metrics::gauge!("sluice_shedding", "reason" => reason.as_str()).set(if on { 1.0 } else { 0.0 });
+        }
+        let f = shedder.figures();
+        for (name, help, value) in [
+            ("sluice_write_backlog", "Calls waiting for the store's write pipeline.", f.backlog),
+            (
+                "sluice_process_resident_bytes",
+                "The server's resident memory, as load shedding sees it.",
+                f.memory_bytes,
+            ),
+            ("sluice_data_disk_free_bytes", "Free bytes on the data directory's disk.", f.disk_free_bytes),
+        ] {
+            if let Some(value) = value {
+                metrics::describe_gauge!(name, help);
+                metrics::gauge!(name).set(value as f64);
+            }
+        }
+    });
+    recorder.handle().render()
+}
+
+/// `sluice_rejected_total{resource, reason}`: see `render_refusals`.
+pub const REJECTED_METRIC: &str = "sluice_rejected_total";
+
+fn render_store(
+    store: &dyn Store,
+    queues: &[QueueView],
+    job_stats: &[QueueJobStats],
+    shed: &std::collections::BTreeMap<String, u64>,
+) -> String {
     let recorder = PrometheusBuilder::new().build_recorder();
     metrics::with_local_recorder(&recorder, || {
         metrics::describe_gauge!("sluice_queue_visible", "Messages a receive could get now.");
@@ -130,6 +234,7 @@ fn render_store(store: &dyn Store, queues: &[QueueView], job_stats: &[QueueJobSt
                 metrics::gauge!("sluice_queue_dlq_depth", "queue" => name).set(depth as f64);
             }
         }
+        render_refusals(queues, shed);
         metrics::describe_gauge!("sluice_jobs", "Jobs by queue and status (finished ones until pruned).");
         metrics::describe_gauge!("sluice_job_result_bytes", "Result bytes held by a queue's finished jobs.");
         for q in job_stats {

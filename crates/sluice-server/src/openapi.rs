@@ -80,5 +80,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
     doc.merge(crate::relays::RelaysDoc::openapi());
     doc.merge(crate::events::EventsDoc::openapi());
     doc.merge(crate::jobs::JobsDoc::openapi());
+    crate::idempotency::document(&mut doc);
+    doc.merge(crate::sagas::SagasDoc::openapi());
     doc
 }

@@ -400,6 +400,8 @@ pub async fn publish(
         )
         .with_details(serde_json::json!({ "field": "messages", "count": count, "max": PUBLISH_BATCH_ENTRIES_MAX })));
     }
+    // A publish carries no priority: the low band, refused first while the server sheds.
+    crate::shed::admit(&state, &format!("topic:{name}"), 0)?;
     let mut results: Vec<Option<PublishResult>> = vec![None; count];
     let mut publications = Vec::with_capacity(count);
     let mut positions = Vec::with_capacity(count);

@@ -16,6 +16,10 @@
 //! - `alerts`: alert rules, their evaluation by one node (leased), and webhook notifications.
 //! - `jobs`: async jobs over the store's `JobStore`, their metrics, and the completion-webhook
 //!   worker (`jobs/callbacks.rs`, the push worker's delivery reused).
+//! - `idempotency`: the entries behind `Idempotency-Key` (claims, stored answers, expiry and
+//!   its sweep, bounds).
+//! - `sagas`: the saga orchestrator: definitions and instances as store records, each attempt
+//!   recorded by compare-and-swap before its call, HTTP and queue steps, replies.
 //! - `relays`: outbox relays, publishing the rows of an application's own database (store
 //!   records for configuration and state; one node per relay by lease).
 //!
@@ -31,11 +35,14 @@
 
 pub mod alerts;
 pub mod events;
+pub mod idempotency;
 pub mod jobs;
 pub mod redrive;
 pub mod relays;
+pub mod sagas;
 pub mod schedules;
 pub mod schemas;
+pub mod shedding;
 pub mod sqs;
 pub mod stats;
 pub mod streams;
@@ -48,11 +55,14 @@ use sluice_store::{Store, StoreParts};
 use tokio::task::JoinHandle;
 
 use alerts::{Alerts, AlertsConfig};
+use idempotency::{Idempotency, IdempotencyConfig};
 use jobs::{Jobs, JobsConfig};
 use redrive::Redrives;
 use relays::Relays;
+use sagas::{SagaCallConfig, Sagas};
 use schedules::Schedules;
 use schemas::Schemas;
+use shedding::{ShedConfig, Shedder};
 use sqs::SqsState;
 use stats::{CallCounts, CountingQueues, STATS_SAMPLE_MS_DEFAULT, Stats};
 use topics::worker::{Endpoints, PushConfig};
@@ -70,6 +80,11 @@ pub struct ServicesConfig {
     /// This node's name on relay leases; see [`Relays`]. `None`: a random name.
     pub relay_node: Option<String>,
     pub jobs: JobsConfig,
+    /// Load shedding's watermarks (`shedding.rs`).
+    pub shed: ShedConfig,
+    /// Idempotency keys: TTL, bounds, how claims of dead processes are told.
+    pub idempotency: IdempotencyConfig,
+    pub sagas: SagaCallConfig,
 }
 
 impl ServicesConfig {
@@ -82,6 +97,9 @@ impl ServicesConfig {
             alerts: AlertsConfig::default(),
             relay_node: None,
             jobs: JobsConfig::default(),
+            shed: ShedConfig::default(),
+            idempotency: IdempotencyConfig::default(),
+            sagas: SagaCallConfig::default(),
         }
     }
 }
@@ -102,6 +120,9 @@ pub struct Services {
     relays: Relays,
     jobs: Arc<Jobs>,
     events: Arc<events::Events>,
+    shedder: Arc<Shedder>,
+    idempotency: Arc<Idempotency>,
+    sagas: Arc<Sagas>,
 }
 
 impl Services {
@@ -116,6 +137,7 @@ impl Services {
             logs: store.clone(),
             jobs: store.clone(),
             events: store.clone(),
+            rates: store.clone(),
             status: store,
         });
         let schemas = Schemas::new(store.clone(), clock.clone());
@@ -129,6 +151,9 @@ impl Services {
             sqs: SqsState::default(),
             relays: Relays::new(config.relay_node),
             jobs: Arc::new(Jobs::new(store.clone(), clock.clone(), config.jobs)),
+            shedder: Arc::new(Shedder::new(config.shed)),
+            idempotency: Arc::new(Idempotency::new(store.clone(), clock.clone(), config.idempotency)),
+            sagas: Sagas::new(store.clone(), clock.clone(), config.sagas),
             stats: Arc::new(Stats::new(store.clone(), clock.clone(), counts, config.stats_sample_ms)),
             alerts: Arc::new(Alerts::new(store.clone(), clock.clone(), config.alerts)),
             events: Arc::new(events::Events::new(store.clone(), clock.clone())),
@@ -181,12 +206,25 @@ impl Services {
         &self.relays
     }
 
+    /// Load shedding: whether writes of a priority are taken now (`shedding.rs`).
+    pub fn shedder(&self) -> &Arc<Shedder> {
+        &self.shedder
+    }
+
     pub fn jobs(&self) -> &Arc<Jobs> {
         &self.jobs
     }
 
     pub fn events(&self) -> &Arc<events::Events> {
         &self.events
+    }
+
+    pub fn idempotency(&self) -> &Arc<Idempotency> {
+        &self.idempotency
+    }
+
+    pub fn sagas(&self) -> &Arc<Sagas> {
+        &self.sagas
     }
 
     /// Starts the background work: the push worker (subscriptions and alert webhooks), the
@@ -207,8 +245,25 @@ impl Services {
         let sampler = self.stats.spawn();
         let evaluator = self.alerts.spawn();
         let callback_worker = jobs::callbacks::spawn(self.jobs.clone(), self.push.clone());
+        // Aborted at any await: a sweep deletes each entry by compare-and-swap, alone.
+        let idempotency_sweep = self.idempotency.spawn();
+        // Aborted at any await: every attempt is recorded before its call, so a call cut short
+        // is retried after its deadline (by this node after a restart, or by another).
+        let orchestrator = self.sagas.spawn();
         Relays::start(self);
-        let tasks = vec![push_worker, schedules, stream_sweep, sampler, evaluator, callback_worker];
+        let store = self.store.clone();
+        let shed_sampler = self.shedder.spawn(self.clock.clone(), move || store.backlog());
+        let mut tasks = vec![
+            push_worker,
+            schedules,
+            stream_sweep,
+            sampler,
+            evaluator,
+            callback_worker,
+            idempotency_sweep,
+            orchestrator,
+        ];
+        tasks.extend(shed_sampler);
         Running { services: self.clone(), tasks }
     }
 

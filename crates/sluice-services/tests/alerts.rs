@@ -352,3 +352,38 @@ async fn subscription_backlog_is_lag_and_its_growth_is_measured_over_for_ms() {
     assert_eq!(evaluate_at(&services, &clock, T0_MS + 25_000).await, (0, 1), "the backlog is gone");
     assert_eq!(notifications(store.as_ref(), "growing").await, [n("firing", &subject, 1), n("resolved", &subject, 2)]);
 }
+
+/// `rejected_rate_above`: refusals per second of a queue's limits, between evaluations, on the
+/// manual clock: pending once the rate passes the threshold, firing after `for_ms`, resolved
+/// when refusals stop.
+#[tokio::test]
+async fn a_refusal_rate_above_the_threshold_fires_and_resolves() {
+    let clock = ManualClock::new(T0_MS);
+    let db = embedded(&clock);
+    let store: Arc<dyn Store> = db.store.clone();
+    let services = services(store.clone(), &clock);
+    without_builtin(&services).await;
+    let bounded = QueueAttributes { max_depth_messages: Some(5), ..QueueAttributes::default() };
+    store.create_queue("bounded", bounded).await.unwrap();
+    services.alerts().create_rule(rule("refusing", Kind::RejectedRateAbove, "bounded", 0.5, 5_000)).await.unwrap();
+    let offer = |n: usize| {
+        let store = store.clone();
+        async move {
+            let messages = (0..n).map(|i| NewMessage { body: format!("m{i}").into_bytes(), ..Default::default() });
+            let results = store.send("bounded", messages.collect()).await.unwrap();
+            results.iter().filter(|r| r.is_err()).count()
+        }
+    };
+    assert_eq!(evaluate_at(&services, &clock, T0_MS).await, (0, 0), "a first total has no rate");
+    assert_eq!(offer(10).await, 5);
+    assert_eq!(evaluate_at(&services, &clock, T0_MS + 5_000).await, (0, 0), "1/s: pending");
+    assert_eq!(offer(10).await, 10);
+    assert_eq!(evaluate_at(&services, &clock, T0_MS + 10_000).await, (1, 0), "2/s for for_ms: firing");
+    let firing = services.alerts().alerts(false).await.unwrap();
+    assert_eq!((firing[0].0.subject.as_str(), firing[0].0.value), ("bounded", 2.0));
+    assert_eq!(evaluate_at(&services, &clock, T0_MS + 15_000).await, (0, 1), "no refusals: resolved");
+    assert_eq!(
+        notifications(store.as_ref(), "refusing").await,
+        [n("firing", "bounded", 1), n("resolved", "bounded", 2)]
+    );
+}

@@ -12,8 +12,15 @@ use async_trait::async_trait;
 use sluice_core::stream::{NewRecord, RecordError};
 use sluice_core::{EntryError, NewMessage, Sent, ValidationError};
 
-use crate::records::{validate_record_key, validate_record_value};
+use crate::records::{RECORD_VALUE_BYTES_MAX, validate_record_key, validate_record_value};
 use crate::{Appended, StoreError};
+
+/// The most bytes the outcomes of one commit take in [`with_outcomes`]'s layout: at most
+/// `COMMIT_MESSAGES_MAX` sends and appends of at most 128 bytes each (an id, a sequence
+/// number or a place in JSON), and a few bytes per write.
+pub const OUTCOMES_BYTES_MAX: usize = COMMIT_MESSAGES_MAX * 128 + COMMIT_WRITES_MAX * 16;
+/// The most bytes of its own a `Write::RecordOutcomes` value holds.
+pub const OUTCOME_PREFIX_BYTES_MAX: usize = RECORD_VALUE_BYTES_MAX - OUTCOMES_BYTES_MAX - 4;
 
 /// Most writes in one commit, and most messages all its sends and records all its appends carry
 /// together.
@@ -41,6 +48,16 @@ pub enum Write {
     /// place and appends nothing). Every record must be one the stream takes, or the commit is
     /// refused: [`Conflict::StreamNotFound`], [`Conflict::RecordRefused`].
     Append { stream: String, records: Vec<NewRecord> },
+    /// Writes a record whose value is `value` followed by the outcomes of every earlier write
+    /// of this commit, as [`with_outcomes`] lays them out (read back with [`split_outcomes`]):
+    /// the message ids, sequence numbers and stream offsets the store chose, which the writer of
+    /// the commit cannot know beforehand. With `expected`, only over a record that holds it now
+    /// (refused with [`Conflict::RecordChanged`] otherwise, as `ReplaceRecord`); without, it
+    /// creates or replaces. This is how an idempotency key's answer commits with its effect.
+    /// `value` is at most [`OUTCOME_PREFIX_BYTES_MAX`], which leaves room for the outcomes of
+    /// a commit's largest sends and appends inside `RECORD_VALUE_BYTES_MAX`. A later write of
+    /// the same commit that compares this record sees `value` alone.
+    RecordOutcomes { kind: String, key: String, expected: Option<Vec<u8>>, value: Vec<u8> },
 }
 
 /// What one write did.
@@ -109,6 +126,17 @@ pub fn validate_commit(writes: &[Write]) -> Result<(), ValidationError> {
                 validate_record_value(value)?;
             }
             Write::DeleteRecord { kind, key } => validate_record_key(kind, key)?,
+            Write::RecordOutcomes { kind, key, value, .. } => {
+                validate_record_key(kind, key)?;
+                if value.len() > OUTCOME_PREFIX_BYTES_MAX {
+                    return Err(ValidationError::new(
+                        "value",
+                        format!(
+                            "a record written with outcomes holds at most {OUTCOME_PREFIX_BYTES_MAX} bytes of its own"
+                        ),
+                    ));
+                }
+            }
             Write::Append { records, .. } => {
                 crate::validate_append(records)?;
                 messages += records.len();
@@ -122,4 +150,111 @@ pub fn validate_commit(writes: &[Write]) -> Result<(), ValidationError> {
         ));
     }
     Ok(())
+}
+
+/// One write's outcome as [`with_outcomes`] stores it: ids as strings, so that any reader can
+/// render them without this crate's types.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoredOutcome {
+    Sent(Vec<StoredSent>),
+    Recorded,
+    Appended(Vec<StoredAppended>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StoredSent {
+    pub id: String,
+    pub seq: u64,
+    pub duplicate: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StoredAppended {
+    pub partition: u32,
+    pub offset: u64,
+    pub timestamp_ms: u64,
+    pub duplicate: bool,
+}
+
+impl From<&WriteOutcome> for StoredOutcome {
+    fn from(o: &WriteOutcome) -> Self {
+        match o {
+            WriteOutcome::Sent(sent) => StoredOutcome::Sent(
+                sent.iter().map(|s| StoredSent { id: s.id.to_string(), seq: s.seq, duplicate: s.duplicate }).collect(),
+            ),
+            WriteOutcome::Recorded => StoredOutcome::Recorded,
+            WriteOutcome::Appended(places) => StoredOutcome::Appended(
+                places
+                    .iter()
+                    .map(|a| StoredAppended {
+                        partition: a.partition,
+                        offset: a.offset,
+                        timestamp_ms: a.timestamp_ms,
+                        duplicate: a.duplicate,
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// The value a `Write::RecordOutcomes` stores: the length of `value` (4 bytes, big-endian),
+/// `value`, then the JSON array of `outcomes`. Every backend writes it with this function, so
+/// that the layout is one contract.
+pub fn with_outcomes(value: &[u8], outcomes: &[WriteOutcome]) -> Vec<u8> {
+    let stored: Vec<StoredOutcome> = outcomes.iter().map(StoredOutcome::from).collect();
+    let json = serde_json::to_vec(&stored).expect("outcomes serialize");
+    let mut out = Vec::with_capacity(4 + value.len() + json.len());
+    out.extend_from_slice(&(value.len() as u32).to_be_bytes());
+    out.extend_from_slice(value);
+    out.extend_from_slice(&json);
+    out
+}
+
+/// Reads back what [`with_outcomes`] wrote: the value and the outcomes; `None` if `stored` is
+/// not in that layout.
+pub fn split_outcomes(stored: &[u8]) -> Option<(&[u8], Vec<StoredOutcome>)> {
+    let len = u32::from_be_bytes(stored.get(..4)?.try_into().ok()?) as usize;
+    let value = stored.get(4..4 + len)?;
+    let outcomes = serde_json::from_slice(stored.get(4 + len..)?).ok()?;
+    Some((value, outcomes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_core::{MessageId, Sent};
+
+    #[test]
+    fn outcomes_round_trip_after_the_value() {
+        let outcomes = vec![
+            WriteOutcome::Sent(vec![Sent::new(7, MessageId(1))]),
+            WriteOutcome::Recorded,
+            WriteOutcome::Appended(vec![Appended { partition: 2, offset: 9, timestamp_ms: 5, duplicate: true }]),
+        ];
+        let stored = with_outcomes(b"prefix", &outcomes);
+        let (value, read) = split_outcomes(&stored).expect("the layout");
+        assert_eq!(value, b"prefix");
+        assert_eq!(read.len(), 3);
+        assert_eq!(
+            read[0],
+            StoredOutcome::Sent(vec![StoredSent { id: MessageId(1).to_string(), seq: 7, duplicate: false }])
+        );
+        assert_eq!(read[1], StoredOutcome::Recorded);
+        assert_eq!(
+            read[2],
+            StoredOutcome::Appended(vec![StoredAppended { partition: 2, offset: 9, timestamp_ms: 5, duplicate: true }])
+        );
+        assert!(split_outcomes(b"\0\0\0\x09short").is_none());
+    }
+
+    #[test]
+    fn the_largest_outcomes_fit_their_budget() {
+        let sent = (0..COMMIT_MESSAGES_MAX as u64)
+            .map(|i| Sent { duplicate: true, ..Sent::new(u64::MAX - i, MessageId(u128::MAX - i as u128)) })
+            .collect();
+        let stored = with_outcomes(&[], &[WriteOutcome::Sent(sent)]);
+        assert!(stored.len() <= OUTCOMES_BYTES_MAX + 4, "{} bytes", stored.len());
+    }
 }

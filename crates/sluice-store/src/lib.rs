@@ -18,6 +18,7 @@
 //! - [`JobStore`] (`jobs.rs`): async jobs, each call one atomic state transition.
 //! - [`EventStore`] (`events.rs`): the event store's streams (expected-version appends) and the
 //!   one global order of their events (`$all`), gapless in commit order.
+//! - [`RateStore`] (`rate.rs`): token buckets of rate limits, shared by every node.
 //!
 //! [`Store`] is all of them together, what a backend is and what `serve` hands the services.
 //! A part that needs one concern only takes that trait (`Arc<dyn RecordStore>`), so that its
@@ -31,6 +32,7 @@ mod jobs;
 mod log;
 mod parts;
 mod queue;
+mod rate;
 mod records;
 mod status;
 
@@ -38,8 +40,9 @@ use sluice_core::jobs::JobError;
 use sluice_core::{BrokerError, ValidationError};
 
 pub use commit::{
-    COMMIT_MESSAGES_MAX, COMMIT_WRITES_MAX, CommitStore, Committed, Conflict, Refused, Write, WriteOutcome,
-    validate_commit,
+    COMMIT_MESSAGES_MAX, COMMIT_WRITES_MAX, CommitStore, Committed, Conflict, OUTCOME_PREFIX_BYTES_MAX,
+    OUTCOMES_BYTES_MAX, Refused, StoredAppended, StoredOutcome, StoredSent, Write, WriteOutcome, split_outcomes,
+    validate_commit, with_outcomes,
 };
 pub use events::{
     AllEvents, AllRead, AppendedEvents, Direction, EventError, EventStore, StoredEvent, StreamEvents, StreamRead,
@@ -59,6 +62,7 @@ pub use parts::StoreParts;
 pub use queue::{
     EntryResults, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage, StoredMessage, VisibilityRule,
 };
+pub use rate::{RATE_KEY_LEN_MAX, RateStore, validate_rate_key};
 pub use records::{
     RECORD_KEY_LEN_MAX, RECORD_KIND_LEN_MAX, RECORD_LIST_LIMIT_MAX, RECORD_VALUE_BYTES_MAX, Record, RecordStore,
     validate_record_key, validate_record_list, validate_record_value,
@@ -105,12 +109,20 @@ impl From<ValidationError> for StoreError {
 
 /// A whole backend: every concern's trait. Implemented for every type that implements them
 /// all, so a backend implements the concerns and is a `Store` by that.
-pub trait Store: QueueStore + RecordStore + CommitStore + LogStore + JobStore + EventStore + StoreStatus {}
+pub trait Store:
+    QueueStore + RecordStore + CommitStore + LogStore + JobStore + EventStore + RateStore + StoreStatus
+{
+}
 
-impl<T: QueueStore + RecordStore + CommitStore + LogStore + JobStore + EventStore + StoreStatus + ?Sized> Store for T {}
+impl<T: QueueStore + RecordStore + CommitStore + LogStore + JobStore + EventStore + RateStore + StoreStatus + ?Sized> Store
+    for T
+{
+}
 
 /// The store traits, for `use sluice_store::prelude::*`: calling a concern's method on a
 /// `dyn Store` needs that concern's trait in scope.
 pub mod prelude {
-    pub use crate::{CommitStore, EventStore, JobStore, LogStore, QueueStore, RecordStore, Store, StoreStatus};
+    pub use crate::{
+        CommitStore, EventStore, JobStore, LogStore, QueueStore, RateStore, RecordStore, Store, StoreStatus,
+    };
 }

@@ -18,7 +18,7 @@ use sluice_core::stream::{NewRecord, StreamConfig, StreamConfigPatch};
 use crate::{
     AllEvents, AllRead, AppendResults, AppendedEvents, ClaimedJob, CommitStore, Committed, EnqueuedJob, EntryResults,
     EventError, EventStore, Expectation, FetchRequest, Fetched, GroupConfig, GroupView, HeartbeatAnswer,
-    JobListRequest, JobPage, JobStore, JobView, LogError, LogStore, NackEntry, PeekedMessage, QueueStore, ReadBatch,
+    JobListRequest, JobPage, JobStore, JobView, LogError, LogStore, NackEntry, PeekedMessage, QueueStore, RateStore, ReadBatch,
     ReadRequest, ReceiptResults, ReceiveRequest, ReceivedMessage, Record, RecordStore, SeekTo, StoreCounters,
     StoreError, StoreStatus, StreamEvents, StreamRead, StreamView, SweepReport, VisibilityRule, Write,
 };
@@ -32,7 +32,20 @@ pub struct StoreParts {
     pub logs: Arc<dyn LogStore>,
     pub jobs: Arc<dyn JobStore>,
     pub events: Arc<dyn EventStore>,
+    pub rates: Arc<dyn RateStore>,
     pub status: Arc<dyn StoreStatus>,
+}
+
+#[async_trait]
+impl RateStore for StoreParts {
+    async fn take_tokens(
+        &self,
+        key: &str,
+        limit: sluice_core::rate::RateLimit,
+        asked: u64,
+    ) -> Result<sluice_core::rate::Taken, StoreError> {
+        self.rates.take_tokens(key, limit, asked).await
+    }
 }
 
 #[async_trait]
@@ -316,5 +329,9 @@ impl StoreStatus for StoreParts {
 
     fn counters(&self) -> StoreCounters {
         self.status.counters()
+    }
+
+    fn backlog(&self) -> Option<u64> {
+        self.status.backlog()
     }
 }

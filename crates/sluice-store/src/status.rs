@@ -12,6 +12,11 @@ pub trait StoreStatus: Send + Sync + 'static {
     fn refusal(&self) -> Option<StoreError>;
     /// Running totals since the process started, for metrics.
     fn counters(&self) -> StoreCounters;
+    /// Calls waiting for the store's write pipeline (the embedded writer's queue), for load
+    /// shedding; `None` for a store without one (PostgreSQL: its pool bounds the calls).
+    fn backlog(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Running totals of what a store did since it opened (not persisted across restarts).
@@ -27,6 +32,13 @@ pub struct StoreCounters {
     pub records_committed: u64,
     /// Job attempts whose lease lapsed, and finished jobs pruned at the end of their
     /// `result_ttl_ms` or to keep their queue's budget.
+    /// Depth limits (`max_depth_*`, `overflow`, `expired_to_dlq`): sends refused because their
+    /// queue was full, old messages `drop_head` moved to the dead-letter queue, new ones
+    /// `reject_to_dlq` sent there, and expired messages `expired_to_dlq` moved there.
+    pub messages_refused_full: u64,
+    pub messages_dropped_head: u64,
+    pub messages_rejected_to_dlq: u64,
+    pub messages_expired_to_dlq: u64,
     pub jobs_lapsed: u64,
     pub jobs_pruned_ttl: u64,
     pub jobs_pruned_budget: u64,
@@ -43,6 +55,13 @@ pub struct Counters {
     pub messages_expired: AtomicU64,
     pub batches_committed: AtomicU64,
     pub records_committed: AtomicU64,
+    /// Depth limits (`max_depth_*`, `overflow`, `expired_to_dlq`): sends refused because their
+    /// queue was full, old messages `drop_head` moved to the dead-letter queue, new ones
+    /// `reject_to_dlq` sent there, and expired messages `expired_to_dlq` moved there.
+    pub messages_refused_full: AtomicU64,
+    pub messages_dropped_head: AtomicU64,
+    pub messages_rejected_to_dlq: AtomicU64,
+    pub messages_expired_to_dlq: AtomicU64,
     pub jobs_lapsed: AtomicU64,
     pub jobs_pruned_ttl: AtomicU64,
     pub jobs_pruned_budget: AtomicU64,
@@ -71,6 +90,10 @@ impl Counters {
             messages_expired: get(&self.messages_expired),
             batches_committed: get(&self.batches_committed),
             records_committed: get(&self.records_committed),
+            messages_refused_full: get(&self.messages_refused_full),
+            messages_dropped_head: get(&self.messages_dropped_head),
+            messages_rejected_to_dlq: get(&self.messages_rejected_to_dlq),
+            messages_expired_to_dlq: get(&self.messages_expired_to_dlq),
             jobs_lapsed: get(&self.jobs_lapsed),
             jobs_pruned_ttl: get(&self.jobs_pruned_ttl),
             jobs_pruned_budget: get(&self.jobs_pruned_budget),

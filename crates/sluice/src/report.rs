@@ -152,6 +152,12 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         JobNotFound => "list jobs with `sluice job list`; finished jobs are pruned after their result_ttl_ms",
         StaleLease => "the attempt is over (its lease lapsed, or it was completed or failed); claim the job again",
         JobFinished => "see how it ended with `sluice job get ID`",
+        SagaNotFound => "define it with `sluice saga define NAME --file DEFINITION.json`",
+        SagaInstanceNotFound => "list instances with `sluice saga list`",
+        SagaReplyUnmatched => {
+            "echo the message's X-Correlation-Id, sluice.saga.step, sluice.saga.kind and sluice.saga.attempt; a late or repeated answer changes nothing"
+        }
+        SagaWrongState => "see where it is with `sluice saga get ID`",
         SchemaNotFound => {
             "list registered types with `sluice schema list`, or register one with `sluice schema register`"
         }
@@ -172,6 +178,17 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         EventSubscriptionExists => "use another name, or the subscription's own settings (types, prefix, start)",
         CheckpointRegression => "checkpoints only move forward; create a new subscription to read again from the start",
         SnapshotNotFound => "store one with PUT /v1/events/streams/STREAM/snapshot, or read the stream from the start",
+        QueueFull => {
+            "the queue is at its depth limit: let its consumers catch up and retry, or raise it with `sluice queue update NAME --max-depth-messages N`"
+        }
+        RateLimited => "the queue's rate limit is reached: retry after the Retry-After the server gave, or send slower",
+        Shedding => "the server is shedding load (its /readyz says why); retry later, or send with a higher --priority",
+        IdempotencyKeyInvalid => "use 1 to 255 visible ASCII characters (no spaces) as --idempotency-key",
+        IdempotencyKeyMismatch => "this key was used for another request; use a new key for a new request",
+        IdempotencyKeyInUse => "the first request with this key is still running; run the command again shortly",
+        IdempotencyKeysFull => {
+            "the server keeps too many idempotency answers; retry later, or raise its --idempotency-entries-max"
+        }
         InvalidJson | InvalidArgument | EmptyBatch | NotFound | MethodNotAllowed | UnsupportedMediaType => {
             return None;
         }

@@ -60,11 +60,11 @@ fn queue_commands_manage_queues() {
     let listed = server.cli(&["queue", "list"]).ok().to_owned();
     let lines: Vec<&str> = listed.lines().collect();
     assert_eq!(lines.len(), 3, "{listed}");
-    for column in ["NAME", "VISIBLE", "IN FLIGHT", "DELAYED", "OLDEST AGE", "DLQ DEPTH"] {
+    for column in ["NAME", "VISIBLE", "IN FLIGHT", "DELAYED", "OLDEST AGE", "DLQ DEPTH", "MAX DEPTH", "REFUSED"] {
         assert!(lines[0].contains(column), "{listed}");
     }
-    assert_eq!(lines[1].split_whitespace().collect::<Vec<_>>(), ["jobs", "0", "0", "0", "-", "0"]);
-    assert_eq!(lines[2].split_whitespace().collect::<Vec<_>>(), ["jobs-dlq", "0", "0", "0", "-", "-"]);
+    assert_eq!(lines[1].split_whitespace().collect::<Vec<_>>(), ["jobs", "0", "0", "0", "-", "0", "-", "0"]);
+    assert_eq!(lines[2].split_whitespace().collect::<Vec<_>>(), ["jobs-dlq", "0", "0", "0", "-", "-", "-", "0"]);
 
     // Changing only the count keeps the dead-letter queue.
     let updated = server.cli(&["queue", "update", "jobs", "--max-receive-count", "7", "--json"]).json();
@@ -131,6 +131,25 @@ fn send_receive_ack_and_peek() {
     let stale = server.cli(&["ack", "inbox", &receipt]).failed().to_owned();
     assert!(stale.contains("(stale_receipt)") && stale.contains("1 of 1 receipts were not acked"), "{stale}");
     assert!(server.cli(&["receive", "inbox", "--wait", "100ms"]).stderr.contains("no messages"));
+}
+
+#[test]
+fn send_with_an_idempotency_key_sends_once_however_often_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    server.cli(&["queue", "create", "orders"]).ok();
+    let first = server.cli(&["send", "orders", "charge 42", "--idempotency-key", "order-42"]).ok().to_owned();
+    let again = server.cli(&["send", "orders", "charge 42", "--idempotency-key", "order-42"]).ok().to_owned();
+    assert_eq!(first, again, "the rerun prints the first run's id");
+    let lines = ["send", "orders", "--stdin", "--lines", "--idempotency-key", "import-7"];
+    let batch = server.cli_with_stdin(&lines, b"a\nb\n").ok().to_owned();
+    assert_eq!(server.cli_with_stdin(&lines, b"a\nb\n").ok(), batch);
+    let counts = server.cli(&["queue", "get", "orders", "--json"]).json()["counts"].clone();
+    assert_eq!(counts["visible"].as_u64(), Some(3), "one message and one batch of two: {counts}");
+    let other = server.cli(&["send", "orders", "charge 43", "--idempotency-key", "order-42"]).failed().to_owned();
+    assert!(other.contains("idempotency_key_mismatch"), "{other}");
+    let bad = server.cli(&["send", "orders", "x", "--idempotency-key", "with space"]).failed().to_owned();
+    assert!(bad.contains("idempotency_key_invalid"), "{bad}");
 }
 
 #[test]
@@ -730,4 +749,55 @@ fn stream_commands_append_read_follow_and_manage_groups() {
     assert_eq!(server.cli(&["stream", "delete", "orders"]).ok(), "deleted stream orders\n");
     assert!(server.cli(&["stream", "get", "orders"]).failed().contains("(stream_not_found)"));
     assert_eq!(server.cli(&["stream", "list"]).ok(), "", "nothing on stdout; the hint goes to stderr");
+}
+
+#[test]
+fn queue_commands_set_and_show_backpressure() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    server.cli(&["queue", "create", "ev-dlq"]).ok();
+    let create = [
+        "queue",
+        "create",
+        "ev",
+        "--max-depth-messages",
+        "2",
+        "--overflow",
+        "drop-head",
+        "--dlq",
+        "ev-dlq",
+        "--max-receive-count",
+        "5",
+        "--expired-to-dlq",
+        "true",
+        "--rate-limit",
+        "100/200",
+    ];
+    assert_eq!(server.cli(&create).ok(), "created queue ev\n");
+    let got = server.cli(&["queue", "get", "ev", "--json"]).json();
+    assert_eq!(
+        (got["max_depth_messages"].as_u64(), got["overflow"].as_str(), got["expired_to_dlq"].as_bool()),
+        (Some(2), Some("drop_head"), Some(true))
+    );
+    assert_eq!(got["rate_limit"], serde_json::json!({"per_second": 100, "burst": 200}));
+    // A policy that moves messages needs a dead-letter queue: refused with the field named.
+    let refused = server.cli(&["queue", "create", "x", "--max-depth-messages", "1", "--overflow", "reject-to-dlq"]);
+    assert!(refused.failed().contains("overflow"), "{refused:?}");
+
+    for body in ["a", "b", "c"] {
+        server.cli(&["send", "ev", body]).ok();
+    }
+    let table = server.cli(&["queue", "get", "ev"]).ok().to_owned();
+    assert!(table.contains("overflow") && table.contains("drop-head"), "{table}");
+    assert!(table.contains("dropped to dlq      1"), "{table}");
+    assert!(table.contains("rate limit") && table.contains("100/s, burst 200"), "{table}");
+    let listed = server.cli(&["queue", "list"]).ok().to_owned();
+    let ev: Vec<&str> = listed.lines().nth(1).expect("a row").split_whitespace().collect();
+    // Name, visible, in flight, delayed, (oldest age), dlq depth, max depth, refused.
+    assert_eq!([&ev[..4], &ev[5..]].concat(), ["ev", "2", "0", "0", "1", "2", "1"], "{listed}");
+
+    // `none` removes a bound; then the queue takes everything.
+    let updated =
+        server.cli(&["queue", "update", "ev", "--max-depth-messages", "none", "--rate-limit", "none", "--json"]).json();
+    assert!(updated.get("max_depth_messages").is_none() && updated.get("rate_limit").is_none(), "{updated}");
 }

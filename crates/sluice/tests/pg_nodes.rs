@@ -398,3 +398,55 @@ async fn three_nodes_share_job_workers_one_killed_every_job_ends_once() {
     assert!(verdict.completed_twice.is_empty(), "completed twice: {:?}", verdict.completed_twice);
     assert!(verdict.early.is_empty(), "claimed again before the lease ended: {:?}", verdict.early);
 }
+
+/// Idempotency keys on two nodes: a send through one node is answered from its stored answer
+/// through the other (the same ids, nothing sent again), another body under the key is a
+/// mismatch there, and clients racing one key through both nodes send once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_share_idempotency_keys() {
+    let Ok(admin_url) = std::env::var("SLUICE_TEST_PG_URL") else {
+        println!("skipped: SLUICE_TEST_PG_URL is not set");
+        return;
+    };
+    let db = Database::create_named(&admin_url, &format!("sluice_idem_{}", std::process::id()));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = db.url();
+    let a = Server::start_with(dir.path(), &["--store", &store]);
+    let b = Server::start_with(dir.path(), &["--store", &store]);
+    let (a, b) = (client(&a.url), client(&b.url));
+    a.create_queue(&CreateQueueRequest { name: "keyed".into(), ..Default::default() }).await.expect("queue");
+    let batch =
+        |body: &str| SendRequest { messages: vec![SendMessage { body: Some(body.into()), ..Default::default() }] };
+    let ids = |r: sluice_api::SendResponse| r.results.into_iter().map(|r| r.id.expect("an id")).collect::<Vec<_>>();
+
+    let first = ids(a.send_messages_with_key("keyed", &batch("one"), "k-1").await.expect("send through a"));
+    let replayed = ids(b.send_messages_with_key("keyed", &batch("one"), "k-1").await.expect("replay through b"));
+    assert_eq!(first, replayed, "the other node answers the stored answer");
+    match b.send_messages_with_key("keyed", &batch("two"), "k-1").await {
+        Err(sluice_client::ClientError::Api { status: 409, code, .. }) => assert_eq!(code, "idempotency_key_mismatch"),
+        other => panic!("another body under the key: {other:?}"),
+    }
+
+    let racers: Vec<_> = (0..16)
+        .map(|i| {
+            let c = if i % 2 == 0 { a.clone() } else { b.clone() };
+            tokio::spawn(async move { c.send_messages_with_key("keyed", &batch("raced"), "k-race").await })
+        })
+        .collect();
+    let mut answered = Vec::new();
+    for racer in racers {
+        match racer.await.expect("racer") {
+            Ok(answer) => answered.push(ids(answer)),
+            Err(sluice_client::ClientError::Api { status: 409, code, .. }) => {
+                assert_eq!(code, "idempotency_key_in_use")
+            }
+            Err(other) => panic!("a racer failed: {other}"),
+        }
+    }
+    assert!(!answered.is_empty());
+    assert!(answered.iter().all(|ids| *ids == answered[0]), "every answer names the one send: {answered:?}");
+    let got = a.receive("keyed", 10, 1_000).await.expect("receive");
+    let mut bodies: Vec<String> = got.iter().filter_map(|m| m.body.clone()).collect();
+    bodies.sort();
+    assert_eq!(bodies, ["one", "raced"], "each key sent once across both nodes");
+}

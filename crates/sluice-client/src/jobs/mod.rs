@@ -135,7 +135,7 @@ impl Client {
     pub async fn claim_jobs(&self, request: &ClaimJobsRequest) -> Result<ClaimJobsResponse> {
         let wait_ms = request.wait_ms.unwrap_or(0).min(RECEIVE_WAIT_MS_MAX);
         let timeout = self.timeout + Duration::from_millis(wait_ms);
-        let call = self.call(Method::POST, &["v1", "jobs", "claim"], &[], Some(request), timeout)?;
+        let call = self.call(Method::POST, &["v1", "jobs", "claim"], &[], Some(request), timeout)?.without_key();
         let (status, body) = self.execute(call).await?;
         decode(status, &body)
     }

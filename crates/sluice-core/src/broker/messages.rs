@@ -2,6 +2,30 @@
 //! nack, peek, redrive moves, and the dead-lettering they share.
 
 use super::*;
+use crate::overflow::{
+    DepthLimits, DepthReport, Placement, REASON_DROP_HEAD, REASON_EXPIRED, REASON_REJECT_TO_DLQ, place,
+};
+
+/// What the earlier sends of one atomic commit do to a queue's depth, for
+/// [`Broker::placement`]: the messages they add and how many of the oldest they drop.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PendingDepth {
+    pub added: Depth,
+    pub dropped: usize,
+    pub dropped_bytes: u64,
+}
+
+/// Why a message moves to its queue's dead-letter queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum DeadLetterCause {
+    /// It used up its receives (`dead_letter.max_receive_count`): its last error stays.
+    Receives,
+    /// `drop_head` made room with it.
+    DropHead,
+    /// Its retention ran out and the queue has `expired_to_dlq`; its retention starts again in
+    /// the dead-letter queue, where it would otherwise expire at once.
+    Expired,
+}
 
 impl Broker {
     /// Whether queue `id` would accept `message` now, without changing anything: what
@@ -15,7 +39,7 @@ impl Broker {
             if let Some(entry) = queue.dedup.get(&key)
                 && entry.expires_at > now_ms
             {
-                return Ok(Admission::Duplicate(Sent { seq: entry.seq, id: entry.id, duplicate: true }));
+                return Ok(Admission::Duplicate(Sent { duplicate: true, ..Sent::new(entry.seq, entry.id) }));
             }
             Some(key)
         } else {
@@ -48,7 +72,13 @@ impl Broker {
     }
 
     /// Accepts one message into queue `id`. The caller writes the body under the returned
-    /// sequence number in the same batch as the effects.
+    /// sequence number in the same batch as the effects. A queue at its depth limit follows its
+    /// `overflow` policy (see [`Broker::placement`]): the answer says whether the message went
+    /// to the dead-letter queue instead, or how many old messages went there to make room.
+    ///
+    /// A queue with a `rate_limit` takes a token for every entry sent, before anything else is
+    /// checked (as PostgreSQL takes one per entry of a call); without one the entry is refused
+    /// as `RateLimited`.
     pub fn send(
         &mut self,
         id: QueueId,
@@ -56,17 +86,78 @@ impl Broker {
         message_id: MessageId,
         now_ms: TimeMs,
     ) -> Result<Sent, EntryError> {
+        self.send_as(id, message, message_id, now_ms, true)
+    }
+
+    /// [`Broker::send`] without the rate limit, for an atomic commit (schedules' ticks, relays,
+    /// job callbacks): its sends were checked with [`Broker::admit`] and
+    /// [`Broker::placement`] and must not fail halfway, and the rate limit bounds producers.
+    pub fn send_unlimited(
+        &mut self,
+        id: QueueId,
+        message: &NewMessage,
+        message_id: MessageId,
+        now_ms: TimeMs,
+    ) -> Result<Sent, EntryError> {
+        self.send_as(id, message, message_id, now_ms, false)
+    }
+
+    fn send_as(
+        &mut self,
+        id: QueueId,
+        message: &NewMessage,
+        message_id: MessageId,
+        now_ms: TimeMs,
+        limited: bool,
+    ) -> Result<Sent, EntryError> {
+        if limited && let Some(limit) = self.queues[&id].attributes.rate_limit {
+            let queue = self.queues.get_mut(&id).expect("queue exists");
+            let (bucket, taken) = crate::rate::take(limit, queue.bucket, 1, now_ms);
+            queue.bucket = Some(bucket);
+            if taken.granted == 0 {
+                self.count_refusal(id, |r| &mut r.rate_limited, 1);
+                return Err(EntryError::RateLimited { retry_after_ms: taken.retry_after_ms.unwrap_or(1) });
+            }
+        }
         let (dedup_key, visible_at, size_bytes) = match self.admit(id, message, now_ms)? {
             Admission::Duplicate(sent) => return Ok(sent),
             Admission::New { dedup_key, visible_at, size_bytes } => (dedup_key, visible_at, size_bytes),
         };
+        let placement = self.placement(id, size_bytes, &mut PendingDepth::default());
+        let dead_letter = self.dead_letter_target(id).map(|(dlq, _)| dlq);
+        let mut sent = Sent::new(0, message_id);
+        match (placement, dead_letter) {
+            (Placement::Queue { drop }, _) if drop > 0 => {
+                let dlq = dead_letter.expect("drop_head places only with a dead-letter queue");
+                let victims: Vec<u64> = self.droppable(id).take(drop).collect();
+                for seq in victims {
+                    self.move_to_dead_letter(seq, dlq, now_ms, DeadLetterCause::DropHead);
+                }
+                self.count_refusal(id, |r| &mut r.drop_head, drop as u64);
+                sent.dropped = drop as u32;
+            }
+            (Placement::Queue { .. }, _) => {}
+            (Placement::DeadLetter, Some(_)) => {
+                self.count_refusal(id, |r| &mut r.rejected_to_dlq, 1);
+                sent.dead_lettered = true;
+            }
+            (Placement::DeadLetter, None) | (Placement::Refused, _) => {
+                self.count_refusal(id, |r| &mut r.queue_full, 1);
+                let queue = &self.queues[&id];
+                return Err(EntryError::QueueFull {
+                    depth: Depth { messages: queue.len() as u64, bytes: queue.bytes },
+                    max_messages: queue.attributes.max_depth_messages,
+                    max_bytes: queue.attributes.max_depth_bytes,
+                });
+            }
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         if self.next_seq > self.seq_reserved {
             self.seq_reserved = seq + SEQ_RESERVE_BLOCK;
             self.put_high_water();
         }
-        let meta = MessageMeta {
+        let mut meta = MessageMeta {
             queue: id,
             id: message_id,
             priority: message.priority,
@@ -81,14 +172,70 @@ impl Broker {
             dead_letter_source: None,
             last_error: None,
         };
+        if sent.dead_lettered {
+            // Straight into the dead-letter queue, visible there at once, naming where it was
+            // sent and why it is not there.
+            meta.queue = dead_letter.expect("checked above");
+            meta.visible_at = now_ms;
+            meta.dead_letter_source = Some(self.queues[&id].name.clone());
+            meta.last_error = Some(REASON_REJECT_TO_DLQ.to_string());
+            self.counters.dead_lettered += 1;
+        }
         self.insert_message(seq, meta, now_ms);
         if let Some(key) = dedup_key {
+            // Remembered by the queue sent to even when the message went to its dead-letter
+            // queue, so that a producer's retry is answered as a duplicate, not sent again.
             let expires_at = now_ms.saturating_add(self.queues[&id].attributes.dedup_window_ms);
             self.remember_dedup(id, key.clone(), DedupEntry { id: message_id, seq, expires_at });
             self.effects.push(Effect::PutDedup { queue: id, key, id: message_id, seq, expires_at });
             self.reschedule(id);
         }
-        Ok(Sent { seq, id: message_id, duplicate: false })
+        let queue = &self.queues[&id];
+        if queue.attributes.has_depth_limit() {
+            let depth = Depth { messages: queue.len() as u64, bytes: queue.bytes };
+            sent.depth = Some(DepthReport { depth, limits: DepthLimits::of(&queue.attributes) });
+        }
+        sent.seq = seq;
+        Ok(sent)
+    }
+
+    /// Where a new message of `size_bytes` would go in queue `id` under its depth limits
+    /// (`overflow::place`), after what `pending` says earlier sends of the same atomic commit
+    /// do to the queue; `pending` is updated as if this one were sent. Changes nothing.
+    pub fn placement(&self, id: QueueId, size_bytes: u64, pending: &mut PendingDepth) -> Placement {
+        let queue = &self.queues[&id];
+        let limits = DepthLimits::of(&queue.attributes);
+        if !limits.is_bounded() {
+            return Placement::Queue { drop: 0 };
+        }
+        let depth = Depth {
+            messages: (queue.len() - pending.dropped) as u64 + pending.added.messages,
+            bytes: queue.bytes - pending.dropped_bytes + pending.added.bytes,
+        };
+        let sizes = self.droppable(id).skip(pending.dropped).map(|seq| self.messages[&seq].size_bytes);
+        let placement = place(&limits, depth, size_bytes, sizes, self.dead_letter_target(id).is_some());
+        if let Placement::Queue { drop } = placement {
+            let dropped_bytes: u64 =
+                self.droppable(id).skip(pending.dropped).take(drop).map(|seq| self.messages[&seq].size_bytes).sum();
+            pending.dropped += drop;
+            pending.dropped_bytes += dropped_bytes;
+            pending.added.messages += 1;
+            pending.added.bytes += size_bytes;
+        }
+        placement
+    }
+
+    /// The messages of queue `id` that `drop_head` may move, oldest first: those not in flight,
+    /// whose consumers hold no receipt.
+    fn droppable(&self, id: QueueId) -> impl Iterator<Item = u64> + '_ {
+        self.queues[&id].by_age.iter().map(|&(_, seq)| seq).filter(|seq| !self.messages[seq].in_flight)
+    }
+
+    pub(super) fn count_refusal(&mut self, id: QueueId, pick: fn(&mut RefusalCounts) -> &mut u64, n: u64) {
+        *pick(&mut self.counters.refusals) += n;
+        if let Some(queue) = self.queues.get_mut(&id) {
+            *pick(&mut queue.refusals) += n;
+        }
     }
 
     pub(super) fn remember_dedup(&mut self, id: QueueId, key: String, entry: DedupEntry) {
@@ -164,7 +311,7 @@ impl Broker {
             if let Some((dlq, exhausted_at)) = dead_letter
                 && DeadLetter::is_exhausted(meta.receive_count, exhausted_at)
             {
-                self.move_to_dead_letter(seq, dlq, now_ms);
+                self.move_to_dead_letter(seq, dlq, now_ms, DeadLetterCause::Receives);
                 continue;
             }
             if !out.is_empty() && bytes + meta.size_bytes > RECEIVE_BYTES_MAX {
@@ -200,7 +347,7 @@ impl Broker {
         (dlq != id && same_type).then_some((dlq, dl.exhausted_receive_count()))
     }
 
-    pub(super) fn move_to_dead_letter(&mut self, seq: u64, dlq: QueueId, now_ms: TimeMs) {
+    pub(super) fn move_to_dead_letter(&mut self, seq: u64, dlq: QueueId, now_ms: TimeMs, cause: DeadLetterCause) {
         let mut meta = self.messages.remove(&seq).expect("message exists");
         let source = meta.queue;
         let source_queue = self.queues.get_mut(&source).expect("queue exists");
@@ -216,6 +363,14 @@ impl Broker {
         meta.epoch += 1;
         meta.in_flight = false;
         meta.visible_at = now_ms;
+        match cause {
+            DeadLetterCause::Receives => {}
+            DeadLetterCause::DropHead => meta.last_error = Some(REASON_DROP_HEAD.to_string()),
+            DeadLetterCause::Expired => {
+                meta.last_error = Some(REASON_EXPIRED.to_string());
+                meta.sent_at = now_ms;
+            }
+        }
         self.reschedule(source);
         self.insert_message(seq, meta, now_ms);
     }
@@ -378,7 +533,7 @@ impl Broker {
             // `move_to_dead_letter` expects the message indexed in its queue.
             let meta = &self.messages[&seq];
             self.queues.get_mut(&id).expect("queue exists").index(seq, meta, now_ms);
-            self.move_to_dead_letter(seq, dlq, now_ms);
+            self.move_to_dead_letter(seq, dlq, now_ms, DeadLetterCause::Receives);
             return;
         }
         let meta = &self.messages[&seq];

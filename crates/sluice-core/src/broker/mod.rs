@@ -14,6 +14,7 @@ use crate::attributes::{DeadLetter, QueueAttributes, QueueAttributesPatch};
 use crate::limits::*;
 use crate::message::{MessageId, MessageMeta, MessageState, NewMessage};
 use crate::name::validate_queue_name;
+use crate::overflow::{Depth, DepthReport, RefusalCounts};
 use crate::queue::{DedupEntry, Queue};
 use crate::receipt::Receipt;
 use crate::validation::ValidationError;
@@ -23,6 +24,7 @@ mod messages;
 mod timers;
 
 pub use fifo::{content_dedup_id, fifo_send_rules};
+pub use messages::PendingDepth;
 
 pub type QueueId = u64;
 
@@ -111,6 +113,19 @@ pub enum EntryError {
     MessageGone,
     #[error("message is not in flight: its visibility timeout has passed or it was released")]
     NotInFlight,
+    /// The queue is at its `max_depth_messages` or `max_depth_bytes` and its `overflow` policy
+    /// refuses (see `overflow::place`); `depth` is the queue's as the refusal found it.
+    #[error("queue is full: {} messages, {} bytes (limits: {} messages, {} bytes)",
+        depth.messages, depth.bytes, show_limit(*max_messages), show_limit(*max_bytes))]
+    QueueFull { depth: Depth, max_messages: Option<u64>, max_bytes: Option<u64> },
+    /// The queue's `rate_limit` bucket had no token for this message; the next one comes in
+    /// `retry_after_ms`.
+    #[error("the queue's rate limit is reached; retry in {retry_after_ms} ms")]
+    RateLimited { retry_after_ms: u64 },
+}
+
+fn show_limit(limit: Option<u64>) -> String {
+    limit.map_or_else(|| "none".to_string(), |n| n.to_string())
 }
 
 /// A queue's live counts.
@@ -122,6 +137,17 @@ pub struct QueueStats {
     pub oldest_age_ms: Option<u64>,
     /// Messages in this queue's dead-letter queue, when it has one that exists.
     pub dead_letter_depth: Option<u64>,
+    /// Bytes of every message in the queue, as `max_depth_bytes` counts them.
+    pub depth_bytes: u64,
+    /// What the queue's depth limits refused or moved (see `RefusalCounts`).
+    pub refusals: RefusalCounts,
+}
+
+impl QueueStats {
+    /// Every message in the queue, whatever its state: what `max_depth_messages` bounds.
+    pub fn depth_messages(&self) -> u64 {
+        self.visible + self.in_flight + self.delayed
+    }
 }
 
 /// A queue as callers see it.
@@ -150,6 +176,22 @@ pub struct Sent {
     pub seq: u64,
     pub id: MessageId,
     pub duplicate: bool,
+    /// The queue was full and its `overflow` is `reject_to_dlq`: the message went to the
+    /// dead-letter queue (durably, under this id) instead.
+    pub dead_lettered: bool,
+    /// How many of the queue's oldest messages `drop_head` moved to the dead-letter queue to
+    /// make room for this one.
+    pub dropped: u32,
+    /// The queue's depth after this send, when the queue has a depth limit (so that producers
+    /// can slow down before they are refused).
+    pub depth: Option<DepthReport>,
+}
+
+impl Sent {
+    /// A message enqueued as asked (no limit applied to it).
+    pub fn new(seq: u64, id: MessageId) -> Sent {
+        Sent { seq, id, duplicate: false, dead_lettered: false, dropped: 0, depth: None }
+    }
 }
 
 /// What a redrive step did.
@@ -199,6 +241,8 @@ impl Default for Broker {
 pub struct BrokerCounters {
     pub dead_lettered: u64,
     pub expired: u64,
+    /// Depth limits over every queue (see `RefusalCounts`).
+    pub refusals: RefusalCounts,
 }
 
 impl Broker {
@@ -443,6 +487,8 @@ impl Broker {
                 delayed: q.delayed_count() as u64,
                 oldest_age_ms: q.oldest_sent_at().map(|t| now_ms.saturating_sub(t)),
                 dead_letter_depth,
+                depth_bytes: q.bytes,
+                refusals: q.refusals,
             },
         })
     }

@@ -21,12 +21,24 @@ impl Broker {
 
     pub(super) fn tick_queue(&mut self, id: QueueId, now_ms: TimeMs) {
         let retention_ms = self.queues[&id].attributes.retention_ms;
+        // With `expired_to_dlq`, and a dead-letter queue that exists now, expired messages move
+        // there; otherwise they are deleted, as without it.
+        let expire_to =
+            if self.queues[&id].attributes.expired_to_dlq { self.dead_letter_target(id).map(|(d, _)| d) } else { None };
         while let Some(&(sent_at, seq)) = self.queues[&id].by_age.first() {
             if sent_at.saturating_add(retention_ms) > now_ms {
                 break;
             }
-            self.counters.expired += 1;
-            self.delete_message(id, seq);
+            match expire_to {
+                Some(dlq) => {
+                    self.move_to_dead_letter(seq, dlq, now_ms, messages::DeadLetterCause::Expired);
+                    self.count_refusal(id, |r| &mut r.expired_to_dlq, 1);
+                }
+                None => {
+                    self.counters.expired += 1;
+                    self.delete_message(id, seq);
+                }
+            }
         }
         let queue = self.queues.get_mut(&id).expect("queue exists");
         while let Some((expires_at, key)) = queue.dedup_expiry.first().cloned() {
@@ -54,7 +66,7 @@ impl Broker {
                 && was_in_flight
                 && DeadLetter::is_exhausted(meta.receive_count, exhausted_at)
             {
-                self.move_to_dead_letter(seq, dlq, now_ms);
+                self.move_to_dead_letter(seq, dlq, now_ms, messages::DeadLetterCause::Receives);
             } else if was_in_flight {
                 // Persisted, so that a restart finds the hold ended here, under this moment's
                 // dead-letter policy, instead of ending it again under the policy it then finds.

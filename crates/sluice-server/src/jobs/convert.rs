@@ -39,7 +39,7 @@ pub fn backoff(wire: Option<&api::JobBackoff>) -> Result<JobBackoff, ValidationE
     })
 }
 
-fn backoff_view(b: &JobBackoff) -> api::JobBackoff {
+pub fn backoff_view(b: &JobBackoff) -> api::JobBackoff {
     api::JobBackoff {
         initial_ms: Some(b.initial_ms),
         max_ms: Some(b.max_ms),

@@ -3,7 +3,7 @@
 //! fail). Every rule is the store's, reached through the jobs service
 //! (`sluice_services::jobs`); wire mapping is in `convert.rs`.
 
-mod convert;
+pub(crate) mod convert;
 
 use axum::Router;
 use axum::extract::State;
@@ -89,6 +89,8 @@ pub async fn enqueue(
         return Err(crate::error::violation_error(&violation));
     }
     let job = convert::new_job(request)?;
+    // A job's priority is its band while the server sheds.
+    crate::shed::admit(&state, &format!("job_queue:{}", job.queue), job.priority)?;
     let enqueued = jobs(&state).enqueue(job).await?;
     let body = convert::job(&enqueued.view);
     let location = format!("/v1/jobs/{}", body.id);

@@ -8,6 +8,7 @@ mod wire;
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use sluice_api::{
@@ -16,7 +17,8 @@ use sluice_api::{
 };
 use sluice_core::stream::limits::{APPEND_RECORDS_MAX, READ_RECORDS_DEFAULT};
 use sluice_core::stream::{StreamConfig, StreamConfigPatch};
-use sluice_store::{ReadFrom, ReadRequest, Store};
+use sluice_services::idempotency::{Fill, FillField, Template, Ticket};
+use sluice_store::{Conflict, ReadFrom, ReadRequest, Refused, Store, StoredOutcome, Write};
 use utoipa::{IntoParams, OpenApi};
 
 use crate::AppState;
@@ -188,8 +190,9 @@ pub async fn delete_stream(State(state): State<AppState>, Path(name): Path<Strin
 pub async fn append(
     State(state): State<AppState>,
     Path(name): Path<String>,
+    ticket: Option<axum::Extension<Ticket>>,
     Json(request): Json<AppendRequest>,
-) -> JsonResult<AppendResponse> {
+) -> Result<Response, ApiError> {
     let count = request.records.len();
     if count == 0 {
         return Err(ApiError::new(ErrorCode::EmptyBatch, format!("records is empty; send 1 to {APPEND_RECORDS_MAX}"))
@@ -202,6 +205,8 @@ pub async fn append(
         )
         .with_details(serde_json::json!({ "field": "records", "count": count, "max": APPEND_RECORDS_MAX })));
     }
+    // Records carry no priority: the low band, refused first while the server sheds.
+    crate::shed::admit(&state, &format!("stream:{name}"), 0)?;
     let mut results: Vec<Option<AppendResult>> = vec![None; count];
     let (mut accepted, mut positions) = (Vec::with_capacity(count), Vec::with_capacity(count));
     for (i, r) in request.records.into_iter().enumerate() {
@@ -229,6 +234,9 @@ pub async fn append(
         }
         (accepted, positions) = kept;
     }
+    if let Some(axum::Extension(ticket)) = ticket {
+        return append_committed(&state, &name, &ticket, results, positions, accepted).await;
+    }
     if accepted.is_empty() {
         state.store().get_stream(&name).await?;
     } else {
@@ -252,7 +260,72 @@ pub async fn append(
             });
         }
     }
-    Ok(axum::Json(AppendResponse { results: results.into_iter().flatten().collect() }))
+    Ok(axum::Json(AppendResponse { results: results.into_iter().flatten().collect() }).into_response())
+}
+
+/// An append under an idempotency key: the records and the answer in one commit
+/// (`Write::Append` beside the answer), so that a crash cannot part them; the places are filled
+/// in from the commit's outcomes by the template a replay renders. A record the stream refuses
+/// refuses the commit; it gets its error in its place and the commit is tried again without it.
+async fn append_committed(
+    state: &AppState,
+    name: &str,
+    ticket: &Ticket,
+    mut results: Vec<Option<AppendResult>>,
+    mut positions: Vec<usize>,
+    mut accepted: Vec<sluice_core::stream::NewRecord>,
+) -> Result<Response, ApiError> {
+    loop {
+        if accepted.is_empty() {
+            state.store().get_stream(name).await?;
+        }
+        let mut body = results.clone();
+        let mut fills = Vec::with_capacity(4 * positions.len());
+        for (item, &i) in positions.iter().enumerate() {
+            body[i] = Some(AppendResult {
+                partition: Some(0),
+                offset: Some(0),
+                timestamp_ms: Some(0),
+                duplicate: false,
+                error: None,
+            });
+            for (field, pointer) in [
+                (FillField::Partition, format!("/results/{i}/partition")),
+                (FillField::Offset, format!("/results/{i}/offset")),
+                (FillField::TimestampMs, format!("/results/{i}/timestamp_ms")),
+                (FillField::Duplicate, format!("/results/{i}")),
+            ] {
+                fills.push(Fill { pointer, write: 0, item, field });
+            }
+        }
+        let body = serde_json::to_value(AppendResponse { results: body.into_iter().flatten().collect() })
+            .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?;
+        let template = Template { status: 200, location: None, body, fills };
+        let mut writes = Vec::with_capacity(2);
+        if !accepted.is_empty() {
+            writes.push(Write::Append { stream: name.to_string(), records: accepted.clone() });
+        }
+        let answer_write = writes.len();
+        writes.push(ticket.commit_write(template.clone()));
+        match state.store().commit_all(writes).await? {
+            Ok(outcomes) => {
+                let stored: Vec<StoredOutcome> = outcomes.iter().map(StoredOutcome::from).collect();
+                return crate::idempotency::committed_answer(&template, &stored);
+            }
+            Err(Refused { write: 0, conflict: Conflict::RecordRefused { record, error } }) if answer_write == 1 => {
+                let i = positions.remove(record);
+                accepted.remove(record);
+                results[i] = Some(failed(wire::record_error(&error, i)));
+            }
+            Err(Refused { conflict: Conflict::StreamNotFound(stream), .. }) => {
+                return Err(sluice_store::LogError::StreamNotFound(stream).into());
+            }
+            Err(Refused { conflict: Conflict::RecordChanged, .. }) => return Err(crate::idempotency::in_use()),
+            Err(other) => {
+                return Err(ApiError::new(ErrorCode::Internal, format!("the append's commit was refused: {other:?}")));
+            }
+        }
+    }
 }
 
 fn failed(error: sluice_api::ErrorBody) -> AppendResult {

@@ -4,6 +4,7 @@
 mod support;
 
 mod alerts;
+mod backpressure;
 mod dashboard;
 mod events;
 mod jobs;
@@ -13,6 +14,7 @@ mod poisoned;
 mod queues;
 mod redrive;
 mod relays;
+mod sagas;
 mod schedules;
 mod schemas;
 mod serve;

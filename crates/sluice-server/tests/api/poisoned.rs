@@ -78,6 +78,7 @@ impl QueueStore for Poisoned {
 
 /// Keeps no streams: every stream call is refused (`LogError::Unsupported`).
 impl sluice_store::LogStore for Poisoned {}
+impl sluice_store::RateStore for Poisoned {}
 
 /// Keeps no events: every event store call is refused (`EventError::Unsupported`).
 impl sluice_store::EventStore for Poisoned {}

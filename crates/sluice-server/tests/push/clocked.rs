@@ -53,6 +53,7 @@ impl ClockedStore {
             logs: inner.clone(),
             jobs: inner.clone(),
             events: inner.clone(),
+            rates: inner.clone(),
             status: inner,
         })
     }

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod backpressure;
 mod detection;
 mod digests;
 mod errors;

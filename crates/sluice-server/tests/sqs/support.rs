@@ -142,6 +142,11 @@ impl Sqs {
         self.send(request).await
     }
 
+    /// The store underneath, for what SQS cannot set (Sluice's own queue attributes).
+    pub fn store(&self) -> &EmbeddedStore {
+        &self.store
+    }
+
     /// Creates a queue through SQS; its URL.
     pub async fn create(&self, name: &str, attributes: Value) -> String {
         let out = self.ok("CreateQueue", serde_json::json!({ "QueueName": name, "Attributes": attributes })).await;

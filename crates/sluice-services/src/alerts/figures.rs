@@ -2,9 +2,9 @@
 //! queues are dead-letter queues, and every subscription's backlog (its lag).
 //!
 //! The seam for later capabilities: streams add each consumer group's lag to `lags` under
-//! `<stream>/<group>`, and backpressure adds each resource's running count of refusals to
-//! `rejected_totals`; the rules `lag_above`, `lag_growing` and `rejected_rate_above` then
-//! evaluate them with no other change.
+//! `<stream>/<group>`, and backpressure adds each queue's running count of refusals to
+//! `rejected_totals` (from its `QueueStats::refusals`); the rules `lag_above`, `lag_growing` and
+//! `rejected_rate_above` then evaluate them with no other change.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,7 +25,9 @@ pub struct Figures {
     /// Backlog by subject: `<topic>/<subscription id>` (the messages waiting in the queue the
     /// subscription delivers into: visible, in flight and delayed).
     pub lags: BTreeMap<String, u64>,
-    /// Refusals counted so far by resource (nothing fills it yet).
+    /// Refusals counted so far by queue name: sends its depth limit or rate limit refused, and
+    /// messages `drop_head` or `reject_to_dlq` moved to its dead-letter queue (expiry is not a
+    /// refusal). On PostgreSQL the counts are the cluster's, so the rate is too.
     pub rejected_totals: BTreeMap<String, u64>,
 }
 
@@ -47,6 +49,11 @@ impl Figures {
             for view in batch {
                 if let Some(dead_letter) = &view.attributes.dead_letter {
                     figures.dead_letter_queues.insert(dead_letter.queue.clone());
+                }
+                let r = view.stats.refusals;
+                let rejected = r.queue_full + r.drop_head + r.rejected_to_dlq + r.rate_limited;
+                if rejected > 0 || view.attributes.has_depth_limit() || view.attributes.rate_limit.is_some() {
+                    figures.rejected_totals.insert(view.name.clone(), rejected);
                 }
                 figures.queues.insert(view.name, view.stats);
             }

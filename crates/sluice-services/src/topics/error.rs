@@ -83,4 +83,9 @@ pub enum PublishError {
     /// second time to the subscriptions that have it, as at-least-once allows.
     #[error("the message reached {delivered} of {matched} matching subscriptions: {cause}")]
     Incomplete { delivered: usize, matched: usize, cause: StoreError },
+    /// A matching subscription's queue is full and its `overflow` is `reject`: the copy there
+    /// was refused, so the message is not acknowledged (the other copies are durable, as for
+    /// `Incomplete`). Retrying later, once the queue's consumers made room, can succeed.
+    #[error("the message reached {delivered} of {matched} matching subscriptions: queue {queue:?} is full")]
+    QueueFull { delivered: usize, matched: usize, queue: String },
 }

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use sluice_core::filter::MessageView;
 use sluice_core::limits::{ATTRIBUTE_NAME_LEN_MAX, FIFO_SUFFIX};
 use sluice_core::message::AttributeData;
-use sluice_core::{AttributeValue, MessageEnvelope, NewMessage};
+use sluice_core::{AttributeValue, EntryError, MessageEnvelope, NewMessage};
 use sluice_store::StoreError;
 use tokio::task::JoinSet;
 
@@ -169,8 +169,13 @@ impl Topics {
             match outcome {
                 Ok(entries) => {
                     for (copy, entry) in copies.iter().zip(entries) {
-                        if let Err(e) = entry {
-                            refused.push((*copy, Refusal::Never(e.to_string())));
+                        match entry {
+                            Ok(_) => {}
+                            // Overflow policies took the copy already; queue_full, rate_limited: not now.
+                            Err(EntryError::QueueFull { .. } | EntryError::RateLimited { .. }) => {
+                                refused.push((*copy, Refusal::Full(queue.clone())))
+                            }
+                            Err(e) => refused.push((*copy, Refusal::Never(e.to_string()))),
                         }
                     }
                 }
@@ -186,11 +191,17 @@ impl Topics {
         // Copies that were refused: dead-letter or drop the hopeless ones; the others keep
         // their message from being acknowledged.
         let mut unavailable: Vec<Option<StoreError>> = vec![None; accepted.len()];
+        let mut full: Vec<Option<String>> = vec![None; accepted.len()];
         let mut failed = vec![0usize; accepted.len()];
         for (copy, refusal) in refused {
             let cause = match refusal {
                 Refusal::Unavailable(cause) => Some(cause),
                 Refusal::Never(reason) => call.dead_letter(&accepted[copy.accepted], copy.subscription, &reason).await,
+                Refusal::Full(queue) => {
+                    failed[copy.accepted] += 1;
+                    full[copy.accepted].get_or_insert(queue);
+                    continue;
+                }
             };
             if let Some(cause) = cause {
                 failed[copy.accepted] += 1;
@@ -198,13 +209,18 @@ impl Topics {
             }
         }
         for (a, message) in accepted.into_iter().enumerate() {
-            results[message.index] = Some(match unavailable[a].take() {
-                Some(cause) => {
+            results[message.index] = Some(match (unavailable[a].take(), full[a].take()) {
+                (Some(cause), _) => {
                     metrics::counter!("sluice_topic_deliveries_failed_total", "outcome" => "not_acknowledged")
                         .increment(failed[a] as u64);
                     Err(PublishError::Incomplete { delivered: matched[a] - failed[a], matched: matched[a], cause })
                 }
-                None => Ok(Published {
+                (None, Some(queue)) => {
+                    metrics::counter!("sluice_topic_deliveries_failed_total", "outcome" => "queue_full")
+                        .increment(failed[a] as u64);
+                    Err(PublishError::QueueFull { delivered: matched[a] - failed[a], matched: matched[a], queue })
+                }
+                (None, None) => Ok(Published {
                     message_id: message.message_id,
                     sequence_number: message.sequence_number,
                     deliveries: matched[a],
@@ -309,6 +325,8 @@ enum Refusal {
     Unavailable(StoreError),
     /// It never will (the queue is gone or refuses this message).
     Never(String),
+    /// The queue (named) is full and rejects: retrying later may succeed.
+    Full(String),
 }
 
 impl Refusal {
@@ -436,7 +454,7 @@ impl Call<'_> {
                 None
             }
             Err(Refusal::Unavailable(cause)) => Some(cause),
-            Err(Refusal::Never(why)) => {
+            Err(Refusal::Never(why) | Refusal::Full(why)) => {
                 tracing::warn!(topic = %sub.topic, subscription = %sub.id, "dropped a message neither the subscription ({reason}) nor its dead-letter queue {dlq} ({why}) can take");
                 metrics::counter!("sluice_topic_deliveries_failed_total", "outcome" => "dropped").increment(1);
                 None

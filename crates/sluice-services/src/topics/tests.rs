@@ -438,6 +438,7 @@ async fn a_store_failure_for_one_subscription_is_reported_and_the_others_get_the
         logs: f.store.clone(),
         jobs: f.store.clone(),
         events: f.store.clone(),
+        rates: f.store.clone(),
         status: f.store.clone(),
     };
     let failing = Topics::new(Arc::new(failing), arns(), Arc::new(sluice_clock::SystemClock), schemas(&f.store));

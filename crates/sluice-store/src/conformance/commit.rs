@@ -96,6 +96,59 @@ pub async fn a_refused_commit_changes_nothing(b: &dyn Backend) {
     b.close(s).await;
 }
 
+pub async fn commit_records_its_outcomes_beside_its_effect(b: &dyn Backend) {
+    let s = b.open().await;
+    queue(s.as_ref(), "q", QueueAttributes::default()).await;
+    s.put_record("k", "entry", b"claimed".to_vec()).await.expect("put");
+    let outcomes_of = |expected: Option<&str>| Write::RecordOutcomes {
+        kind: "k".into(),
+        key: "entry".into(),
+        expected: expected.map(|e| e.as_bytes().to_vec()),
+        value: b"answer".to_vec(),
+    };
+    // A stale condition refuses the whole commit: nothing sent, the record as it was.
+    let refused = s.commit_all(vec![send("q", &["x"]), outcomes_of(Some("other"))]).await.expect("commit");
+    assert_eq!(refused, Err(Refused { write: 1, conflict: Conflict::RecordChanged }));
+    assert!(s.receive("q", recv(10, 0, None)).await.expect("receive").is_empty(), "nothing sent");
+    assert_eq!(record_value(s.as_ref(), "entry").await.as_deref(), Some("claimed"));
+
+    let outcomes = s
+        .commit_all(vec![send("q", &["one", "two"]), outcomes_of(Some("claimed"))])
+        .await
+        .expect("commit")
+        .expect("ok");
+    let WriteOutcome::Sent(sent) = &outcomes[0] else { panic!("a send's outcome: {outcomes:?}") };
+    assert_eq!(outcomes[1], WriteOutcome::Recorded);
+    b.close(s).await;
+
+    let s = b.open().await;
+    let stored = s.get_record("k", "entry").await.expect("get").expect("the record");
+    let (value, read) = crate::split_outcomes(&stored).expect("the outcomes layout");
+    assert_eq!(value, b"answer");
+    let ids: Vec<String> = sent.iter().map(|m| m.id.to_string()).collect();
+    match &read[..] {
+        [crate::StoredOutcome::Sent(stored_sent)] => {
+            assert_eq!(stored_sent.iter().map(|m| m.id.clone()).collect::<Vec<_>>(), ids, "the ids the send chose");
+        }
+        other => panic!("the outcomes of the writes before it: {other:?}"),
+    }
+    let got = s.receive("q", recv(10, 0, None)).await.expect("receive");
+    assert_eq!(got.iter().map(|m| m.message.meta.id.to_string()).collect::<Vec<_>>(), ids);
+    // Without a condition it creates the record.
+    s.commit_all(vec![Write::RecordOutcomes {
+        kind: "k".into(),
+        key: "fresh".into(),
+        expected: None,
+        value: b"v".to_vec(),
+    }])
+    .await
+    .expect("commit")
+    .expect("ok");
+    let fresh = s.get_record("k", "fresh").await.expect("get").expect("created");
+    assert_eq!(crate::split_outcomes(&fresh).map(|(v, o)| (v.to_vec(), o.len())), Some((b"v".to_vec(), 0)));
+    b.close(s).await;
+}
+
 pub async fn fifo_duplicates_inside_a_commit_enqueue_once(b: &dyn Backend) {
     let s = b.open().await;
     queue(s.as_ref(), "f.fifo", QueueAttributes { fifo: true, ..QueueAttributes::default() }).await;

@@ -1,5 +1,7 @@
 //! The conformance suite: the behaviour every backend must show, written once, one module per
 //! store trait (`queues.rs`, `records.rs`, `commit.rs`, `log.rs`, `jobs.rs`, `events.rs`).
+//! store trait (`queues.rs`, `records.rs`, `commit.rs`, `log.rs`, `jobs.rs`), and `depth.rs` for
+//! the queues' depth limits.
 //!
 //! A backend's test file calls [`conformance_tests!`] with an expression that builds a fresh
 //! [`Backend`] (its own empty storage) for each test. Tests use real time with short timeouts;
@@ -9,9 +11,11 @@
 
 mod commit;
 mod events;
+mod depth;
 mod jobs;
 mod log;
 mod queues;
+mod rate;
 mod records;
 
 use std::sync::Arc;
@@ -21,9 +25,11 @@ use sluice_core::{NewMessage, QueueAttributes};
 
 pub use commit::*;
 pub use events::*;
+pub use depth::*;
 pub use jobs::*;
 pub use log::*;
 pub use queues::*;
+pub use rate::*;
 pub use records::*;
 
 use crate::{ReceiveRequest, ReceivedMessage, Store};
@@ -49,7 +55,8 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!($make, without_fifo);
         $crate::conformance_tests!(@each $make;
             fifo_orders_each_group_and_blocks_it_while_in_flight, fifo_dedup_survives_ack_and_restart_until_purge,
-            fifo_ack_that_unblocks_a_group_wakes_a_long_poll, fifo_duplicates_inside_a_commit_enqueue_once);
+            fifo_ack_that_unblocks_a_group_wakes_a_long_poll, fifo_duplicates_inside_a_commit_enqueue_once,
+            depth_limits_follow_each_overflow_policy);
     };
     // For a backend that documents that it has no FIFO queues yet (see the README).
     ($make:expr, without_fifo) => {
@@ -66,6 +73,7 @@ macro_rules! conformance_tests {
             records_list_by_kind_prefix_and_key_order, records_survive_restart,
             commit_applies_sends_and_records_together, a_refused_commit_changes_nothing,
             of_commits_racing_on_one_condition_exactly_one_wins, commit_appends_to_streams_with_the_other_writes,
+            commit_records_its_outcomes_beside_its_effect,
             streams_create_get_list_update_delete, appends_get_gapless_offsets_by_partition_key_and_round_robin,
             reads_from_offsets_and_times_keep_every_field, read_long_polls_wake_on_append_and_time_out,
             dedup_ids_return_the_original_place_across_restart, streams_records_and_groups_survive_restart,
@@ -80,7 +88,10 @@ macro_rules! conformance_tests {
             events_expected_versions_and_dedup, events_read_streams_both_ways_and_all_with_filters,
             events_all_long_polls_wake_on_append_and_time_out, events_soft_and_hard_delete,
             events_survive_restart_with_versions_positions_and_dedup,
-            events_concurrent_writers_win_each_version_once, events_all_is_gapless_under_concurrent_appends);
+            events_concurrent_writers_win_each_version_once, events_all_is_gapless_under_concurrent_appends,
+            depth_limits_count_bytes_and_follow_updates, a_commit_into_a_full_queue_is_refused_whole,
+            overload_loses_nothing_acknowledged, rate_buckets_grant_their_burst_then_their_rate,
+            a_queue_rate_limit_refuses_the_entries_past_its_bucket);
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
         $(

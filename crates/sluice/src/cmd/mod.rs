@@ -12,6 +12,7 @@ mod peek;
 mod queue;
 mod receive;
 mod relay;
+mod saga;
 mod schedule;
 mod schema;
 mod send;
@@ -40,6 +41,7 @@ pub enum Command {
     Alert(alert::Args),
     Relay(relay::Args),
     Job(job::Args),
+    Saga(saga::Args),
     // Boxed: the benchmark's many flags would make every command as large as it.
     Bench(Box<bench::Args>),
     Migrate(migrate::Args),
@@ -63,6 +65,7 @@ impl Command {
             Command::Alert(args) => alert::run(args).await,
             Command::Relay(args) => relay::run(args).await,
             Command::Job(args) => job::run(args).await,
+            Command::Saga(args) => saga::run(args).await,
             Command::Bench(args) => bench::run(*args).await,
             Command::Migrate(args) => migrate::run(args).await,
         }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{Result, bail};
 use clap::Subcommand;
-use sluice_api::{CreateQueueRequest, DeadLetter, Queue, UpdateQueueRequest};
+use sluice_api::{CreateQueueRequest, DeadLetter, Overflow, Queue, RateLimit, UpdateQueueRequest};
 
 use super::{ClientArgs, parse_duration_ms, parse_tag};
 use crate::output;
@@ -61,9 +61,64 @@ struct AttributeArgs {
     /// (`sluice schema register`): `true` or `false`.
     #[arg(long, value_name = "BOOL")]
     schema_validation: Option<bool>,
+    /// Most messages the queue holds (visible, delayed and in flight); a send past it follows
+    /// --overflow. On update, `none` removes the bound.
+    #[arg(long, value_name = "N|none", value_parser = parse_bound)]
+    max_depth_messages: Option<Bound>,
+    /// Most bytes (bodies and attributes) the queue holds, at least --message-bytes-max. On
+    /// update, `none` removes the bound.
+    #[arg(long, value_name = "BYTES|none", value_parser = parse_bound)]
+    max_depth_bytes: Option<Bound>,
+    /// What a send into a full queue does: `reject` (429 queue_full, the default),
+    /// `drop-head` (the oldest messages move to the DLQ) or `reject-to-dlq` (the new message
+    /// goes to the DLQ). The last two need --dlq.
+    #[arg(long, value_name = "POLICY", value_parser = ["reject", "drop-head", "reject-to-dlq"])]
+    overflow: Option<String>,
+    /// Move messages whose retention ran out to the DLQ instead of deleting them (needs
+    /// --dlq): `true` or `false`.
+    #[arg(long, value_name = "BOOL")]
+    expired_to_dlq: Option<bool>,
+    /// A token bucket on sends: `PER_SECOND` (burst the same) or `PER_SECOND/BURST`, e.g.
+    /// `100/500`; past it entries are refused as rate_limited. On update, `none` removes it.
+    #[arg(long, value_name = "PER_SECOND[/BURST]|none", value_parser = parse_rate_limit)]
+    rate_limit: Option<Bound<RateLimit>>,
+}
+
+/// `PER_SECOND`, `PER_SECOND/BURST` or `none`.
+fn parse_rate_limit(text: &str) -> Result<Bound<RateLimit>, String> {
+    if text == "none" {
+        return Ok(Bound(None));
+    }
+    let number = |t: &str| t.parse::<u64>().map_err(|_| format!("{t:?} is not a number"));
+    let (per_second, burst) = match text.split_once('/') {
+        Some((rate, burst)) => (number(rate)?, number(burst)?),
+        None => (number(text)?, number(text)?),
+    };
+    Ok(Bound(Some(RateLimit { per_second, burst })))
+}
+
+/// A flag that sets a bound or, with `none`, removes it. (A newtype, because clap reads a
+/// field of `Option<Option<_>>` as a flag whose value may be left out.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Bound<T = u64>(Option<T>);
+
+/// A depth bound: a number, or `none` for no bound.
+fn parse_bound(text: &str) -> Result<Bound, String> {
+    if text == "none" {
+        return Ok(Bound(None));
+    }
+    text.parse().map(|n| Bound(Some(n))).map_err(|_| format!("{text:?} is not a number or `none`"))
 }
 
 impl AttributeArgs {
+    fn overflow(&self) -> Option<Overflow> {
+        self.overflow.as_deref().map(|o| match o {
+            "drop-head" => Overflow::DropHead,
+            "reject-to-dlq" => Overflow::RejectToDlq,
+            _ => Overflow::Reject,
+        })
+    }
+
     fn tags(&self) -> Option<BTreeMap<String, String>> {
         (!self.tags.is_empty()).then(|| self.tags.iter().cloned().collect())
     }
@@ -72,7 +127,7 @@ impl AttributeArgs {
 /// Create a queue (succeeds without change if an identical one exists).
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  sluice queue create jobs\n  sluice queue create jobs-dlq --retention 14d\n  sluice queue create jobs --dlq jobs-dlq --max-receive-count 5\n  sluice queue create jobs --visibility-timeout 1m --tag team=billing"
+    after_help = "Examples:\n  sluice queue create jobs\n  sluice queue create jobs-dlq --retention 14d\n  sluice queue create jobs --dlq jobs-dlq --max-receive-count 5\n  sluice queue create jobs --visibility-timeout 1m --tag team=billing\n  sluice queue create events --max-depth-messages 100000 --overflow drop-head --dlq events-dlq --max-receive-count 5"
 )]
 struct CreateArgs {
     /// Queue name: letters, digits, `-` and `_`, up to 80 characters.
@@ -184,6 +239,11 @@ async fn create(args: CreateArgs) -> Result<()> {
         }),
         tags: a.tags(),
         schema_validation: a.schema_validation,
+        max_depth_messages: a.max_depth_messages.and_then(|b| b.0),
+        max_depth_bytes: a.max_depth_bytes.and_then(|b| b.0),
+        overflow: a.overflow(),
+        expired_to_dlq: a.expired_to_dlq,
+        rate_limit: a.rate_limit.and_then(|b| b.0),
     };
     let created = args.client.client()?.create_queue(&request).await?;
     if args.client.json {
@@ -205,8 +265,8 @@ async fn list(args: ListArgs) -> Result<()> {
     output::print_rows(
         &queues,
         "no queues; create one with `sluice queue create NAME`",
-        &["name", "visible", "in flight", "delayed", "oldest age", "dlq depth"],
-        &[1, 2, 3, 4, 5],
+        &["name", "visible", "in flight", "delayed", "oldest age", "dlq depth", "max depth", "refused"],
+        &[1, 2, 3, 4, 5, 6, 7],
         |q| {
             vec![
                 q.name.clone(),
@@ -215,6 +275,8 @@ async fn list(args: ListArgs) -> Result<()> {
                 q.counts.delayed.to_string(),
                 output::age_ms(q.counts.oldest_age_ms),
                 output::count(q.counts.dlq_depth),
+                output::count(q.max_depth_messages),
+                refused(&q.counts.refusals).to_string(),
             ]
         },
     );
@@ -263,6 +325,11 @@ async fn update(args: UpdateArgs) -> Result<()> {
         dedup_window_ms: None,
         tags: a.tags(),
         schema_validation: a.schema_validation,
+        max_depth_messages: a.max_depth_messages.map(|b| b.0),
+        max_depth_bytes: a.max_depth_bytes.map(|b| b.0),
+        overflow: a.overflow(),
+        expired_to_dlq: a.expired_to_dlq,
+        rate_limit: a.rate_limit.map(|b| b.0),
     };
     if request == UpdateQueueRequest::default() {
         bail!("nothing to change: give at least one attribute flag (see `sluice queue update --help`)");
@@ -314,6 +381,30 @@ fn print_queue(q: &Queue, json: bool) -> Result<()> {
         ("delayed", q.counts.delayed.to_string()),
         ("oldest age", output::age_ms(q.counts.oldest_age_ms)),
         ("dlq depth", output::count(q.counts.dlq_depth)),
+        ("max depth messages", output::count(q.max_depth_messages)),
+        ("max depth bytes", output::count(q.max_depth_bytes)),
+        ("overflow", overflow_name(q.overflow).to_owned()),
+        ("expiry to dlq", if q.expired_to_dlq { "on" } else { "off" }.to_owned()),
+        ("rate limit", q.rate_limit.map_or("-".to_owned(), |r| format!("{}/s, burst {}", r.per_second, r.burst))),
+        ("depth bytes", q.counts.depth_bytes.to_string()),
+        ("refused full", q.counts.refusals.queue_full.to_string()),
+        ("dropped to dlq", q.counts.refusals.drop_head.to_string()),
+        ("rejected to dlq", q.counts.refusals.rejected_to_dlq.to_string()),
+        ("expired to dlq", q.counts.refusals.expired_to_dlq.to_string()),
+        ("refused rate", q.counts.refusals.rate_limited.to_string()),
     ]));
     Ok(())
+}
+
+/// Every message the queue's limits kept out of it or moved out of it.
+fn refused(r: &sluice_api::Refusals) -> u64 {
+    r.queue_full + r.drop_head + r.rejected_to_dlq + r.expired_to_dlq + r.rate_limited
+}
+
+fn overflow_name(o: Overflow) -> &'static str {
+    match o {
+        Overflow::Reject => "reject",
+        Overflow::DropHead => "drop-head",
+        Overflow::RejectToDlq => "reject-to-dlq",
+    }
 }

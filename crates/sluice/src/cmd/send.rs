@@ -23,7 +23,7 @@ const SEND_BATCH_BYTES_MAX: usize = REQUEST_BYTES_MAX / 2;
 /// message, sent in batches of up to 1000. Exits non-zero if any message was refused.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  sluice send jobs 'hello'\n  sluice send jobs --file invoice.json --type invoice.created --attr tenant=String:acme\n  sluice send jobs --delay 10m --priority 9 'urgent later'\n  seq 1 10000 | sluice send jobs --stdin --lines"
+    after_help = "Examples:\n  sluice send jobs 'hello'\n  sluice send jobs --file invoice.json --type invoice.created --attr tenant=String:acme\n  sluice send jobs --delay 10m --priority 9 'urgent later'\n  seq 1 10000 | sluice send jobs --stdin --lines\n  sluice send orders --idempotency-key order-42 'charge 42'"
 )]
 pub struct Args {
     /// Queue to send to.
@@ -72,6 +72,11 @@ pub struct Args {
     /// FIFO: a resend with the same id inside the dedup window enqueues nothing.
     #[arg(long, value_name = "ID")]
     dedup_id: Option<String>,
+    /// Send under this Idempotency-Key (1 to 255 visible ASCII): running the same command
+    /// again within the server's --idempotency-ttl sends nothing more and prints the first
+    /// run's ids. With --lines, batch N is sent under KEY-N.
+    #[arg(long, value_name = "KEY")]
+    idempotency_key: Option<String>,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -105,13 +110,24 @@ pub async fn run(args: Args) -> Result<()> {
     let bar = if args.lines { output::progress(total as u64, "messages") } else { indicatif::ProgressBar::hidden() };
 
     let mut results = Vec::with_capacity(total);
+    let mut depth = None;
     let mut failed = 0usize;
-    for batch in batches(entries) {
+    for (n, batch) in batches(entries).into_iter().enumerate() {
         let (labels, messages): (Vec<String>, Vec<SendMessage>) =
             batch.into_iter().map(|e| (e.label, e.message)).unzip();
         let count = messages.len();
         let sent_before = results.len();
-        let response = match client.send_messages(&args.queue, &SendRequest { messages }).await {
+        let request = SendRequest { messages };
+        let sent = match &args.idempotency_key {
+            // Batches are cut the same way on every run of the same input, so a rerun sends
+            // each batch under the key it had.
+            Some(key) if args.lines => {
+                client.send_messages_with_key(&args.queue, &request, &format!("{key}-{}", n + 1)).await
+            }
+            Some(key) => client.send_messages_with_key(&args.queue, &request, key).await,
+            None => client.send_messages(&args.queue, &request).await,
+        };
+        let response = match sent {
             Ok(response) => response,
             Err(e) if sent_before == 0 => return Err(e.into()),
             Err(e) => {
@@ -130,11 +146,12 @@ pub async fn run(args: Args) -> Result<()> {
             }
         }
         results.extend(response.results);
+        depth = response.depth.or(depth);
         bar.inc(count as u64);
     }
     bar.finish_and_clear();
     if args.client.json {
-        output::json(&SendResponse { results })?;
+        output::json(&SendResponse { results, depth })?;
     }
     if failed > 0 {
         bail!("{failed} of {total} messages were not sent");

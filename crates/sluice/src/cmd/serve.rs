@@ -78,7 +78,82 @@ pub struct Args {
     /// `sluice job callback-secret`.
     #[arg(long, env = "SLUICE_JOB_CALLBACK_SECRET", value_name = "SECRET", hide_env_values = true)]
     job_callback_secret: Option<String>,
+    /// How long the answer of a request sent with an `Idempotency-Key` is kept, so that a retry
+    /// with the same key gets it instead of running again: a number and a unit (ms, s, m, h,
+    /// d), 1 s to 30 d.
+    #[arg(long, env = "SLUICE_IDEMPOTENCY_TTL", default_value = "24h", value_name = "DURATION", value_parser = parse_ttl)]
+    idempotency_ttl: u64,
+    /// Most idempotency answers kept at once; a request with a new key past it is refused (429
+    /// `idempotency_keys_full`) until older keys expire, never by dropping a kept answer.
+    #[arg(
+        long,
+        env = "SLUICE_IDEMPOTENCY_ENTRIES_MAX",
+        default_value_t = sluice_server::idempotency_settings::ENTRIES_COUNT_MAX_DEFAULT,
+        value_name = "COUNT"
+    )]
+    idempotency_entries_max: u64,
+    /// Most bytes of idempotency answers kept at once, with the same refusal past it.
+    #[arg(
+        long,
+        env = "SLUICE_IDEMPOTENCY_BYTES_MAX",
+        default_value_t = sluice_server::idempotency_settings::ENTRIES_BYTES_MAX_DEFAULT,
+        value_name = "BYTES"
+    )]
+    idempotency_bytes_max: u64,
+    /// Load shedding: refuse low-priority writes (503 shedding) once this many calls wait for
+    /// the embedded store's writer; `off` to never shed on it. Priorities 0-2 are refused at the
+    /// watermark, 3-6 at 1.25 times it, 7-9 never.
+    #[arg(long, env = "SLUICE_SHED_BACKLOG", default_value = "20000", value_name = "CALLS|off", value_parser = parse_watermark)]
+    shed_backlog: Option<Watermark>,
+    /// Load shedding on the server's resident memory, in bytes (suffixes k, M, G); default 80%
+    /// of the machine's memory; `off` to never shed on it.
+    #[arg(long, env = "SLUICE_SHED_MEMORY", value_name = "BYTES|off", value_parser = parse_watermark)]
+    shed_memory: Option<Watermark>,
+    /// Load shedding on the data disk's free space, in bytes (suffixes k, M, G): shed below it;
+    /// default 1G; `off` to never shed on it (embedded store).
+    #[arg(long, env = "SLUICE_SHED_DISK_FREE", value_name = "BYTES|off", value_parser = parse_watermark)]
+    shed_disk_free: Option<Watermark>,
 }
+
+/// A watermark flag's value: `None` for `off`. (A newtype, because clap reads a field of
+/// `Option<Option<_>>` as a flag whose value may be left out.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Watermark(Option<u64>);
+
+/// A watermark: a number with an optional k, M or G suffix (powers of 1024), or `off`.
+fn parse_watermark(s: &str) -> Result<Watermark, String> {
+    if s == "off" {
+        return Ok(Watermark(None));
+    }
+    let (digits, scale) = match s.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&s[..i], 1u64 << 10),
+        Some((i, 'm' | 'M')) => (&s[..i], 1 << 20),
+        Some((i, 'g' | 'G')) => (&s[..i], 1 << 30),
+        _ => (s, 1),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("{s:?} is not a number (with k, M or G) or `off`"))?;
+    n.checked_mul(scale).map(|n| Watermark(Some(n))).ok_or_else(|| format!("{s} is too large"))
+}
+
+/// A duration as `--idempotency-ttl` takes it, in milliseconds.
+fn parse_ttl(s: &str) -> Result<u64, String> {
+    use sluice_server::idempotency_settings::{TTL_MS_MAX, TTL_MS_MIN};
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let number: u64 = number.parse().map_err(|_| format!("{s:?} is not a duration such as 24h, 90m or 30s"))?;
+    let unit_ms: u64 = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(format!("{s:?} has no unit; write e.g. 24h, 90m, 30s or 1500ms")),
+    };
+    let ms = number.checked_mul(unit_ms).filter(|ms| (TTL_MS_MIN..=TTL_MS_MAX).contains(ms));
+    ms.ok_or_else(|| format!("{s:?} is outside 1s to 30d"))
+}
+
+use sluice_server::idempotency_settings::IdempotencyConfig;
 
 fn parse_durability(s: &str) -> Result<Durability, String> {
     s.parse()
@@ -113,6 +188,12 @@ pub async fn run(args: Args) -> Result<()> {
         relay_node: Some(format!("embedded:{}", data_dir.display())),
         ..server_config(&args)
     };
+    // The same reason: an idempotency claim in progress left by another process was left by
+    // an earlier run, which died, so a retry of it runs at once.
+    let config = sluice_server::ServerConfig {
+        idempotency: IdempotencyConfig { single_process: true, ..config.idempotency.clone() },
+        ..config
+    };
     let served = sluice_server::run_with(listener, Arc::clone(&store) as Arc<dyn Store>, config, signals.first()).await;
     tracing::info!("stopped accepting; syncing the store");
     // Close even when serving failed: the last batch of acknowledged writes must reach disk.
@@ -133,8 +214,43 @@ fn server_config(args: &Args) -> sluice_server::ServerConfig {
         access_keys: args.access_keys.clone(),
         stats_sample_ms: args.stats_sample_ms,
         job_callback_secret: args.job_callback_secret.clone(),
+        shed: shed_config(args),
+        idempotency: IdempotencyConfig {
+            ttl_ms: args.idempotency_ttl,
+            entries_count_max: args.idempotency_entries_max,
+            entries_bytes_max: args.idempotency_bytes_max,
+            ..IdempotencyConfig::default()
+        },
         ..sluice_server::ServerConfig::default()
     }
+}
+
+/// The watermarks: flags given, `off` as off, the machine's defaults for the others. Only the
+/// embedded store has a data disk and a writer backlog to watch.
+fn shed_config(args: &Args) -> sluice_server::ShedConfig {
+    let embedded = args.store.is_none();
+    let defaults = sluice_server::ShedConfig {
+        backlog_max: args.shed_backlog.and_then(|w| w.0).filter(|_| embedded),
+        memory_bytes_max: args.shed_memory.and_then(|w| w.0),
+        disk_free_bytes_min: args.shed_disk_free.and_then(|w| w.0),
+        data_dir: embedded.then(|| args.data_dir.clone()),
+        ..sluice_server::ShedConfig::default()
+    }
+    .with_machine_defaults();
+    let config = sluice_server::ShedConfig {
+        memory_bytes_max: if args.shed_memory == Some(Watermark(None)) { None } else { defaults.memory_bytes_max },
+        disk_free_bytes_min: match args.shed_disk_free {
+            Some(Watermark(None)) => None,
+            _ if !embedded => None,
+            _ => defaults.disk_free_bytes_min,
+        },
+        ..defaults
+    };
+    tracing::info!(
+        backlog = ?config.backlog_max, memory_bytes = ?config.memory_bytes_max, disk_free_bytes = ?config.disk_free_bytes_min,
+        "load shedding watermarks"
+    );
+    config
 }
 
 /// `serve --store postgres://…`: every write is committed by PostgreSQL before it is

@@ -32,6 +32,13 @@ impl AwsError {
         if self.status.is_server_error() { "Receiver" } else { "Sender" }
     }
 
+    /// SQS's throttling error (`RequestThrottled`, 400), which AWS SDKs class as throttling
+    /// and retry with backoff: Sluice answers it for a send into a full queue (`queue_full`),
+    /// a rate limit and load shedding.
+    pub fn request_throttled(message: impl Into<String>) -> AwsError {
+        AwsError::new("RequestThrottled", "RequestThrottled", BAD_REQUEST, message)
+    }
+
     pub fn invalid_parameter_value(message: impl Into<String>) -> AwsError {
         AwsError::new("InvalidParameterValueException", "InvalidParameterValue", BAD_REQUEST, message)
     }

@@ -171,6 +171,7 @@ pub async fn publish(ctx: &Ctx<'_>, input: Value) -> Outcome {
         Some(Err(PublishError::Invalid(invalid))) => Err(topic_error(TopicError::Invalid(invalid))),
         Some(Err(PublishError::Schema(violation))) => Err(schema_refusal(&violation)),
         Some(Err(e @ PublishError::Incomplete { .. })) => Err(incomplete(&e)),
+        Some(Err(e @ PublishError::QueueFull { .. })) => Err(throttled(&e)),
         None => Err(errors::internal("The request processing has failed because of an unknown error.")),
     }
 }
@@ -192,6 +193,12 @@ fn incomplete(e: &PublishError) -> AwsError {
     errors::internal(
         "The message reached only some of the topic's subscriptions and was not acknowledged; retry it (subscriptions that have it may receive it twice).",
     )
+}
+
+/// A subscription's queue is full (its `overflow` is `reject`): SNS's throttling error,
+/// `Throttled` (429), which AWS SDKs retry with backoff.
+fn throttled(e: &PublishError) -> AwsError {
+    AwsError::new("ThrottledException", "Throttled", axum::http::StatusCode::TOO_MANY_REQUESTS, e.to_string())
 }
 
 #[derive(Deserialize, Default)]
@@ -282,6 +289,7 @@ pub async fn publish_batch(ctx: &Ctx<'_>, input: Value) -> Outcome {
                     PublishError::Invalid(invalid) => topic_error(TopicError::Invalid(invalid.clone())),
                     PublishError::Schema(violation) => schema_refusal(violation),
                     PublishError::Incomplete { .. } => incomplete(&e),
+                    PublishError::QueueFull { .. } => throttled(&e),
                 };
                 failed.push(error.entry(&id));
             }

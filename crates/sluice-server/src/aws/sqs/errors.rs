@@ -142,5 +142,8 @@ pub fn receipt_error(e: &EntryError, handle: &str) -> AwsError {
         EntryError::MessageTooLarge { max_bytes, .. } => AwsError::invalid_parameter_value(format!(
             "One or more parameters are invalid. Reason: Message must be shorter than {max_bytes} bytes."
         )),
+        e @ (EntryError::QueueFull { .. } | EntryError::RateLimited { .. }) => {
+            AwsError::request_throttled(e.to_string())
+        }
     }
 }

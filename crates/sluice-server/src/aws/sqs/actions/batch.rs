@@ -123,13 +123,16 @@ pub async fn send_message_batch(ctx: &Ctx<'_>, input: Value) -> Outcome {
     let mut checked: Vec<(usize, _)> = ready.into_iter().enumerate().collect();
     let mut entries: Vec<(usize, &sluice_core::NewMessage)> =
         checked.iter().map(|(i, (_, p))| (*i, &p.message)).collect();
+    // Shed entries get SQS's throttling error (SDKs retry them); invalid ones their own.
+    let shed = crate::shed::refuse_shed(ctx.state, &format!("queue:{name}"), &mut entries);
+    let mut refused_at: std::collections::HashMap<usize, AwsError> =
+        shed.into_iter().map(|(i, s)| (i, AwsError::request_throttled(s.to_string()))).collect();
     let refused = crate::schema_routes::refuse_invalid(ctx.state, &name, &mut entries).await?;
-    let refused_at: std::collections::HashMap<usize, String> =
-        refused.into_iter().map(|(i, v)| (i, v.to_string())).collect();
+    refused_at.extend(refused.into_iter().map(|(i, v)| (i, AwsError::invalid_parameter_value(v.to_string()))));
     drop(entries);
     checked.retain(|(i, (id, _))| match refused_at.get(i) {
-        Some(reason) => {
-            failed.push(AwsError::invalid_parameter_value(reason.clone()).entry(id));
+        Some(error) => {
+            failed.push(error.entry(id));
             false
         }
         None => true,

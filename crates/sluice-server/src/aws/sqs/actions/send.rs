@@ -178,6 +178,11 @@ pub fn send_error(e: &EntryError, batch: bool) -> AwsError {
             "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
         ),
         EntryError::Invalid(v) if v.field == "group_id" => AwsError::missing_parameter("MessageGroupId"),
+        // A full queue whose overflow is reject, or its rate limit: the throttling error SDKs
+        // retry.
+        e @ (EntryError::QueueFull { .. } | EntryError::RateLimited { .. }) => {
+            AwsError::request_throttled(e.to_string())
+        }
         EntryError::Invalid(v) => match v.field.strip_prefix("attributes.").and_then(|f| f.strip_suffix(".value")) {
             Some(name) => AwsError::invalid_parameter_value(format!(
                 "Can't cast the value of message (user) attribute '{name}' to a number."
@@ -222,6 +227,9 @@ pub async fn send_message(ctx: &Ctx<'_>, input: Value) -> Outcome {
         Err(e) => return Err(ctx.after_queue_check(&name, e).await),
     };
     let mut entry = vec![(0, &prepared.message)];
+    if let Some((_, shed)) = crate::shed::refuse_shed(ctx.state, &format!("queue:{name}"), &mut entry).pop() {
+        return Err(AwsError::request_throttled(shed.to_string()));
+    }
     if let Some((_, violation)) = crate::schema_routes::refuse_invalid(ctx.state, &name, &mut entry).await?.pop() {
         return Err(AwsError::invalid_parameter_value(violation.to_string()));
     }
@@ -366,7 +374,7 @@ mod tests {
         );
         let e = send_error(&EntryError::Invalid(ValidationError::new("group_id", "needs a group")), true);
         assert_eq!(e.code, "MissingParameter");
-        let sent = Sent { seq: 42, id: sluice_core::MessageId(7), duplicate: false };
+        let sent = Sent::new(42, sluice_core::MessageId(7));
         assert_eq!(sequence_number(&sent, true).as_deref(), Some("42"));
         assert_eq!(sequence_number(&sent, false), None);
     }

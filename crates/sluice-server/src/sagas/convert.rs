@@ -1,0 +1,125 @@
+//! Sagas between the wire (`sluice_api`) and core's types.
+
+use sluice_api as api;
+use sluice_core::ValidationError;
+use sluice_core::saga::limits::SAGA_STEP_TIMEOUT_MS_DEFAULT;
+use sluice_core::saga::{RetryPolicy, SagaDefinition, SagaInstance, StepCall, StepDef, StepState};
+
+use crate::convert::rfc3339;
+use crate::jobs::convert::{backoff, backoff_view};
+
+fn call(wire: api::SagaCall, field: &str) -> Result<StepCall, ValidationError> {
+    match (wire.http, wire.queue) {
+        (Some(h), None) => {
+            Ok(StepCall::Http { url: h.url, method: h.method.unwrap_or_else(|| "POST".into()), body: h.body })
+        }
+        (None, Some(q)) => Ok(StepCall::Queue { queue: q.queue, body: q.body, reply_timeout_ms: q.reply_timeout_ms }),
+        _ => Err(ValidationError::new(field, "give exactly one of `http` and `queue`")),
+    }
+}
+
+fn call_view(c: &StepCall) -> api::SagaCall {
+    match c {
+        StepCall::Http { url, method, body } => api::SagaCall {
+            http: Some(api::SagaHttpCall { url: url.clone(), method: Some(method.clone()), body: body.clone() }),
+            queue: None,
+        },
+        StepCall::Queue { queue, body, reply_timeout_ms } => api::SagaCall {
+            http: None,
+            queue: Some(api::SagaQueueCall {
+                queue: queue.clone(),
+                body: body.clone(),
+                reply_timeout_ms: *reply_timeout_ms,
+            }),
+        },
+    }
+}
+
+pub fn steps(wire: Vec<api::SagaStep>) -> Result<Vec<StepDef>, ValidationError> {
+    wire.into_iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let field = format!("steps[{i}]");
+            let retry = s.retry.unwrap_or_default();
+            let policy = RetryPolicy {
+                max_attempts: retry.max_attempts.unwrap_or(RetryPolicy::default().max_attempts),
+                backoff: backoff(retry.backoff.as_ref()).map_err(|e| e.within(&format!("{field}.retry")))?,
+            };
+            Ok(StepDef {
+                name: s.name,
+                action: call(s.action, &format!("{field}.action"))?,
+                compensation: s.compensation.map(|c| call(c, &format!("{field}.compensation"))).transpose()?,
+                retry: policy,
+                timeout_ms: s.timeout_ms.unwrap_or(SAGA_STEP_TIMEOUT_MS_DEFAULT),
+            })
+        })
+        .collect()
+}
+
+pub fn saga(d: &SagaDefinition) -> api::Saga {
+    api::Saga {
+        name: d.name.clone(),
+        version: d.version,
+        steps: d
+            .steps
+            .iter()
+            .map(|s| api::SagaStep {
+                name: s.name.clone(),
+                action: call_view(&s.action),
+                compensation: s.compensation.as_ref().map(call_view),
+                retry: Some(api::SagaRetry {
+                    max_attempts: Some(s.retry.max_attempts),
+                    backoff: Some(backoff_view(&s.retry.backoff)),
+                }),
+                timeout_ms: Some(s.timeout_ms),
+            })
+            .collect(),
+        created_at: rfc3339(d.created_at_ms),
+    }
+}
+
+fn text<T: serde::Serialize>(value: T) -> String {
+    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
+fn step(s: &StepState) -> api::SagaStepState {
+    api::SagaStepState {
+        name: s.name.clone(),
+        status: text(s.status),
+        attempts: s.attempts,
+        compensation_attempts: s.compensation_attempts,
+        output: s.output.clone(),
+        error: s.error.clone(),
+        next_attempt_at: s.next_at_ms.map(rfc3339),
+        deadline_at: s.in_flight.map(|f| rfc3339(f.deadline_at_ms)),
+        attempts_history: s
+            .history
+            .iter()
+            .map(|a| api::SagaAttempt {
+                kind: a.kind.as_str().to_owned(),
+                number: a.number,
+                started_at: rfc3339(a.started_at_ms),
+                finished_at: a.finished_at_ms.map(rfc3339),
+                outcome: a.outcome.clone(),
+                error: a.error.clone(),
+            })
+            .collect(),
+    }
+}
+
+pub fn instance(i: &SagaInstance) -> api::SagaInstance {
+    api::SagaInstance {
+        id: i.id.clone(),
+        saga: i.saga.clone(),
+        version: i.version,
+        status: i.status.as_str().to_owned(),
+        input: i.input.clone(),
+        correlation_id: i.correlation_id.clone(),
+        cancel_requested: i.cancel_requested,
+        error: i.error.clone(),
+        steps: i.steps.iter().map(step).collect(),
+        created_at: rfc3339(i.created_at_ms),
+        updated_at: rfc3339(i.updated_at_ms),
+        finished_at: i.finished_at_ms.map(rfc3339),
+    }
+}

@@ -1,0 +1,250 @@
+//! Saga handlers (`/v1/sagas...`, `/v1/replies`): define versions, start instances (`202` +
+//! `Location`), watch, list, cancel, retry a failed compensation, and participants' replies to
+//! queue steps. Every rule is core's and every write the sagas service's
+//! (`sluice_services::sagas`); wire mapping is in `convert.rs`.
+
+mod convert;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::header::LOCATION;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use serde::Deserialize;
+use sluice_api::{
+    DefineSagaRequest, ErrorResponse, Saga, SagaInstance, SagaInstanceList, SagaList, SagaReply, SagaReplyResponse,
+    StartSagaRequest,
+};
+use sluice_core::ValidationError;
+use sluice_core::saga::{CallKind, Outcome, SagaStatus};
+use sluice_services::sagas::Sagas;
+use utoipa::{IntoParams, OpenApi};
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::extract::{Json, Path, Query};
+use crate::paging::{PageRequest, encode_page_token};
+
+type JsonResult<T> = Result<axum::Json<T>, ApiError>;
+
+/// Instances per list page.
+const SAGA_LIST_LIMIT_DEFAULT: u32 = 100;
+const SAGA_LIST_LIMIT_MAX: usize = 1_000;
+
+/// Every saga route.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/sagas", get(list))
+        .route("/v1/sagas/instances", get(instances))
+        .route("/v1/sagas/instances/{id}", get(get_instance))
+        .route("/v1/sagas/instances/{id}/cancel", post(cancel))
+        .route("/v1/sagas/instances/{id}/retry", post(retry))
+        .route("/v1/sagas/{name}", put(define).get(get_saga))
+        .route("/v1/sagas/{name}/instances", post(start))
+        .route("/v1/replies", post(reply))
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    paths(define, get_saga, list, start, get_instance, instances, cancel, retry, reply),
+    components(schemas(sluice_api::SagaCall, sluice_api::SagaHttpCall, sluice_api::SagaQueueCall, sluice_api::SagaRetry, sluice_api::SagaStep, sluice_api::SagaStepState, sluice_api::SagaAttempt)),
+    tags((name = "sagas", description = "Sagas: steps with compensations run by the server's orchestrator; a failing step undoes what completed, in reverse order"))
+)]
+pub struct SagasDoc;
+
+fn sagas(state: &AppState) -> &Sagas {
+    state.services.sagas()
+}
+
+#[utoipa::path(
+    put, path = "/v1/sagas/{name}", tag = "sagas",
+    params(("name" = String, Path, description = "The saga's name")),
+    request_body = DefineSagaRequest,
+    responses(
+        (status = 201, description = "A new version; running instances keep the version they started with", body = Saga),
+        (status = 200, description = "The same steps as the latest version: that version, nothing new", body = Saga),
+        (status = 400, description = "A step breaks a rule (`invalid_argument`, `details.field`): names, one of http/queue, templates naming only the input and earlier steps, retries, timeouts", body = ErrorResponse),
+    )
+)]
+pub async fn define(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(request): Json<DefineSagaRequest>,
+) -> Result<Response, ApiError> {
+    let steps = convert::steps(request.steps)?;
+    let (definition, created) = sagas(&state).define(&name, steps).await?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, axum::Json(convert::saga(&definition))).into_response())
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct GetSagaParams {
+    /// A version (default the latest).
+    version: Option<u32>,
+}
+
+#[utoipa::path(
+    get, path = "/v1/sagas/{name}", tag = "sagas",
+    params(("name" = String, Path, description = "The saga's name"), GetSagaParams),
+    responses(
+        (status = 200, description = "The definition", body = Saga),
+        (status = 404, description = "`saga_not_found`", body = ErrorResponse),
+    )
+)]
+pub async fn get_saga(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(params): Query<GetSagaParams>,
+) -> JsonResult<Saga> {
+    Ok(axum::Json(convert::saga(&*sagas(&state).definition(&name, params.version).await?)))
+}
+
+#[utoipa::path(
+    get, path = "/v1/sagas", tag = "sagas",
+    responses((status = 200, description = "The latest version of every saga, by name", body = SagaList))
+)]
+pub async fn list(State(state): State<AppState>) -> JsonResult<SagaList> {
+    Ok(axum::Json(SagaList { sagas: sagas(&state).list().await?.iter().map(convert::saga).collect() }))
+}
+
+fn located(status: StatusCode, instance: &sluice_core::saga::SagaInstance) -> Response {
+    let mut response = (status, axum::Json(convert::instance(instance))).into_response();
+    if let Ok(value) = HeaderValue::from_str(&format!("/v1/sagas/instances/{}", instance.id)) {
+        response.headers_mut().insert(LOCATION, value);
+    }
+    response
+}
+
+#[utoipa::path(
+    post, path = "/v1/sagas/{name}/instances", tag = "sagas",
+    params(("name" = String, Path, description = "The saga's name")),
+    request_body = StartSagaRequest,
+    responses(
+        (status = 202, description = "Started on the latest version: `Location: /v1/sagas/instances/{id}`; send an `Idempotency-Key` so a retried start does not start twice", body = SagaInstance),
+        (status = 400, description = "The input is over 128 KiB or the correlation id is not 1 to 128 visible ASCII characters", body = ErrorResponse),
+        (status = 404, description = "`saga_not_found`", body = ErrorResponse),
+        (status = 400, description = "`limit_exceeded`: 10,000 instances are running at once", body = ErrorResponse),
+    )
+)]
+pub async fn start(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(request): Json<StartSagaRequest>,
+) -> Result<Response, ApiError> {
+    let instance = sagas(&state).start(&name, request.input, request.correlation_id).await?;
+    Ok(located(StatusCode::ACCEPTED, &instance))
+}
+
+#[utoipa::path(
+    get, path = "/v1/sagas/instances/{id}", tag = "sagas",
+    params(("id" = String, Path, description = "The instance id")),
+    responses(
+        (status = 200, description = "Its status and each step's attempts, outputs, errors and times", body = SagaInstance),
+        (status = 404, description = "`saga_instance_not_found`", body = ErrorResponse),
+    )
+)]
+pub async fn get_instance(State(state): State<AppState>, Path(id): Path<String>) -> JsonResult<SagaInstance> {
+    Ok(axum::Json(convert::instance(&sagas(&state).get(&id).await?)))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListInstancesParams {
+    /// Only instances of this saga.
+    saga: Option<String>,
+    /// Only instances in this status.
+    status: Option<String>,
+    /// Most instances per page (1 to 1000, default 100).
+    limit: Option<u32>,
+    next_token: Option<String>,
+}
+
+#[utoipa::path(
+    get, path = "/v1/sagas/instances", tag = "sagas",
+    params(ListInstancesParams),
+    responses(
+        (status = 200, description = "A page of instances in start order; a page may be short and still have a `next_token` when filters match few", body = SagaInstanceList),
+        (status = 400, description = "A bad status, limit or next_token", body = ErrorResponse),
+    )
+)]
+pub async fn instances(
+    State(state): State<AppState>,
+    Query(params): Query<ListInstancesParams>,
+) -> JsonResult<SagaInstanceList> {
+    let page =
+        PageRequest::read(params.limit, params.next_token.as_deref(), SAGA_LIST_LIMIT_DEFAULT, SAGA_LIST_LIMIT_MAX)?;
+    let status = params
+        .status
+        .as_deref()
+        .map(|s| {
+            SagaStatus::parse(s).ok_or_else(|| {
+                ValidationError::new(
+                    "status",
+                    format!("{s:?} is not running, compensating, completed, compensated or failed"),
+                )
+            })
+        })
+        .transpose()?;
+    let found = sagas(&state).instances(params.saga.as_deref(), status, page.after, page.limit).await?;
+    Ok(axum::Json(SagaInstanceList {
+        instances: found.instances.iter().map(convert::instance).collect(),
+        next_token: found.next_after.as_deref().map(encode_page_token),
+    }))
+}
+
+#[utoipa::path(
+    post, path = "/v1/sagas/instances/{id}/cancel", tag = "sagas",
+    params(("id" = String, Path, description = "The instance id")),
+    responses(
+        (status = 200, description = "`cancel_requested`: what completed is compensated in reverse order, after the answer or deadline of an action in flight", body = SagaInstance),
+        (status = 404, description = "`saga_instance_not_found`", body = ErrorResponse),
+        (status = 409, description = "`saga_wrong_state`: the instance already settled", body = ErrorResponse),
+    )
+)]
+pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> JsonResult<SagaInstance> {
+    Ok(axum::Json(convert::instance(&sagas(&state).cancel(&id).await?)))
+}
+
+#[utoipa::path(
+    post, path = "/v1/sagas/instances/{id}/retry", tag = "sagas",
+    params(("id" = String, Path, description = "The instance id")),
+    responses(
+        (status = 200, description = "A `failed` instance's compensation starts a new round of attempts", body = SagaInstance),
+        (status = 404, description = "`saga_instance_not_found`", body = ErrorResponse),
+        (status = 409, description = "`saga_wrong_state`: the instance is not `failed`", body = ErrorResponse),
+    )
+)]
+pub async fn retry(State(state): State<AppState>, Path(id): Path<String>) -> JsonResult<SagaInstance> {
+    Ok(axum::Json(convert::instance(&sagas(&state).retry_compensation(&id).await?)))
+}
+
+#[utoipa::path(
+    post, path = "/v1/replies", tag = "sagas",
+    request_body = SagaReply,
+    responses(
+        (status = 200, description = "The answer was applied to the instances waiting for it", body = SagaReplyResponse),
+        (status = 404, description = "`saga_reply_unmatched`: nothing waits for this step's answer (late, duplicate, or the wrong `kind`/`attempt`)", body = ErrorResponse),
+    )
+)]
+pub async fn reply(State(state): State<AppState>, Json(request): Json<SagaReply>) -> JsonResult<SagaReplyResponse> {
+    let kind = match request.kind.as_deref() {
+        None | Some("action") => CallKind::Action,
+        Some("compensation") => CallKind::Compensation,
+        Some(other) => {
+            return Err(ValidationError::new("kind", format!("{other:?} is not `action` or `compensation`")).into());
+        }
+    };
+    let outcome = if request.ok {
+        Outcome::Succeeded(request.output)
+    } else {
+        Outcome::Failed {
+            error: request.error.unwrap_or_else(|| "failed".into()),
+            retry: request.retry.unwrap_or(true),
+        }
+    };
+    let applied =
+        sagas(&state).reply(&request.correlation_id, &request.step, Some(kind), request.attempt, outcome).await?;
+    Ok(axum::Json(SagaReplyResponse { applied }))
+}

@@ -1,0 +1,201 @@
+//! Backpressure through the native API: depth limits answer `queue_full` (429 with
+//! `Retry-After` when every entry is refused, per entry otherwise) and carry the depth in send
+//! answers and headers; `drop_head` and `reject_to_dlq` move messages with their reason; a
+//! policy that would drop without a dead-letter queue is refused; rate limits answer
+//! `rate_limited`; load shedding refuses low priorities first (503 `shedding`) while high ones
+//! are taken, and `/readyz` and `/metrics` say so; every refusal is counted.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde_json::{Value, json};
+use sluice_embedded::{Durability, EmbeddedConfig, EmbeddedStore};
+use sluice_server::{ServerConfig, ShedConfig, SystemClock};
+use sluice_services::shedding::Figures;
+use sluice_store::Store;
+use tower::ServiceExt;
+
+use crate::support::TestServer;
+
+fn send_body(bodies: &[(&str, u8)]) -> Value {
+    json!({ "messages": bodies.iter().map(|(b, p)| json!({"body": b, "priority": p})).collect::<Vec<_>>() })
+}
+
+async fn post(app: &axum::Router, path: &str, body: Value) -> (StatusCode, axum::http::HeaderMap, Value) {
+    let request = Request::post(path)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .expect("request");
+    let response = app.clone().oneshot(request).await.expect("the router never fails");
+    let (status, headers) = (response.status(), response.headers().clone());
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
+    (status, headers, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+async fn get_text(app: &axum::Router, path: &str) -> (StatusCode, String) {
+    let response = app.clone().oneshot(Request::get(path).body(Body::empty()).unwrap()).await.unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_refuses_with_retry_after_and_reports_its_depth() {
+    let s = TestServer::start();
+    s.create_queue(json!({"name": "q", "max_depth_messages": 3})).await;
+    let app = s.clone_app();
+    let (status, headers, answer) = post(&app, "/v1/queues/q/messages", send_body(&[("a", 0), ("b", 0)])).await;
+    assert_eq!(status, 200);
+    assert_eq!(answer["depth"], json!({"messages": 2, "bytes": 2, "max_depth_messages": 3}));
+    assert_eq!(headers["sluice-queue-depth"], "2");
+    assert_eq!(headers["sluice-queue-depth-max"], "3");
+    // One fits, one does not: 200 with a per-entry refusal and Retry-After.
+    let (status, headers, answer) = post(&app, "/v1/queues/q/messages", send_body(&[("c", 0), ("d", 0)])).await;
+    assert_eq!(status, 200);
+    assert!(answer["results"][0]["id"].is_string());
+    assert_eq!(answer["results"][1]["error"]["code"], "queue_full");
+    assert_eq!(answer["results"][1]["error"]["details"]["max_depth_messages"], 3);
+    assert_eq!(headers["retry-after"], "1");
+    // Nothing fits: the whole call is 429 queue_full with Retry-After.
+    let (status, headers, answer) = post(&app, "/v1/queues/q/messages", send_body(&[("e", 0)])).await;
+    assert_eq!(status, 429);
+    assert_eq!(answer["error"]["code"], "queue_full");
+    assert_eq!(answer["error"]["details"]["depth_messages"], 3);
+    assert_eq!(headers["retry-after"], "1");
+    let counts = s.counts("q").await;
+    assert_eq!(counts["refusals"]["queue_full"], 2);
+    assert_eq!(counts["depth_bytes"], 3);
+    let (_, metrics) = get_text(&app, "/metrics").await;
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("sluice_rejected_total") && l.contains("queue:q") && l.contains("\"queue_full\""))
+        .unwrap_or_else(|| panic!("no refusal series in:\n{metrics}"));
+    assert!(line.ends_with(" 2"), "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overflow_policies_move_messages_with_their_reason_and_need_a_dlq() {
+    let s = TestServer::start();
+    s.create_queue(json!({"name": "dlq"})).await;
+    let refused = s
+        .expect(
+            "POST",
+            "/v1/queues",
+            Some(json!({"name": "nodlq", "max_depth_messages": 1, "overflow": "drop_head"})),
+            400,
+        )
+        .await;
+    assert_eq!(
+        (refused["error"]["code"].as_str(), refused["error"]["details"]["field"].as_str()),
+        (Some("invalid_argument"), Some("overflow"))
+    );
+    let dead_letter = json!({"queue": "dlq", "max_receive_count": 5});
+    s.create_queue(
+        json!({"name": "drop", "max_depth_messages": 1, "overflow": "drop_head", "dead_letter": dead_letter}),
+    )
+    .await;
+    s.create_queue(
+        json!({"name": "todlq", "max_depth_messages": 1, "overflow": "reject_to_dlq", "dead_letter": dead_letter}),
+    )
+    .await;
+    s.send_texts("drop", &["old", "new"]).await;
+    let app = s.clone_app();
+    s.send_texts("todlq", &["kept"]).await;
+    let (_, _, answer) = post(&app, "/v1/queues/todlq/messages", send_body(&[("sideways", 0)])).await;
+    assert_eq!(answer["results"][0]["dead_lettered"], true);
+    let moved = s.receive("dlq", json!({"max": 10})).await;
+    let got: Vec<(String, String, String)> = moved
+        .iter()
+        .map(|m| {
+            let text = |k: &str| m[k].as_str().unwrap_or_default().to_string();
+            (text("body"), text("dead_letter_source"), text("last_error"))
+        })
+        .collect();
+    assert_eq!(got.len(), 2, "{moved:?}");
+    assert_eq!((got[0].0.as_str(), got[0].1.as_str()), ("old", "drop"));
+    assert!(got[0].2.starts_with("drop_head"), "{}", got[0].2);
+    assert_eq!((got[1].0.as_str(), got[1].1.as_str()), ("sideways", "todlq"));
+    assert!(got[1].2.starts_with("reject_to_dlq"), "{}", got[1].2);
+    let queue = s.expect("GET", "/v1/queues/drop", None, 200).await;
+    assert_eq!(
+        (queue["overflow"].as_str(), queue["counts"]["refusals"]["drop_head"].as_u64()),
+        (Some("drop_head"), Some(1))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_refuses_past_its_bucket() {
+    let s = TestServer::start();
+    s.create_queue(json!({"name": "q", "rate_limit": {"per_second": 1, "burst": 2}})).await;
+    let app = s.clone_app();
+    let (status, _, answer) = post(&app, "/v1/queues/q/messages", send_body(&[("a", 0), ("b", 0), ("c", 0)])).await;
+    assert_eq!(status, 200);
+    assert_eq!(answer["results"][2]["error"]["code"], "rate_limited");
+    let (status, headers, answer) = post(&app, "/v1/queues/q/messages", send_body(&[("d", 0)])).await;
+    assert_eq!((status.as_u16(), answer["error"]["code"].as_str()), (429, Some("rate_limited")));
+    assert!(headers.contains_key("retry-after"));
+    assert_eq!(s.counts("q").await["refusals"]["rate_limited"], 2);
+    let queue = s.expect("GET", "/v1/queues/q", None, 200).await;
+    assert_eq!(queue["rate_limit"], json!({"per_second": 1, "burst": 2}));
+}
+
+/// A server held at its backlog watermark by hand (the sampler is not running in these
+/// tests): the low band is refused with Retry-After, the high band taken; past the hard
+/// watermark the normal band is refused too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shedding_refuses_low_priorities_first_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(
+        EmbeddedStore::open(EmbeddedConfig { data_dir: dir.path().to_path_buf(), durability: Durability::Fsync })
+            .unwrap(),
+    );
+    let shed = ShedConfig { backlog_max: Some(100), ..ShedConfig::default() };
+    let config = ServerConfig { shed, ..ServerConfig::default() };
+    let services = sluice_server::services(
+        store.clone() as Arc<dyn Store>,
+        Arc::new(SystemClock),
+        &config,
+        sluice_server::PushConfig::default(),
+    );
+    let app = sluice_server::router(services.clone(), config);
+    post(&app, "/v1/queues", json!({"name": "q"})).await;
+    let at = |backlog| Figures { backlog: Some(backlog), ..Figures::default() };
+
+    services.shedder().observe(at(100));
+    let (status, headers, answer) = post(&app, "/v1/queues/q/messages", send_body(&[("low", 0)])).await;
+    assert_eq!((status.as_u16(), answer["error"]["code"].as_str()), (503, Some("shedding")));
+    assert_eq!(answer["error"]["details"]["reason"], "backlog");
+    assert_eq!(headers["retry-after"], "1");
+    let (status, _, answer) =
+        post(&app, "/v1/queues/q/messages", send_body(&[("low", 2), ("normal", 5), ("high", 9)])).await;
+    assert_eq!(status, 200);
+    assert_eq!(answer["results"][0]["error"]["code"], "shedding");
+    assert!(answer["results"][1]["id"].is_string() && answer["results"][2]["id"].is_string(), "{answer}");
+    let (status, ready) = get_text(&app, "/readyz").await;
+    assert_eq!(status, 200);
+    let ready: Value = serde_json::from_str(&ready).unwrap();
+    assert_eq!((ready["status"].as_str(), ready["shedding"]["reason"].as_str()), (Some("shedding"), Some("backlog")));
+
+    services.shedder().observe(at(125));
+    let (_, _, answer) = post(&app, "/v1/queues/q/messages", send_body(&[("normal", 6), ("high", 7)])).await;
+    assert_eq!(answer["results"][0]["error"]["code"], "shedding");
+    assert!(answer["results"][1]["id"].is_string(), "{answer}");
+    let (_, metrics) = get_text(&app, "/metrics").await;
+    assert!(
+        metrics.lines().any(|l| l.starts_with("sluice_shedding") && l.contains("backlog") && l.ends_with(" 1")),
+        "{metrics}"
+    );
+    let shed_line = metrics
+        .lines()
+        .find(|l| l.starts_with("sluice_rejected_total") && l.contains("\"shedding\""))
+        .unwrap_or_else(|| panic!("no shedding refusals in:\n{metrics}"));
+    assert!(shed_line.ends_with(" 3"), "{shed_line}");
+
+    services.shedder().observe(at(0));
+    let (status, _, _) = post(&app, "/v1/queues/q/messages", send_body(&[("low", 0)])).await;
+    assert_eq!(status, 200);
+    let (_, ready) = get_text(&app, "/readyz").await;
+    assert!(ready.contains("\"ready\""), "{ready}");
+    store.close();
+}

@@ -1,0 +1,272 @@
+//! The layer's own rules: which keys are taken, which answers are stored, how keys are scoped,
+//! the bounds, claims left by a process that died, a slow request waited for, and many clients
+//! racing one key.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use sluice_server::ServerConfig;
+use sluice_server::idempotency_settings::IdempotencyConfig;
+use sluice_services::idempotency::{Claim, Scope, fingerprint};
+
+use crate::support::{Node, TTL_MS, config, manual_clock};
+
+fn send_body(body: &str) -> Value {
+    json!({ "messages": [{ "body": body }] })
+}
+
+async fn node_with_queue(config: ServerConfig) -> (tempfile::TempDir, Arc<sluice_server::ManualClock>, Node) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let clock = manual_clock();
+    let node = Node::open(&dir, &clock, config);
+    node.expect("POST", "/v1/queues", Some(json!({ "name": "q" })), 201).await;
+    (dir, clock, node)
+}
+
+async fn visible(node: &Node) -> Value {
+    node.expect("GET", "/v1/queues/q", None, 200).await["counts"]["visible"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_keys_are_refused_before_anything_runs() {
+    let (_dir, _clock, node) = node_with_queue(config()).await;
+    let long = "k".repeat(256);
+    for key in ["", "with space", long.as_str(), "tab\there"] {
+        let answer = node.call("POST", "/v1/queues/q/messages", Some(key), Some(&send_body("x"))).await;
+        assert_eq!((answer.status, answer.code()), (400, json!("idempotency_key_invalid")), "{key:?}");
+    }
+    let max = "k".repeat(255);
+    assert_eq!(node.call("POST", "/v1/queues/q/messages", Some(&max), Some(&send_body("x"))).await.status, 200);
+    assert_eq!(visible(&node).await, 1, "only the valid key's send ran");
+    node.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_answers_are_not_stored_so_a_retry_runs() {
+    let (_dir, _clock, node) = node_with_queue(config()).await;
+    let empty = json!({ "messages": [] });
+    let refused = node.call("POST", "/v1/queues/q/messages", Some("k"), Some(&empty)).await;
+    assert_eq!(refused.status, 400);
+    // The claim was given back: the same key with the corrected body runs, and is no mismatch.
+    let fixed = node.call("POST", "/v1/queues/q/messages", Some("k"), Some(&send_body("x"))).await;
+    assert_eq!((fixed.status, fixed.replayed()), (200, false));
+    assert_eq!(visible(&node).await, 1);
+    // A 404 is an answer like any other: stored and replayed.
+    let missing = node.call("POST", "/v1/queues/none/messages", Some("n"), Some(&send_body("x"))).await;
+    assert_eq!(missing.status, 404);
+    let again = node.call("POST", "/v1/queues/none/messages", Some("n"), Some(&send_body("x"))).await;
+    assert_eq!((again.status, again.replayed(), again.body == missing.body), (404, true, true));
+    node.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_are_scoped_by_method_and_path_and_reads_ignore_them() {
+    let (_dir, _clock, node) = node_with_queue(config()).await;
+    node.expect("POST", "/v1/queues", Some(json!({ "name": "r" })), 201).await;
+    let a = node.call("POST", "/v1/queues/q/messages", Some("same"), Some(&send_body("x"))).await;
+    let b = node.call("POST", "/v1/queues/r/messages", Some("same"), Some(&send_body("x"))).await;
+    assert!(!a.replayed() && !b.replayed(), "one key on two paths is two keys");
+    assert_ne!(a.body, b.body);
+    let read = node.call("GET", "/v1/queues/q", Some("same"), None).await;
+    assert_eq!((read.status, read.replayed()), (200, false));
+    // JSON bodies compare by content, not by spelling; an empty body is another body.
+    let headers = [("idempotency-key", "spelled")];
+    let path = "/v1/queues/q/messages";
+    let compact =
+        node.send_bytes("POST", path, &headers, Some(br#"{"messages":[{"priority":1,"body":"x"}]}"#.to_vec())).await;
+    let spaced = br#"{ "messages" : [ { "body" : "x", "priority" : 1 } ] }"#.to_vec();
+    let spaced = node.send_bytes("POST", path, &headers, Some(spaced)).await;
+    assert_eq!((compact.replayed(), spaced.replayed(), spaced.body == compact.body), (false, true, true));
+    let empty = node.send_bytes("POST", path, &headers, None).await;
+    assert_eq!(empty.code(), "idempotency_key_mismatch");
+    node.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bounds_refuse_new_keys_until_old_ones_expire() {
+    let idempotency = IdempotencyConfig { ttl_ms: TTL_MS, entries_count_max: 2, ..IdempotencyConfig::default() };
+    let (_dir, clock, node) = node_with_queue(ServerConfig { idempotency, ..config() }).await;
+    for key in ["a", "b"] {
+        assert_eq!(node.call("POST", "/v1/queues/q/messages", Some(key), Some(&send_body(key))).await.status, 200);
+    }
+    let full = node.call("POST", "/v1/queues/q/messages", Some("c"), Some(&send_body("c"))).await;
+    assert_eq!((full.status, full.code()), (429, json!("idempotency_keys_full")));
+    assert_eq!(full.json()["error"]["details"]["bound"], "entries");
+    assert!(full.headers.get("retry-after").is_some());
+    assert_eq!(visible(&node).await, 2, "the refused request did not run");
+    // Kept answers are never evicted to make room: they still replay.
+    let kept = node.call("POST", "/v1/queues/q/messages", Some("a"), Some(&send_body("a"))).await;
+    assert!(kept.replayed());
+    clock.advance_by(TTL_MS);
+    let report = node.services.idempotency().sweep_once().await.expect("sweep");
+    assert_eq!((report.expired_deleted, report.entries), (2, 0));
+    let room = node.call("POST", "/v1/queues/q/messages", Some("c"), Some(&send_body("c"))).await;
+    assert_eq!(room.status, 200);
+    node.close().await;
+
+    let idempotency = IdempotencyConfig { ttl_ms: TTL_MS, entries_bytes_max: 1, ..IdempotencyConfig::default() };
+    let (_dir, _clock, node) = node_with_queue(ServerConfig { idempotency, ..config() }).await;
+    assert_eq!(node.call("POST", "/v1/queues/q/messages", Some("a"), Some(&send_body("a"))).await.status, 200);
+    let full = node.call("POST", "/v1/queues/q/messages", Some("b"), Some(&send_body("b"))).await;
+    assert_eq!((full.status, full.json()["error"]["details"]["bound"].clone()), (429, json!("bytes")));
+    node.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_left_by_a_dead_process_is_taken_over() {
+    // Embedded: the store has one process at a time, so a claim of an earlier run is dead.
+    let (dir, clock, node) = node_with_queue(config()).await;
+    let scope = Scope {
+        principal: "anonymous".into(),
+        method: "POST".into(),
+        path: "/v1/queues/q/messages".into(),
+        key: "k".into(),
+    };
+    let body = send_body("x").to_string();
+    let Claim::Execute(_left) = node.services.idempotency().claim(&scope, &fingerprint(body.as_bytes())).await.unwrap()
+    else {
+        panic!("claimed")
+    };
+    assert_eq!(node.call("POST", "/v1/queues/q/messages", Some("k"), Some(&send_body("x"))).await.status, 409);
+    node.close().await;
+    let node = Node::open(&dir, &clock, config());
+    let retried = node.call("POST", "/v1/queues/q/messages", Some("k"), Some(&send_body("x"))).await;
+    assert_eq!((retried.status, retried.replayed()), (200, false), "the retry runs once");
+    assert_eq!(visible(&node).await, 1);
+    node.close().await;
+
+    // Shared store: another process's claim is alive until `claim_abandoned_ms` has passed.
+    let shared = IdempotencyConfig { ttl_ms: 10 * TTL_MS, claim_abandoned_ms: TTL_MS, ..IdempotencyConfig::default() };
+    let shared = ServerConfig { idempotency: shared, ..config() };
+    let node = Node::open(&dir, &clock, shared.clone());
+    let Claim::Execute(_left) = node
+        .services
+        .idempotency()
+        .claim(&Scope { key: "k2".into(), ..scope.clone() }, &fingerprint(b"{}"))
+        .await
+        .unwrap()
+    else {
+        panic!("claimed")
+    };
+    node.close().await;
+    let node = Node::open(&dir, &clock, shared);
+    let busy = node.call("POST", "/v1/queues/q/messages", Some("k2"), Some(&json!({}))).await;
+    assert_eq!(busy.code(), "idempotency_key_in_use");
+    clock.advance_by(TTL_MS);
+    let taken = node.call("POST", "/v1/queues/q/messages", Some("k2"), Some(&json!({}))).await;
+    assert_ne!(taken.code(), "idempotency_key_in_use", "abandoned after claim_abandoned_ms");
+    node.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_request_is_in_use_and_waited_for() {
+    let (_dir, _clock, node) = node_with_queue(config()).await;
+    let poll = json!({ "max": 1, "wait_ms": 20000 });
+    let first = {
+        let node = node.clone();
+        let poll = poll.clone();
+        tokio::spawn(async move { node.call("POST", "/v1/queues/q/receive", Some("r"), Some(&poll)).await })
+    };
+    let scope = Scope {
+        principal: "anonymous".into(),
+        method: "POST".into(),
+        path: "/v1/queues/q/receive".into(),
+        key: "r".into(),
+    };
+    // The long poll has claimed the key once its entry is in progress.
+    loop {
+        if let Some((entry, None)) = node.services.idempotency().get(&scope).await.expect("get") {
+            assert_eq!(entry.path, "/v1/queues/q/receive");
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    let busy = node.call("POST", "/v1/queues/q/receive", Some("r"), Some(&poll)).await;
+    assert_eq!((busy.status, busy.code()), (409, json!("idempotency_key_in_use")));
+    let waiting = {
+        let node = node.clone();
+        let poll = poll.clone();
+        tokio::spawn(async move {
+            let headers = [("idempotency-key", "r"), ("prefer", "wait=30")];
+            node.send("POST", "/v1/queues/q/receive", &headers, Some(&poll)).await
+        })
+    };
+    node.expect("POST", "/v1/queues/q/messages", Some(send_body("wake")), 200).await;
+    let first = first.await.expect("first");
+    let waited = waiting.await.expect("waiter");
+    assert_eq!(first.status, 200);
+    assert_eq!(first.json()["messages"][0]["body"], "wake");
+    assert!(waited.replayed());
+    assert_eq!(waited.body, first.body, "the same receipt, not a second receive");
+    node.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_clients_racing_one_key_execute_once() {
+    let (_dir, _clock, node) = node_with_queue(config()).await;
+    let racers: Vec<_> = (0..32)
+        .map(|_| {
+            let node = node.clone();
+            tokio::spawn(async move {
+                node.call("POST", "/v1/queues/q/messages", Some("race"), Some(&send_body("once"))).await
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for racer in racers {
+        answers.push(racer.await.expect("racer"));
+    }
+    let executed: Vec<_> = answers.iter().filter(|a| a.status == 200 && !a.replayed()).collect();
+    assert_eq!(executed.len(), 1, "exactly one execution");
+    for a in &answers {
+        let same = a.status == 200 && a.body == executed[0].body;
+        assert!(same || a.code() == "idempotency_key_in_use", "{} {}", a.status, String::from_utf8_lossy(&a.body));
+    }
+    assert_eq!(visible(&node).await, 1);
+    node.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_outcomes_and_kept_entries() {
+    let (_dir, _clock, node) = node_with_queue(config()).await;
+    for _ in 0..2 {
+        node.call("POST", "/v1/queues/q/messages", Some("m"), Some(&send_body("x"))).await;
+    }
+    node.call("POST", "/v1/queues/q/messages", Some("m"), Some(&send_body("y"))).await;
+    let answer = node.call("GET", "/metrics", None, None).await;
+    let text = String::from_utf8(answer.body).expect("text");
+    assert!(text.contains("sluice_idempotency_entries 1"), "{text}");
+    for outcome in ["executed", "replayed", "mismatch"] {
+        let line = format!("sluice_idempotency_requests_total{{outcome=\"{outcome}\"}}");
+        assert!(text.contains(&line), "{line} missing");
+    }
+    assert!(text.lines().any(|l| l.starts_with("sluice_idempotency_bytes ") && !l.ends_with(" 0")), "{text}");
+    node.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_names_the_header_on_every_mutating_operation() {
+    let (_dir, _clock, node) = node_with_queue(config()).await;
+    let doc = node.expect("GET", "/v1/openapi.json", None, 200).await;
+    let mut mutating = 0;
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("path item") {
+            let names: Vec<&str> = op["parameters"]
+                .as_array()
+                .map(|ps| ps.iter().filter_map(|p| p["name"].as_str()).collect())
+                .unwrap_or_default();
+            let keyed = names.contains(&"Idempotency-Key");
+            if ["post", "put", "patch", "delete"].contains(&method.as_str()) && path.starts_with("/v1/") {
+                mutating += 1;
+                assert!(keyed && names.contains(&"Prefer"), "{method} {path}: {names:?}");
+                let conflict = op["responses"]["409"]["description"].as_str().unwrap_or_default();
+                assert!(conflict.contains("idempotency_key_in_use"), "{method} {path}: {conflict}");
+                assert!(op["responses"]["429"].is_object(), "{method} {path}");
+            } else {
+                assert!(!keyed, "{method} {path} is not mutating");
+            }
+        }
+    }
+    assert!(mutating >= 38, "{mutating} mutating operations");
+    node.close().await;
+}

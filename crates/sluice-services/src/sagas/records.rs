@@ -1,0 +1,87 @@
+//! Sagas as stored: every definition version `saga/<name>/<version>` (zero-padded, so versions
+//! list in order), every instance `saga_instance/<id>`, and, while an instance is unsettled, its
+//! entry `saga_active/<id>` (what the orchestrator looks through for due work), plus
+//! `saga_correlation/<correlation id>/<id>` so that a participant's reply finds its instance.
+//! All JSON with a format number. An instance changes only by compare-and-swap against the
+//! bytes its writer read, in one commit with its active entry, so two nodes never both make the
+//! same attempt: the one whose swap fails drops what it computed.
+
+use serde::{Deserialize, Serialize};
+use sluice_core::saga::{SagaDefinition, SagaInstance};
+use sluice_store::Write;
+
+pub const SAGA_KIND: &str = "saga";
+pub const SAGA_INSTANCE_KIND: &str = "saga_instance";
+pub const SAGA_ACTIVE_KIND: &str = "saga_active";
+pub const SAGA_CORRELATION_KIND: &str = "saga_correlation";
+
+/// The format of these records; a reader refuses others rather than guess.
+pub const RECORD_FORMAT: u8 = 1;
+
+pub fn version_key(name: &str, version: u32) -> String {
+    format!("{name}/{version:08}")
+}
+
+pub fn correlation_key(correlation_id: &str, id: &str) -> String {
+    format!("{correlation_id}/{id}")
+}
+
+#[derive(Serialize, Deserialize)]
+struct Stored<T> {
+    format: u8,
+    #[serde(flatten)]
+    value: T,
+}
+
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(&Stored { format: RECORD_FORMAT, value }).expect("saga records serialize")
+}
+
+pub fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, String> {
+    let stored: Stored<T> = serde_json::from_slice(bytes).map_err(|e| format!("a saga record does not parse: {e}"))?;
+    if stored.format != RECORD_FORMAT {
+        return Err(format!("a saga record has format {}, this version reads {RECORD_FORMAT}", stored.format));
+    }
+    Ok(stored.value)
+}
+
+pub fn decode_definition(bytes: &[u8]) -> Result<SagaDefinition, String> {
+    decode(bytes)
+}
+
+pub fn decode_instance(bytes: &[u8]) -> Result<SagaInstance, String> {
+    decode(bytes)
+}
+
+/// What the active entry holds: when the instance is next due (for the orchestrator's scan).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActiveEntry {
+    pub due_at_ms: Option<u64>,
+}
+
+/// The writes that replace an instance read as `expected` with `instance`: the swap, and its
+/// active entry set (due time) or removed once it settled.
+pub fn replace_writes(expected: Vec<u8>, instance: &SagaInstance) -> (Vec<Write>, Vec<u8>) {
+    let value = encode(instance);
+    let mut writes = vec![Write::ReplaceRecord {
+        kind: SAGA_INSTANCE_KIND.into(),
+        key: instance.id.clone(),
+        expected,
+        value: value.clone(),
+    }];
+    writes.push(active_write(instance));
+    (writes, value)
+}
+
+/// The active entry's write for `instance` as it is now.
+pub fn active_write(instance: &SagaInstance) -> Write {
+    if instance.status.is_settled() {
+        Write::DeleteRecord { kind: SAGA_ACTIVE_KIND.into(), key: instance.id.clone() }
+    } else {
+        Write::PutRecord {
+            kind: SAGA_ACTIVE_KIND.into(),
+            key: instance.id.clone(),
+            value: encode(&ActiveEntry { due_at_ms: instance.next_due_at() }),
+        }
+    }
+}
