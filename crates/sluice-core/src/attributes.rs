@@ -76,22 +76,24 @@ pub struct QueueAttributes {
     /// `version` (checked at the door, by the services; the broker does not act on it).
     #[serde(default)]
     pub schema_validation: bool,
+    // The attributes below are written only when set, so that a queue that uses none of them
+    // is stored byte for byte as before they existed (the format-2 fixture test holds to it).
     /// Most messages the queue holds, whatever their state (visible, delayed, in flight); a send
     /// past it follows `overflow`. `None`: no bound but the store's.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_depth_messages: Option<u64>,
     /// Most bytes (bodies and attributes, as `message_bytes_max` counts them) the queue holds.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_depth_bytes: Option<u64>,
     /// What a send into a full queue does (see [`Overflow`]).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Overflow::is_reject")]
     pub overflow: Overflow,
     /// Messages whose retention ran out move to the dead-letter queue instead of being
     /// deleted (the policy's queue must exist then; otherwise they are deleted, as without it).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub expired_to_dlq: bool,
     /// A token bucket every send takes one token a message from (`rate_limited` when empty).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<RateLimit>,
 }
 

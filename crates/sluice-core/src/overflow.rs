@@ -20,6 +20,11 @@ pub enum Overflow {
 }
 
 impl Overflow {
+    /// The default, which a stored queue record leaves out.
+    pub fn is_reject(&self) -> bool {
+        *self == Overflow::Reject
+    }
+
     pub const ALL: [Overflow; 3] = [Overflow::Reject, Overflow::DropHead, Overflow::RejectToDlq];
 
     pub fn as_str(self) -> &'static str {

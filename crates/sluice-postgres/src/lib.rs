@@ -44,8 +44,8 @@
 mod batch;
 mod codec;
 mod commit;
-mod events;
 mod depth;
+mod events;
 mod fair;
 mod fifo;
 mod fragments;

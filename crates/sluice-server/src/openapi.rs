@@ -80,7 +80,8 @@ pub fn document() -> utoipa::openapi::OpenApi {
     doc.merge(crate::relays::RelaysDoc::openapi());
     doc.merge(crate::events::EventsDoc::openapi());
     doc.merge(crate::jobs::JobsDoc::openapi());
-    crate::idempotency::document(&mut doc);
     doc.merge(crate::sagas::SagasDoc::openapi());
+    // Last: it adds the Idempotency-Key header to every mutating operation merged above.
+    crate::idempotency::document(&mut doc);
     doc
 }

@@ -114,8 +114,8 @@ pub trait Store:
 {
 }
 
-impl<T: QueueStore + RecordStore + CommitStore + LogStore + JobStore + EventStore + RateStore + StoreStatus + ?Sized> Store
-    for T
+impl<T: QueueStore + RecordStore + CommitStore + LogStore + JobStore + EventStore + RateStore + StoreStatus + ?Sized>
+    Store for T
 {
 }
 

@@ -18,9 +18,9 @@ use sluice_core::stream::{NewRecord, StreamConfig, StreamConfigPatch};
 use crate::{
     AllEvents, AllRead, AppendResults, AppendedEvents, ClaimedJob, CommitStore, Committed, EnqueuedJob, EntryResults,
     EventError, EventStore, Expectation, FetchRequest, Fetched, GroupConfig, GroupView, HeartbeatAnswer,
-    JobListRequest, JobPage, JobStore, JobView, LogError, LogStore, NackEntry, PeekedMessage, QueueStore, RateStore, ReadBatch,
-    ReadRequest, ReceiptResults, ReceiveRequest, ReceivedMessage, Record, RecordStore, SeekTo, StoreCounters,
-    StoreError, StoreStatus, StreamEvents, StreamRead, StreamView, SweepReport, VisibilityRule, Write,
+    JobListRequest, JobPage, JobStore, JobView, LogError, LogStore, NackEntry, PeekedMessage, QueueStore, RateStore,
+    ReadBatch, ReadRequest, ReceiptResults, ReceiveRequest, ReceivedMessage, Record, RecordStore, SeekTo,
+    StoreCounters, StoreError, StoreStatus, StreamEvents, StreamRead, StreamView, SweepReport, VisibilityRule, Write,
 };
 
 /// A store made of parts; every call goes to the part of its concern.

@@ -39,8 +39,11 @@ impl Idempotency {
                 if let Err(e) = this.sweep_once().await {
                     tracing::warn!("the idempotency sweep failed (it runs again in {SWEEP_MS} ms): {e}");
                 }
-                let next = this.clock.now_ms().saturating_add(SWEEP_MS);
-                this.clock.sleep_until(next).await;
+                // A cadence, not a timer: what expired is decided by the clock at each sweep
+                // (and at every lookup), so the pause is real time, like the alert
+                // evaluator's and the stats sampler's, and leaves a manual clock's deadlines
+                // to the timers tests look at.
+                tokio::time::sleep(std::time::Duration::from_millis(SWEEP_MS)).await;
             }
         })
     }

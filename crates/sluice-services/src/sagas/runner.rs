@@ -66,11 +66,19 @@ pub(super) async fn run(sagas: Arc<Sagas>) {
                 None
             }
         };
-        let now = sagas.now();
-        let wake_at = next.unwrap_or(u64::MAX).min(now.saturating_add(sagas.calls.scan_ms)).max(now);
+        // The next due attempt or deadline is a timer on the clock; the scan for work started
+        // through other nodes is a cadence in real time (as the alert evaluator's), so that an
+        // idle orchestrator leaves a manual clock's deadlines alone.
         let notified = sagas.wake.notified();
+        let due = async {
+            match next {
+                Some(at) => sagas.clock.sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            _ = sagas.clock.sleep_until(wake_at) => {}
+            _ = due => {}
+            _ = tokio::time::sleep(Duration::from_millis(sagas.calls.scan_ms)) => {}
             _ = notified => {}
         }
     }

@@ -10,8 +10,8 @@
 //! restart.
 
 mod commit;
-mod events;
 mod depth;
+mod events;
 mod jobs;
 mod log;
 mod queues;
@@ -24,8 +24,8 @@ use async_trait::async_trait;
 use sluice_core::{NewMessage, QueueAttributes};
 
 pub use commit::*;
-pub use events::*;
 pub use depth::*;
+pub use events::*;
 pub use jobs::*;
 pub use log::*;
 pub use queues::*;

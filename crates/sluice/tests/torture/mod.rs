@@ -67,6 +67,12 @@ pub fn start(data_dir: &Path, log_level: &str) -> Serve {
     process::start(data_dir, log_level, FSYNC)
 }
 
+/// [`start`] with more flags after the durability mode's.
+pub fn start_with(data_dir: &Path, log_level: &str, extra: &[&str]) -> Serve {
+    let args: Vec<&str> = FSYNC.iter().chain(extra).copied().collect();
+    process::start(data_dir, log_level, &args)
+}
+
 /// A body with `filler_bytes` of random letters and digits: fjall compresses journal values
 /// of 4 KiB and more, and random filler keeps such a body as large on disk as on the wire.
 pub fn body_random(payload: &str, filler_bytes: usize, rng: &mut impl rand::Rng) -> String {
