@@ -151,7 +151,7 @@ pub(crate) struct Call {
     timeout: Duration,
     /// The `Idempotency-Key` of a mutating call, drawn once and sent with every attempt, so
     /// that the server runs it once however often it is retried.
-    idempotency_key: Option<String>,
+    pub(crate) idempotency_key: Option<String>,
 }
 
 impl Call {

@@ -46,6 +46,17 @@ impl Client {
         self.json(Method::POST, &["v1", "sagas", name, "instances"], &[], Some(request)).await
     }
 
+    /// [`Client::start_saga`] under the caller's own `Idempotency-Key` (an order id, say), so
+    /// that a start repeated after the caller's own restart starts nothing new: the server
+    /// answers with the first start's instance for the key's TTL.
+    pub async fn start_saga_with_key(&self, name: &str, request: &StartSagaRequest, key: &str) -> Result<SagaInstance> {
+        let mut call =
+            self.call(Method::POST, &["v1", "sagas", name, "instances"], &[], Some(request), self.timeout)?;
+        call.idempotency_key = Some(key.to_owned());
+        let (status, bytes) = self.execute(call).await?;
+        crate::decode(status, &bytes)
+    }
+
     /// `GET /v1/sagas/instances/{id}`.
     pub async fn get_saga_instance(&self, id: &str) -> Result<SagaInstance> {
         self.json(Method::GET, &["v1", "sagas", "instances", id], &[], None::<&()>).await

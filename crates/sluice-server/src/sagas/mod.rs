@@ -12,13 +12,16 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use serde::Deserialize;
+use sluice_api::ErrorCode;
 use sluice_api::{
     DefineSagaRequest, ErrorResponse, Saga, SagaInstance, SagaInstanceList, SagaList, SagaReply, SagaReplyResponse,
     StartSagaRequest,
 };
 use sluice_core::ValidationError;
 use sluice_core::saga::{CallKind, Outcome, SagaStatus};
+use sluice_services::idempotency::{Template, Ticket};
 use sluice_services::sagas::Sagas;
+use sluice_store::Conflict;
 use utoipa::{IntoParams, OpenApi};
 
 use crate::AppState;
@@ -131,10 +134,30 @@ fn located(status: StatusCode, instance: &sluice_core::saga::SagaInstance) -> Re
 pub async fn start(
     State(state): State<AppState>,
     Path(name): Path<String>,
+    ticket: Option<axum::Extension<Ticket>>,
     Json(request): Json<StartSagaRequest>,
 ) -> Result<Response, ApiError> {
-    let instance = sagas(&state).start(&name, request.input, request.correlation_id).await?;
-    Ok(located(StatusCode::ACCEPTED, &instance))
+    let sagas = sagas(&state);
+    let instance = sagas.prepare_start(&name, request.input, request.correlation_id).await?;
+    let Some(axum::Extension(ticket)) = ticket else {
+        sagas
+            .commit_start(&instance, Vec::new())
+            .await?
+            .map_err(|c| ApiError::new(ErrorCode::Internal, c.to_string()))?;
+        return Ok(located(StatusCode::ACCEPTED, &instance));
+    };
+    // Under an idempotency key the answer commits with the instance, so that a crash between
+    // the two cannot let a retry start a second instance.
+    let location = format!("/v1/sagas/instances/{}", instance.id);
+    let body = serde_json::to_value(convert::instance(&instance))
+        .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?;
+    let template =
+        Template { status: StatusCode::ACCEPTED.as_u16(), location: Some(location), body, fills: Vec::new() };
+    match sagas.commit_start(&instance, vec![ticket.commit_write(template.clone())]).await? {
+        Ok(()) => crate::idempotency::committed_answer(&template, &[]),
+        Err(Conflict::RecordChanged) => Err(crate::idempotency::in_use()),
+        Err(other) => Err(ApiError::new(ErrorCode::Internal, format!("the start's commit was refused: {other}"))),
+    }
 }
 
 #[utoipa::path(

@@ -210,6 +210,20 @@ impl Sagas {
         input: Value,
         correlation_id: Option<String>,
     ) -> Result<SagaInstance, SagaError> {
+        let instance = self.prepare_start(name, input, correlation_id).await?;
+        self.commit_start(&instance, Vec::new()).await?.map_err(|c| SagaError::Corrupt(c.to_string()))?;
+        Ok(instance)
+    }
+
+    /// A new instance of the latest version of `name`, checked and built but not written: its
+    /// id is chosen here, so an answer naming it can be written in the same commit as the
+    /// instance ([`Sagas::commit_start`]; an `Idempotency-Key`'s answer is).
+    pub async fn prepare_start(
+        &self,
+        name: &str,
+        input: Value,
+        correlation_id: Option<String>,
+    ) -> Result<SagaInstance, SagaError> {
         validate_start(&input, correlation_id.as_deref())?;
         let definition = self.definition(name, None).await?;
         if self.active_seen.load(Ordering::Relaxed) >= SAGA_ACTIVE_MAX {
@@ -219,22 +233,35 @@ impl Sagas {
         }
         let id = uuid::Uuid::now_v7().to_string();
         let correlation_id = correlation_id.unwrap_or_else(|| id.clone());
-        let instance = SagaInstance::new(id.clone(), &definition, input, correlation_id.clone(), self.now());
-        let writes = vec![
-            Write::InsertRecord { kind: SAGA_INSTANCE_KIND.into(), key: id.clone(), value: encode(&instance) },
-            records::active_write(&instance),
+        Ok(SagaInstance::new(id, &definition, input, correlation_id, self.now()))
+    }
+
+    /// Writes a prepared instance with `extra` writes in one commit; the refusal of an extra
+    /// write (its condition) is answered as it is, with nothing written.
+    pub async fn commit_start(
+        &self,
+        instance: &SagaInstance,
+        extra: Vec<Write>,
+    ) -> Result<Result<(), Conflict>, SagaError> {
+        let id = instance.id.clone();
+        let mut writes = vec![
+            Write::InsertRecord { kind: SAGA_INSTANCE_KIND.into(), key: id.clone(), value: encode(instance) },
+            records::active_write(instance),
             Write::PutRecord {
                 kind: SAGA_CORRELATION_KIND.into(),
-                key: correlation_key(&correlation_id, &id),
+                key: correlation_key(&instance.correlation_id, &id),
                 value: Vec::new(),
             },
         ];
+        let own = writes.len();
+        writes.extend(extra);
         match self.store.commit_all(writes).await? {
             Ok(_) => {}
+            Err(refused) if refused.write >= own => return Ok(Err(refused.conflict)),
             Err(refused) => return Err(SagaError::Corrupt(refused.conflict.to_string())),
         }
         self.wake.notify_one();
-        Ok(instance)
+        Ok(Ok(()))
     }
 
     async fn read(&self, id: &str) -> Result<(Vec<u8>, SagaInstance), SagaError> {
