@@ -80,8 +80,11 @@ async fn the_memory_watermark_refuses_writes_before_the_process_is_in_trouble() 
     );
     assert_eq!((refusal.0, refusal.1.as_str()), (503, "shedding"));
     assert_eq!(refusal.2.as_ref().and_then(|d| d["reason"].as_str()), Some("memory"));
-    // Refused in time: within one sample's growth of the watermark, far from exhausting anything.
-    assert!(rss < watermark + watermark / 4, "refused only at {rss} bytes (watermark {watermark})");
+    // Refused in time: within what the process can grow between two samples of its memory
+    // (every 250 ms), far from exhausting anything. That growth depends on how fast this
+    // machine takes the flood: 1.43x the watermark was seen on a loaded 2-core CI run, so the
+    // bound is 2x (a server that did not shed on memory would grow until the 120 s deadline).
+    assert!(rss < 2 * watermark, "refused only at {rss} bytes (watermark {watermark})");
     // High priority is still taken; the server says why it sheds.
     let urgent = client.send_messages("q", &batch(9, 1)).await.expect("a high-priority send is taken");
     assert!(urgent.results[0].id.is_some(), "{urgent:?}");
