@@ -27,8 +27,8 @@ use sluice_core::saga::{
 use sluice_store::{Conflict, RECORD_LIST_LIMIT_MAX, Store, StoreError, Write};
 use tokio::sync::Notify;
 
-pub use records::{SAGA_ACTIVE_KIND, SAGA_CORRELATION_KIND, SAGA_INSTANCE_KIND, SAGA_KIND};
-use records::{correlation_key, decode_definition, decode_instance, encode, replace_writes, version_key};
+use records::{Head, correlation_key, decode, decode_definition, decode_instance, encode, replace_writes, version_key};
+pub use records::{SAGA_ACTIVE_KIND, SAGA_CORRELATION_KIND, SAGA_HEAD_KIND, SAGA_INSTANCE_KIND, SAGA_KIND};
 pub use runner::SagaCallConfig;
 
 /// Most instances one list call looks at, whatever it matches.
@@ -129,7 +129,15 @@ impl Sagas {
                 key: version_key(name, version),
                 value: encode(&definition),
             };
-            match self.store.commit_all(vec![insert]).await? {
+            // The head names the latest version, so that a start reads one record (and a
+            // cached definition) rather than every version. Versions are inserted in order (each
+            // one after reading its predecessor), so the head only moves forward.
+            let head = Write::PutRecord {
+                kind: SAGA_HEAD_KIND.into(),
+                key: name.to_owned(),
+                value: encode(&Head { version }),
+            };
+            match self.store.commit_all(vec![insert, head]).await? {
                 Ok(_) => return Ok((definition, true)),
                 // Another call wrote this version first: look again.
                 Err(refused) if refused.conflict == Conflict::RecordExists => continue,
@@ -179,7 +187,9 @@ impl Sagas {
     }
 
     async fn latest(&self, name: &str) -> Result<Option<Arc<SagaDefinition>>, SagaError> {
-        Ok(self.versions(name).await?.pop().map(|d| self.remember(d)))
+        let Some(bytes) = self.store.get_record(SAGA_HEAD_KIND, name).await? else { return Ok(None) };
+        let head: Head = decode(&bytes).map_err(SagaError::Corrupt)?;
+        self.version(name, head.version).await.map(Some)
     }
 
     fn remember(&self, d: SagaDefinition) -> Arc<SagaDefinition> {
@@ -190,9 +200,15 @@ impl Sagas {
 
     /// Version `version` of `name` (the latest when `None`).
     pub async fn definition(&self, name: &str, version: Option<u32>) -> Result<Arc<SagaDefinition>, SagaError> {
-        let Some(version) = version else {
-            return self.latest(name).await?.ok_or_else(|| SagaError::NotFound(name.to_owned()));
-        };
+        match version {
+            Some(version) => self.version(name, version).await,
+            None => self.latest(name).await?.ok_or_else(|| SagaError::NotFound(name.to_owned())),
+        }
+    }
+
+    /// Version `version` of `name`: from this node's cache (definitions never change) or read
+    /// once.
+    async fn version(&self, name: &str, version: u32) -> Result<Arc<SagaDefinition>, SagaError> {
         if let Some(d) =
             self.definitions.lock().unwrap_or_else(PoisonError::into_inner).get(&(name.to_owned(), version))
         {

@@ -1,5 +1,5 @@
 //! Sagas as stored: every definition version `saga/<name>/<version>` (zero-padded, so versions
-//! list in order), every instance `saga_instance/<id>`, and, while an instance is unsettled, its
+//! list in order) and the latest version's number in `saga_head/<name>`, every instance `saga_instance/<id>`, and, while an instance is unsettled, its
 //! entry `saga_active/<id>` (what the orchestrator looks through for due work), plus
 //! `saga_correlation/<correlation id>/<id>` so that a participant's reply finds its instance.
 //! All JSON with a format number. An instance changes only by compare-and-swap against the
@@ -11,6 +11,7 @@ use sluice_core::saga::{SagaDefinition, SagaInstance};
 use sluice_store::Write;
 
 pub const SAGA_KIND: &str = "saga";
+pub const SAGA_HEAD_KIND: &str = "saga_head";
 pub const SAGA_INSTANCE_KIND: &str = "saga_instance";
 pub const SAGA_ACTIVE_KIND: &str = "saga_active";
 pub const SAGA_CORRELATION_KIND: &str = "saga_correlation";
@@ -51,6 +52,12 @@ pub fn decode_definition(bytes: &[u8]) -> Result<SagaDefinition, String> {
 
 pub fn decode_instance(bytes: &[u8]) -> Result<SagaInstance, String> {
     decode(bytes)
+}
+
+/// What the head record holds: the latest version of a saga.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Head {
+    pub version: u32,
 }
 
 /// What the active entry holds: when the instance is next due (for the orchestrator's scan).
