@@ -24,7 +24,7 @@ use sluice_core::saga::{
     Applied, CallKind, Outcome, SagaDefinition, SagaInstance, SagaStatus, StepDef, validate_saga_name, validate_start,
     validate_steps,
 };
-use sluice_store::{Conflict, RECORD_LIST_LIMIT_MAX, Store, StoreError, Write};
+use sluice_store::{Conflict, RECORD_LIST_LIMIT_MAX, Record, Store, StoreError, Write};
 use tokio::sync::Notify;
 
 use records::{Head, correlation_key, decode, decode_definition, decode_instance, encode, replace_writes, version_key};
@@ -147,43 +147,37 @@ impl Sagas {
         Err(SagaError::Contended)
     }
 
-    /// Every version of `name`, oldest first.
-    pub async fn versions(&self, name: &str) -> Result<Vec<SagaDefinition>, SagaError> {
-        let prefix = format!("{name}/");
+    /// Every record of `kind` under `prefix`, in key order, page after page.
+    async fn records(&self, kind: &str, prefix: &str) -> Result<Vec<Record>, SagaError> {
         let mut out = Vec::new();
-        let mut after: Option<String> = None;
         loop {
-            let page = self.store.list_records(SAGA_KIND, &prefix, after.as_deref(), RECORD_LIST_LIMIT_MAX).await?;
+            let after = out.last().map(|r: &Record| r.key.clone());
+            let page = self.store.list_records(kind, prefix, after.as_deref(), RECORD_LIST_LIMIT_MAX).await?;
             let full = page.len() == RECORD_LIST_LIMIT_MAX;
-            after = page.last().map(|r| r.key.clone());
-            for r in page {
-                out.push(decode_definition(&r.value).map_err(SagaError::Corrupt)?);
-            }
+            out.extend(page);
             if !full {
                 return Ok(out);
             }
         }
     }
 
+    /// Every version of `name`, oldest first.
+    pub async fn versions(&self, name: &str) -> Result<Vec<SagaDefinition>, SagaError> {
+        let records = self.records(SAGA_KIND, &format!("{name}/")).await?;
+        records.iter().map(|r| decode_definition(&r.value).map_err(SagaError::Corrupt)).collect()
+    }
+
     /// The latest version of every saga, by name.
     pub async fn list(&self) -> Result<Vec<SagaDefinition>, SagaError> {
         let mut latest: Vec<SagaDefinition> = Vec::new();
-        let mut after: Option<String> = None;
-        loop {
-            let page = self.store.list_records(SAGA_KIND, "", after.as_deref(), RECORD_LIST_LIMIT_MAX).await?;
-            let full = page.len() == RECORD_LIST_LIMIT_MAX;
-            after = page.last().map(|r| r.key.clone());
-            for r in page {
-                let d = decode_definition(&r.value).map_err(SagaError::Corrupt)?;
-                match latest.last_mut() {
-                    Some(last) if last.name == d.name => *last = d,
-                    _ => latest.push(d),
-                }
-            }
-            if !full {
-                return Ok(latest);
+        for r in self.records(SAGA_KIND, "").await? {
+            let d = decode_definition(&r.value).map_err(SagaError::Corrupt)?;
+            match latest.last_mut() {
+                Some(last) if last.name == d.name => *last = d,
+                _ => latest.push(d),
             }
         }
+        Ok(latest)
     }
 
     async fn latest(&self, name: &str) -> Result<Option<Arc<SagaDefinition>>, SagaError> {

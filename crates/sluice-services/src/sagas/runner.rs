@@ -17,7 +17,7 @@ use serde_json::Value;
 use sluice_core::message::{AttributeData, AttributeValue};
 use sluice_core::saga::{Dispatch, Outcome, SagaInstance, StepCall};
 use sluice_core::{BrokerError, MessageEnvelope, NewMessage};
-use sluice_store::{RECORD_LIST_LIMIT_MAX, StoreError};
+use sluice_store::StoreError;
 
 use super::records::{ActiveEntry, SAGA_ACTIVE_KIND, decode};
 use super::{SagaError, Sagas, jitter};
@@ -86,28 +86,18 @@ pub(super) async fn run(sagas: Arc<Sagas>) {
 
 /// Advances every due instance; answers when the next one not yet due is.
 async fn scan(sagas: &Arc<Sagas>, client: &reqwest::Client) -> Result<Option<u64>, SagaError> {
-    let mut after: Option<String> = None;
+    let active = sagas.records(SAGA_ACTIVE_KIND, "").await?;
+    sagas.active_seen.store(active.len(), Ordering::Relaxed);
+    let now = sagas.now();
     let mut next: Option<u64> = None;
-    let mut seen = 0usize;
-    loop {
-        let page = sagas.store.list_records(SAGA_ACTIVE_KIND, "", after.as_deref(), RECORD_LIST_LIMIT_MAX).await?;
-        let full = page.len() == RECORD_LIST_LIMIT_MAX;
-        after = page.last().map(|r| r.key.clone());
-        let now = sagas.now();
-        for record in page {
-            seen += 1;
-            let entry: ActiveEntry = decode(&record.value).map_err(SagaError::Corrupt)?;
-            match entry.due_at_ms {
-                Some(at) if at <= now => advance(sagas, client, &record.key).await,
-                Some(at) => next = Some(next.map_or(at, |n| n.min(at))),
-                None => {}
-            }
-        }
-        if !full {
-            break;
+    for record in active {
+        let entry: ActiveEntry = decode(&record.value).map_err(SagaError::Corrupt)?;
+        match entry.due_at_ms {
+            Some(at) if at <= now => advance(sagas, client, &record.key).await,
+            Some(at) => next = Some(next.map_or(at, |n| n.min(at))),
+            None => {}
         }
     }
-    sagas.active_seen.store(seen, Ordering::Relaxed);
     Ok(next)
 }
 
