@@ -321,6 +321,15 @@ pub fn message(m: &StoredMessage, receipt: Option<String>, state: Option<Message
     }
 }
 
+/// `response` with `Location: location` (a path this server built; one that is not a valid
+/// header value is left out rather than failing the answer).
+pub fn with_location(mut response: axum::response::Response, location: &str) -> axum::response::Response {
+    if let Ok(value) = axum::http::HeaderValue::from_str(location) {
+        response.headers_mut().insert(axum::http::header::LOCATION, value);
+    }
+    response
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,8 +7,7 @@ pub(crate) mod convert;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::header::LOCATION;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
@@ -95,11 +94,7 @@ pub async fn enqueue(
     let body = convert::job(&enqueued.view);
     let location = format!("/v1/jobs/{}", body.id);
     let status = if enqueued.created { StatusCode::ACCEPTED } else { StatusCode::OK };
-    let mut response = (status, axum::Json(body)).into_response();
-    if let Ok(value) = HeaderValue::from_str(&location) {
-        response.headers_mut().insert(LOCATION, value);
-    }
-    Ok(response)
+    Ok(crate::convert::with_location((status, axum::Json(body)).into_response(), &location))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -7,8 +7,7 @@ mod convert;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::header::LOCATION;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use serde::Deserialize;
@@ -113,11 +112,8 @@ pub async fn list(State(state): State<AppState>) -> JsonResult<SagaList> {
 }
 
 fn located(status: StatusCode, instance: &sluice_core::saga::SagaInstance) -> Response {
-    let mut response = (status, axum::Json(convert::instance(instance))).into_response();
-    if let Ok(value) = HeaderValue::from_str(&format!("/v1/sagas/instances/{}", instance.id)) {
-        response.headers_mut().insert(LOCATION, value);
-    }
-    response
+    let response = (status, axum::Json(convert::instance(instance))).into_response();
+    crate::convert::with_location(response, &format!("/v1/sagas/instances/{}", instance.id))
 }
 
 #[utoipa::path(
