@@ -3,11 +3,16 @@
 //! services' `Idempotency`, runs the route, stores its answer and returns it; a retry gets the
 //! stored answer with `Idempotency-Replayed: true`.
 //!
-//! Routes whose effect carries data (queue sends, stream appends) find the claim's `Ticket` in
-//! their request's extensions and commit their answer with their effect
+//! Routes whose effect carries data (queue sends, stream appends, saga starts) find a `Ticket`
+//! in their request's extensions and commit their answer with their effect
 //! (`Ticket::commit_write`); they mark their response with [`AnswerCommitted`], and this layer
-//! stores nothing more. Every other route's answer is stored here, after it ran: those routes'
-//! effects repeat harmlessly (a create with the same attributes answers as the first did).
+//! stores nothing more. Those routes ([`commits_its_answer`]) run before anything is claimed:
+//! their commit claims the key too, so a new key costs a keyed send no durable turn more than a
+//! plain one. Of requests racing with one key, one commit wins; the others are refused whole
+//! (nothing of theirs is applied), answer [`claim_lost`], and go the claiming way, where they
+//! find the first one's answer. Every other route is claimed first and its answer stored here,
+//! after it ran: those routes' effects repeat harmlessly (a create with the same attributes
+//! answers as the first did).
 //!
 //! Answers refused before anything was done are not stored and the claim is given back, so
 //! that a retry executes: [`NOT_STORED`].
@@ -48,6 +53,35 @@ pub const ANSWER_BYTES_MAX: usize = 512 * 1024;
 #[derive(Debug, Clone, Copy)]
 pub struct AnswerCommitted(pub usize);
 
+/// Set on the answer of a route whose optimistic commit found the key taken: nothing of the
+/// request was applied, and this layer claims the key the usual way to find what to answer.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimLost;
+
+/// True for the routes that commit their answer with their effect, so that their key is
+/// claimed by that commit ([`Idempotency::optimistic`]). Every one of them handles the commit's
+/// `Conflict::RecordExists` by answering [`claim_lost`].
+pub fn commits_its_answer(method: &Method, path: &str) -> bool {
+    if *method != Method::POST {
+        return false;
+    }
+    let segments: Vec<&str> = path.split('/').collect();
+    matches!(
+        segments.as_slice(),
+        ["", "v1", "queues", name, "messages"] | ["", "v1", "streams", name, "records"] | ["", "v1", "sagas", name, "instances"]
+            if !name.is_empty()
+    )
+}
+
+/// What a route answers when its optimistic commit was refused because the key has an entry:
+/// the layer replaces it with the entry's answer. Should it reach a client all the same, it
+/// says what is true: another request holds the key.
+pub fn claim_lost() -> Response {
+    let mut response = in_use().into_response();
+    response.extensions_mut().insert(ClaimLost);
+    response
+}
+
 pub async fn layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let mutating = matches!(*request.method(), Method::POST | Method::PUT | Method::PATCH | Method::DELETE);
     if !mutating || !request.uri().path().starts_with("/v1/") {
@@ -77,6 +111,22 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
     };
     let fingerprint = fingerprint(&bytes);
     let idempotency = state.services.idempotency();
+    if commits_its_answer(&parts.method, &scope.path) {
+        if let Some(ticket) = idempotency.optimistic(&scope, &fingerprint) {
+            let mut request = Request::from_parts(parts.clone(), Body::from(bytes.clone()));
+            request.extensions_mut().insert(ticket.clone());
+            let response = next.clone().run(request).await;
+            if response.extensions().get::<AnswerCommitted>().is_some() {
+                return finish(idempotency, ticket, response).await;
+            }
+            // Either the key has an entry (`ClaimLost`): the first request's (replayed below),
+            // another body's (a mismatch), one in progress, or an expired one the claim takes
+            // over; or the route answered before its commit (a refusal, an unknown queue),
+            // having done nothing. Both go the claiming way, which answers as for any route:
+            // a kept answer is replayed, a mismatch refused, and a request that runs again
+            // meets the same refusal.
+        }
+    }
     let claim = match wait {
         Some(wait) => idempotency.claim_waiting(&scope, &fingerprint, wait).await,
         None => idempotency.claim(&scope, &fingerprint).await,

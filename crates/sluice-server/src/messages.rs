@@ -209,7 +209,7 @@ async fn send_committed(
         }
         // Without messages, the answer is the only write; its fills name none.
         let answer_write = writes.len();
-        writes.push(ticket.commit_write(template.clone()));
+        writes.extend(ticket.commit_write(template.clone()));
         match state.store().commit_all(writes).await? {
             Ok(outcomes) => {
                 let stored: Vec<StoredOutcome> = outcomes.iter().map(StoredOutcome::from).collect();
@@ -221,6 +221,7 @@ async fn send_committed(
                 results[i] = Some(SendResult::refused(entry_error_at(&error, &format!("messages[{i}]"))));
             }
             Err(Refused { conflict: Conflict::RecordChanged, .. }) => return Err(crate::idempotency::in_use()),
+            Err(Refused { conflict: Conflict::RecordExists, .. }) => return Ok(crate::idempotency::claim_lost()),
             Err(other) => {
                 return Err(ApiError::new(ErrorCode::Internal, format!("the send's commit was refused: {other:?}")));
             }

@@ -149,9 +149,10 @@ pub async fn start(
         .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?;
     let template =
         Template { status: StatusCode::ACCEPTED.as_u16(), location: Some(location), body, fills: Vec::new() };
-    match sagas.commit_start(&instance, vec![ticket.commit_write(template.clone())]).await? {
+    match sagas.commit_start(&instance, ticket.commit_write(template.clone())).await? {
         Ok(()) => crate::idempotency::committed_answer(&template, &[]),
         Err(Conflict::RecordChanged) => Err(crate::idempotency::in_use()),
+        Err(Conflict::RecordExists) => Ok(crate::idempotency::claim_lost()),
         Err(other) => Err(ApiError::new(ErrorCode::Internal, format!("the start's commit was refused: {other}"))),
     }
 }

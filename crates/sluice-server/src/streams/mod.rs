@@ -306,7 +306,7 @@ async fn append_committed(
             writes.push(Write::Append { stream: name.to_string(), records: accepted.clone() });
         }
         let answer_write = writes.len();
-        writes.push(ticket.commit_write(template.clone()));
+        writes.extend(ticket.commit_write(template.clone()));
         match state.store().commit_all(writes).await? {
             Ok(outcomes) => {
                 let stored: Vec<StoredOutcome> = outcomes.iter().map(StoredOutcome::from).collect();
@@ -321,6 +321,7 @@ async fn append_committed(
                 return Err(sluice_store::LogError::StreamNotFound(stream).into());
             }
             Err(Refused { conflict: Conflict::RecordChanged, .. }) => return Err(crate::idempotency::in_use()),
+            Err(Refused { conflict: Conflict::RecordExists, .. }) => return Ok(crate::idempotency::claim_lost()),
             Err(other) => {
                 return Err(ApiError::new(ErrorCode::Internal, format!("the append's commit was refused: {other:?}")));
             }

@@ -113,6 +113,37 @@ async fn the_bounds_refuse_new_keys_until_old_ones_expire() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_claims_its_key_in_its_own_commit_and_an_expired_entry_is_taken_over() {
+    let (_dir, clock, node) = node_with_queue(config()).await;
+    let first = node.call("POST", "/v1/queues/q/messages", Some("k"), Some(&send_body("x"))).await;
+    assert_eq!((first.status, first.replayed()), (200, false));
+    // The send wrote no claim of its own before its commit: the entry is the committed answer.
+    let scope = Scope {
+        principal: "anonymous".into(),
+        method: "POST".into(),
+        path: "/v1/queues/q/messages".into(),
+        key: "k".into(),
+    };
+    let (entry, answer) = node.services.idempotency().get(&scope).await.expect("get").expect("an entry");
+    assert_eq!(entry.fingerprint, fingerprint(send_body("x").to_string().as_bytes()));
+    assert_eq!(answer.expect("committed with the send").body, first.body);
+    // The entry expires but is not swept yet: the send's commit finds it and is refused whole,
+    // the layer takes the expired entry over and runs the send again, once.
+    clock.advance_by(TTL_MS);
+    let again = node.call("POST", "/v1/queues/q/messages", Some("k"), Some(&send_body("x"))).await;
+    assert_eq!((again.status, again.replayed()), (200, false), "an expired key runs again");
+    assert_ne!(again.body, first.body, "a new message");
+    assert_eq!(visible(&node).await, 2);
+    let replayed = node.call("POST", "/v1/queues/q/messages", Some("k"), Some(&send_body("x"))).await;
+    assert!(replayed.replayed());
+    assert_eq!(replayed.body, again.body);
+    let other = node.call("POST", "/v1/queues/q/messages", Some("k"), Some(&send_body("y"))).await;
+    assert_eq!((other.status, other.code()), (409, json!("idempotency_key_mismatch")));
+    assert_eq!(visible(&node).await, 2, "neither the replay nor the mismatch sent anything");
+    node.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_left_by_a_dead_process_is_taken_over() {
     // Embedded: the store has one process at a time, so a claim of an earlier run is dead.
     let (dir, clock, node) = node_with_queue(config()).await;

@@ -10,6 +10,9 @@
 //! ([`Ticket::commit_write`], `sluice_store::Write::RecordOutcomes`: routes that carry data, so
 //! that a crash between the effect and the answer cannot make a retry execute twice), or gives
 //! the claim back ([`Idempotency::release`]) when nothing was done, so that a retry executes.
+//! Routes that commit their answer with their effect may skip the claim instead
+//! ([`Idempotency::optimistic`]): their commit inserts the entry, so a new key costs them no
+//! durable turn of their own, and a commit that finds the key taken is refused whole.
 //!
 //! The bounds on entries and their bytes are checked against totals that every node counts
 //! again at each sweep and moves by its own claims in between; several nodes can overshoot a
@@ -95,11 +98,18 @@ pub enum Claim {
 }
 
 /// The right to run a claimed request and to store its answer.
+///
+/// A ticket from [`Idempotency::claim`] holds a claim already written. One from
+/// [`Idempotency::optimistic`] holds none: its request runs first and claims the key in the
+/// commit of its effect, so that a new key costs no durable turn of its own. Such a commit is
+/// refused with `Conflict::RecordExists` when the key was taken meanwhile (or is kept still),
+/// and the request goes the claiming way instead, where it finds the answer to replay.
 #[derive(Debug, Clone)]
 pub struct Ticket {
     record_key: String,
-    /// The record value the claim wrote; finishing compares against it.
-    claimed: Vec<u8>,
+    /// The record value the claim wrote; finishing compares against it. `None` before an
+    /// optimistic ticket's request wrote anything.
+    claimed: Option<Vec<u8>>,
     entry: Entry,
 }
 
@@ -108,15 +118,38 @@ impl Ticket {
         self.entry.scope()
     }
 
-    /// The write that stores `template` as this request's answer, for the commit that makes
-    /// its effect: refused (`Conflict::RecordChanged`) if the claim is no longer this ticket's.
-    pub fn commit_write(&self, template: Template) -> Write {
-        let entry = Entry { state: EntryState::Committed { template }, ..self.entry.clone() };
-        Write::RecordOutcomes {
+    /// True for a ticket of [`Idempotency::optimistic`], which claimed nothing yet.
+    pub fn is_optimistic(&self) -> bool {
+        self.claimed.is_none()
+    }
+
+    /// The writes that store `template` as this request's answer, for the commit that makes
+    /// its effect (after the effect's own writes): refused with `Conflict::RecordChanged` if
+    /// the claim is no longer this ticket's, or, for an optimistic ticket, with
+    /// `Conflict::RecordExists` if the key has an entry already.
+    pub fn commit_write(&self, template: Template) -> Vec<Write> {
+        let committed = Entry { state: EntryState::Committed { template }, ..self.entry.clone() }.json();
+        let record = |expected: Vec<u8>| Write::RecordOutcomes {
             kind: ENTRY_KIND.to_string(),
             key: self.record_key.clone(),
-            expected: Some(self.claimed.clone()),
-            value: entry.json(),
+            expected: Some(expected),
+            value: committed.clone(),
+        };
+        match &self.claimed {
+            Some(claimed) => vec![record(claimed.clone())],
+            // The claim and the answer in the same commit: the insert decides who is first,
+            // the next write fills in the effect's outcomes.
+            None => {
+                let claim = self.entry.encode();
+                vec![
+                    Write::InsertRecord {
+                        kind: ENTRY_KIND.to_string(),
+                        key: self.record_key.clone(),
+                        value: claim.clone(),
+                    },
+                    record(claim),
+                ]
+            }
         }
     }
 }
@@ -189,6 +222,34 @@ impl Idempotency {
         claim
     }
 
+    /// A ticket that claims nothing before its request runs: for routes that commit their
+    /// answer with their effect (`Ticket::commit_write`), whose commit then claims the key.
+    /// `None` when the entries are at a bound, where only [`Idempotency::claim`] can tell a
+    /// kept key (replayed) from a new one (refused).
+    pub fn optimistic(&self, scope: &Scope, fingerprint: &str) -> Option<Ticket> {
+        if self.full().is_some() {
+            return None;
+        }
+        let entry = self.in_progress(scope, fingerprint);
+        Some(Ticket { record_key: scope.record_key(), claimed: None, entry })
+    }
+
+    /// The in-progress entry this node writes to claim `scope`.
+    fn in_progress(&self, scope: &Scope, fingerprint: &str) -> Entry {
+        let now = self.clock.now_ms();
+        Entry {
+            format: model::ENTRY_FORMAT,
+            principal: scope.principal.clone(),
+            method: scope.method.clone(),
+            path: scope.path.clone(),
+            key: scope.key.clone(),
+            fingerprint: fingerprint.to_string(),
+            created_at_ms: now,
+            expires_at_ms: now.saturating_add(self.config.ttl_ms),
+            state: EntryState::InProgress { owner: self.owner.clone(), started_at_ms: now },
+        }
+    }
+
     /// [`Idempotency::claim`] without counting `in_use`, which a waiting request meets at every
     /// look and counts once, at its end.
     async fn try_claim(&self, scope: &Scope, fingerprint: &str) -> Result<Claim, StoreError> {
@@ -223,17 +284,7 @@ impl Idempotency {
                     _ => Some(value.clone()),
                 },
             };
-            let entry = Entry {
-                format: model::ENTRY_FORMAT,
-                principal: scope.principal.clone(),
-                method: scope.method.clone(),
-                path: scope.path.clone(),
-                key: scope.key.clone(),
-                fingerprint: fingerprint.to_string(),
-                created_at_ms: now,
-                expires_at_ms: now.saturating_add(self.config.ttl_ms),
-                state: EntryState::InProgress { owner: self.owner.clone(), started_at_ms: now },
-            };
+            let entry = self.in_progress(scope, fingerprint);
             let claimed = entry.encode();
             let won = match &replacing {
                 None => {
@@ -255,7 +306,7 @@ impl Idempotency {
                     Some(old) => self.totals.add(0, claimed.len() as i64 - old.len() as i64),
                 }
                 count("executed");
-                return Ok(Claim::Execute(Ticket { record_key, claimed, entry }));
+                return Ok(Claim::Execute(Ticket { record_key, claimed: Some(claimed), entry }));
             }
         }
         Ok(Claim::InUse)
@@ -299,12 +350,25 @@ impl Idempotency {
     /// Stores `answer` for the ticket's request, after its effect. Answers `false` when the
     /// claim was no longer the ticket's (it expired and was claimed again); the answer is then
     /// the caller's alone.
+    /// An optimistic ticket's request ran (its claim is not counted until then).
+    fn ran(&self, ticket: &Ticket) {
+        if ticket.is_optimistic() {
+            count("executed");
+        }
+    }
+
     pub async fn complete(&self, ticket: Ticket, answer: &StoredAnswer) -> Result<bool, StoreError> {
+        self.ran(&ticket);
         let done = Entry { state: Entry::done(answer), ..ticket.entry }.encode();
-        let stored =
-            self.store.replace_record(ENTRY_KIND, &ticket.record_key, ticket.claimed.clone(), done.clone()).await;
+        let stored = match &ticket.claimed {
+            Some(claimed) => {
+                self.store.replace_record(ENTRY_KIND, &ticket.record_key, claimed.clone(), done.clone()).await
+            }
+            None => self.store.insert_record(ENTRY_KIND, &ticket.record_key, done.clone()).await,
+        };
         if let Ok(true) = stored {
-            self.totals.add(0, done.len() as i64 - ticket.claimed.len() as i64);
+            let (entries, before) = ticket.claimed.as_ref().map_or((1, 0), |c| (0, c.len() as i64));
+            self.totals.add(entries, done.len() as i64 - before);
         }
         self.wake(&ticket.record_key);
         stored
@@ -313,17 +377,21 @@ impl Idempotency {
     /// Tells waiters that the ticket's answer was committed with its effect
     /// ([`Ticket::commit_write`]), `bytes` in all.
     pub fn committed(&self, ticket: &Ticket, bytes: usize) {
-        self.totals.add(0, bytes as i64 - ticket.claimed.len() as i64);
+        self.ran(ticket);
+        let (entries, before) = ticket.claimed.as_ref().map_or((1, 0), |c| (0, c.len() as i64));
+        self.totals.add(entries, bytes as i64 - before);
         self.wake(&ticket.record_key);
     }
 
     /// Gives the claim back (nothing was done), so that the next request with the key runs.
     pub async fn release(&self, ticket: Ticket) -> Result<(), StoreError> {
-        let removed = self.delete_if(&ticket.record_key, ticket.claimed.clone()).await;
-        if let Ok(true) = removed {
-            self.totals.add(-1, -(ticket.claimed.len() as i64));
-        }
+        self.ran(&ticket);
         count("released");
+        let Some(claimed) = ticket.claimed else { return Ok(()) };
+        let removed = self.delete_if(&ticket.record_key, claimed.clone()).await;
+        if let Ok(true) = removed {
+            self.totals.add(-1, -(claimed.len() as i64));
+        }
         self.wake(&ticket.record_key);
         removed.map(|_| ())
     }
