@@ -304,7 +304,7 @@ test('alerts: firing now, and rules created and deleted through the form', async
   await page.click('#confirm-ok');
   await page.waitForSelector('[data-page=alerts] tr[data-key=billing-backlog]', { state: 'detached' });
   const rules = await call('GET', '/v1/alerts/rules');
-  assert.deepEqual(rules.rules.map((r) => r.name), ['dlq-not-empty', 'orders-late']);
+  assert.deepEqual(rules.rules.map((r) => r.name), ['dlq-not-empty', 'orders-late', 'saga-failed']);
   await page.done();
 });
 
