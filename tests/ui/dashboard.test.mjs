@@ -304,7 +304,7 @@ test('alerts: firing now, and rules created and deleted through the form', async
   await page.click('#confirm-ok');
   await page.waitForSelector('[data-page=alerts] tr[data-key=billing-backlog]', { state: 'detached' });
   const rules = await call('GET', '/v1/alerts/rules');
-  assert.deepEqual(rules.rules.map((r) => r.name), ['dlq-not-empty', 'orders-late']);
+  assert.deepEqual(rules.rules.map((r) => r.name), ['dlq-not-empty', 'orders-late', 'saga-failed']);
   await page.done();
 });
 
@@ -521,4 +521,89 @@ test('jobs: counts by queue and status, filters, paging, a job\'s detail, and ca
   await list.waitForFunction(() => document.querySelector('[data-stat=jobs-cancelled]')?.textContent === '1');
   assert.deepEqual(await cells(list, '#jobs-by-queue tr[data-key=reports]'), ['reports', '2', '0', '0', '0', '1', '1', '4']);
   await list.done();
+});
+
+/** A participant's answer to a queue step, sent until an instance takes it (its step's message
+ * may not be out yet). */
+async function reply(answer) {
+  const deadline = Date.now() + WAIT_MS;
+  for (;;) {
+    const response = await fetch(`${base}/v1/replies`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(answer),
+    });
+    if (response.ok) return;
+    if (Date.now() > deadline) throw new Error(`no instance took ${JSON.stringify(answer)}: ${await response.text()}`);
+    await new Promise((done) => setTimeout(done, 50));
+  }
+}
+
+test('sagas: instances filtered by status, a step timeline, and retry and cancel after asking', async () => {
+  await call('POST', '/v1/queues', { name: 'ui-saga-work' });
+  const queue = (body) => ({ queue: { queue: 'ui-saga-work', body } });
+  await call('PUT', '/v1/sagas/ui-order', { steps: [
+    { name: 'reserve', action: queue({ do: 'reserve' }), compensation: queue({ do: 'release' }), timeout_ms: 60000 },
+    { name: 'charge', action: queue({ do: 'charge' }), retry: { max_attempts: 1 }, timeout_ms: 60000 },
+  ] });
+  const start = (n) => call('POST', '/v1/sagas/ui-order/instances', { input: { order: n }, correlation_id: `ui-order-${n}` });
+  const done = await start(1);
+  await reply({ correlation_id: 'ui-order-1', step: 'reserve', ok: true, output: { hold: 'h-1' } });
+  await reply({ correlation_id: 'ui-order-1', step: 'charge', ok: true });
+  // The second order's charge is declined and its release keeps failing: `failed`.
+  const failed = await start(2);
+  await reply({ correlation_id: 'ui-order-2', step: 'reserve', ok: true, output: { hold: 'h-2' } });
+  await reply({ correlation_id: 'ui-order-2', step: 'charge', ok: false, retry: false, error: 'card declined' });
+  await reply({ correlation_id: 'ui-order-2', step: 'reserve', kind: 'compensation', ok: false, retry: false, error: 'warehouse offline' });
+  const running = await start(3);
+
+  // The list, filtered by status through the form.
+  const page = await open('sagas');
+  await page.waitForSelector(`#saga-instances tr[data-key="${running.id}"]`);
+  await page.selectOption('#saga-filters select[name=status]', 'failed');
+  await page.click('#saga-filters button[type=submit]');
+  await page.waitForSelector(`#saga-instances tr[data-key="${done.id}"]`, { state: 'detached' });
+  const rows = await page.$$eval('#saga-instances tbody tr', (trs) => trs.map((tr) => tr.dataset.key));
+  assert.deepEqual(rows, [failed.id], 'only the failed instance');
+  assert.match(page.url(), /#\/sagas\?status=failed$/);
+
+  // The failed instance's timeline: each step's status, attempts, errors and output.
+  await page.click(`#saga-instances a[href="#/sagas/${failed.id}"]`);
+  await page.waitForSelector('#saga-status[data-status=failed]');
+  await page.waitForSelector('.saga-step[data-step=reserve][data-status=compensation_failed]');
+  assert.match(await page.textContent('.saga-step[data-step=reserve]'), /warehouse offline/);
+  assert.match(await page.textContent('.saga-step[data-step=reserve]'), /"hold": "h-2"/);
+  assert.match(await page.textContent('.saga-step[data-step=reserve]'), /1 of the action, 1 of the compensation/);
+  assert.match(await page.textContent('.saga-step[data-step=charge]'), /card declined/);
+  assert.equal(await page.getAttribute('.saga-step[data-step=charge]', 'data-status'), 'failed');
+  assert.ok(await page.isDisabled('#cancel-saga'), 'a failed instance cannot be cancelled');
+  // Retry, dismissed first, then confirmed; the release then goes through.
+  await page.click('#retry-saga');
+  await page.waitForSelector('#confirm[open]');
+  await page.click('#confirm-dismiss');
+  await page.waitForSelector('#confirm', { state: 'hidden' });
+  assert.equal((await call('GET', `/v1/sagas/instances/${failed.id}`)).status, 'failed', 'dismissed: nothing retried');
+  await page.click('#retry-saga');
+  await page.waitForSelector('#confirm[open]');
+  await page.click('#confirm-ok');
+  await page.waitForSelector('#saga-status[data-status=compensating]');
+  await reply({ correlation_id: 'ui-order-2', step: 'reserve', kind: 'compensation', ok: true });
+  await page.waitForSelector('#saga-status[data-status=compensated]');
+  assert.ok(await page.isDisabled('#retry-saga'));
+  await shot(page, 'saga');
+
+  // Cancel a running instance: it waits for its reservation's answer, then undoes it.
+  await page.goto(`${base}/ui/#/sagas/${running.id}`);
+  await page.waitForSelector('#saga-status[data-status=running]');
+  await page.waitForSelector('.saga-step[data-step=reserve][data-status=running]');
+  await page.click('#cancel-saga');
+  await page.waitForSelector('#confirm[open]');
+  assert.match(await page.textContent('#confirm-text'), /compensated, in reverse order/);
+  await page.click('#confirm-ok');
+  await page.waitForFunction(() => document.querySelector('#saga-status')?.textContent.includes('cancel requested'));
+  assert.ok(await page.isDisabled('#cancel-saga'));
+  await reply({ correlation_id: 'ui-order-3', step: 'reserve', ok: true, output: { hold: 'h-3' } });
+  await reply({ correlation_id: 'ui-order-3', step: 'reserve', kind: 'compensation', ok: true });
+  await page.waitForSelector('#saga-status[data-status=compensated]');
+  assert.equal(await page.getAttribute('.saga-step[data-step=charge]', 'data-status'), 'skipped');
+  assert.equal((await call('GET', `/v1/sagas/instances/${running.id}`)).status, 'compensated');
+  await page.done();
 });

@@ -17,6 +17,11 @@ pub enum AlertKind {
     LagGrowing,
     /// Refusals per second of each resource `target` matches (figures arrive with backpressure).
     RejectedRateAbove,
+    /// Saga instances that are `failed` (a compensation kept failing), one alert per instance
+    /// (subject `<saga>/<instance id>`) of each saga whose name `target` matches; it resolves
+    /// once the instance is retried (`POST /v1/sagas/instances/{id}/retry`) and leaves `failed`.
+    /// The built-in rule `saga-failed` watches every saga.
+    SagaFailed,
 }
 
 /// Where a rule's changes are told.

@@ -21,7 +21,7 @@ pub struct SagaHttpCall {
     pub body: Option<serde_json::Value>,
 }
 
-/// A message to a queue, answered by `POST /v1/replies`.
+/// A message to a queue, answered by `POST /v1/replies` or by a message to `reply_queue`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SagaQueueCall {
@@ -32,6 +32,12 @@ pub struct SagaQueueCall {
     /// How long to wait for the reply (default: the step's `timeout_ms`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_timeout_ms: Option<u64>,
+    /// A queue the orchestrator consumes for answers to this call: the participant may send
+    /// the JSON of `POST /v1/replies` there as a message (`correlation_id`, `step`, `kind` and
+    /// `attempt` may instead be the step message's attributes, copied). Named to the
+    /// participant in the attribute `sluice.saga.reply_queue`. Must differ from `queue`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_queue: Option<String>,
 }
 
 /// One of `http` or `queue`.

@@ -49,6 +49,7 @@ mod peers;
 pub mod process;
 mod progress;
 mod report;
+mod sagas;
 mod schedule;
 mod schemas;
 mod soak;
@@ -119,6 +120,9 @@ pub enum Scenario {
     Overload,
     /// Sends without and with an `Idempotency-Key` (`--idempotency-keys`), and their ratio.
     Idempotency,
+    /// Saga instances of three queue steps with instant participants: instances per second end
+    /// to end, and the orchestrator's overhead per step (p50/p99).
+    Sagas,
 }
 
 impl Scenario {
@@ -137,6 +141,7 @@ impl Scenario {
             Scenario::Events => "events",
             Scenario::Overload => "overload",
             Scenario::Idempotency => "idempotency",
+            Scenario::Sagas => "sagas",
         }
     }
 }
@@ -162,7 +167,10 @@ pub struct BenchArgs {
     /// LOCKED jobs table and Redis in BullMQ's shape; --postgres-url and --redis-url apply) or
     /// `schema` (batches of 10 JSON orders, 1 KiB by default, sent closed-loop into queues
     /// without and with schema validation; no consumers) or `idempotency` (the same, batches
-    /// of 10 sent without and with an `Idempotency-Key`; also `--idempotency-keys`).
+    /// of 10 sent without and with an `Idempotency-Key`; also `--idempotency-keys`) or `sagas`
+    /// (saga instances of 3 queue steps, --producers starters in closed loop [default 16],
+    /// --consumers instant participants per step queue: instances/s and the orchestrator's
+    /// overhead per step).
     #[arg(long, value_enum, default_value_t = Scenario::Throughput, value_name = "NAME")]
     pub scenario: Scenario,
 
@@ -365,6 +373,14 @@ impl Plan {
         if args.scenario != Scenario::Fairness && args.noisy_backlog.is_some() {
             bail!("--noisy-backlog applies to the fairness scenario only");
         }
+        if args.scenario == Scenario::Sagas {
+            if args.backlog_max.is_some() {
+                bail!("--backlog-max does not apply to the sagas scenario: its starters run closed loop");
+            }
+            if args.body_bytes.is_some() {
+                bail!("--body-bytes does not apply to the sagas scenario: its step messages are the saga's own");
+            }
+        }
         if matches!(args.scenario, Scenario::Fanout | Scenario::Schema | Scenario::Idempotency) {
             if args.consumers.is_some() {
                 bail!(
@@ -443,7 +459,7 @@ impl Plan {
             Scenario::Schema => vec![schemas::SEND_BATCH],
             Scenario::Overload => vec![1],
             Scenario::Idempotency => vec![idempotency::SEND_BATCH],
-            Scenario::Jobs | Scenario::Events => vec![1],
+            Scenario::Jobs | Scenario::Events | Scenario::Sagas => vec![1],
             Scenario::Streams if args.batch.is_empty() => THROUGHPUT_BATCHES_DEFAULT.to_vec(),
             Scenario::Streams => args.batch.clone(),
         };
@@ -462,7 +478,10 @@ impl Plan {
             bail!("--batch {bad}: a batch holds 1 to {batch_max} messages");
         }
         // The peers scenario's ceilings use these: an empty-handler client per producer and consumer.
-        let producers = args.producers.unwrap_or(4);
+        let producers = args.producers.unwrap_or(match args.scenario {
+            Scenario::Sagas => sagas::STARTERS_DEFAULT,
+            _ => 4,
+        });
         let consumers = args.consumers.unwrap_or(4);
         let body_bytes = args.body_bytes.unwrap_or(match args.scenario {
             Scenario::Schema => schemas::BODY_BYTES_DEFAULT,
@@ -585,6 +604,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Schema => schemas::run(&plan).await,
         Scenario::Overload => overload::run(&plan).await,
         Scenario::Idempotency => idempotency::run(&plan).await,
+        Scenario::Sagas => sagas::run(&plan).await,
         Scenario::Streams => {
             let streams = plan.streams.clone().expect("the streams scenario has a streams plan");
             streams::run(&plan, &streams).await
@@ -687,6 +707,9 @@ mod tests {
         check("--scenario fifo", &[10], 100_000);
         check("--scenario fanout", &[10], 100_000);
         check("--scenario schema", &[10], 100_000);
+        check("--scenario sagas", &[1], 100_000);
+        let sagas = plan("--scenario sagas").expect("sagas");
+        assert_eq!((sagas.producers, sagas.consumers), (sagas::STARTERS_DEFAULT, 4));
         assert_eq!(plan("--scenario schema").map(|p| p.body_bytes), Ok(schemas::BODY_BYTES_DEFAULT));
         check("--scenario fairness --quick", &[10], 20_000);
         check("--scenario fairness --noisy-backlog 500", &[10], 500);
@@ -723,6 +746,9 @@ mod tests {
         refused("--scenario schema --consumers 2", "--consumers does not apply to the schema scenario");
         refused("--scenario schema --backlog-max 10", "--backlog-max does not apply to the schema scenario");
         refused("--scenario schema --body-bytes 64", "--body-bytes 64: use");
+        refused("--scenario sagas --backlog-max 10", "--backlog-max does not apply to the sagas scenario");
+        refused("--scenario sagas --body-bytes 64", "--body-bytes does not apply to the sagas scenario");
+        refused("--scenario sagas --batch 10", "--batch applies to the throughput, peers and streams scenarios only");
     }
 
     #[cfg(feature = "peers")]

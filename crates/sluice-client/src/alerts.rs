@@ -33,8 +33,8 @@ impl Client {
         self.json(Method::GET, &["v1", "alerts", "rules", name], &[], None::<&()>).await
     }
 
-    /// `DELETE /v1/alerts/rules/{name}`: deletes a rule with its alerts (the built-in
-    /// `dlq-not-empty` is turned off).
+    /// `DELETE /v1/alerts/rules/{name}`: deletes a rule with its alerts (a built-in rule,
+    /// `dlq-not-empty` or `saga-failed`, is turned off).
     pub async fn delete_alert_rule(&self, name: &str) -> Result<()> {
         let call = self.call(Method::DELETE, &["v1", "alerts", "rules", name], &[], None::<&()>, self.timeout)?;
         let (status, body) = self.execute(call).await?;

@@ -40,6 +40,7 @@ fn kind_in(kind: AlertKind) -> Kind {
         AlertKind::LagAbove => Kind::LagAbove,
         AlertKind::LagGrowing => Kind::LagGrowing,
         AlertKind::RejectedRateAbove => Kind::RejectedRateAbove,
+        AlertKind::SagaFailed => Kind::SagaFailed,
     }
 }
 
@@ -50,6 +51,7 @@ fn kind_out(kind: Kind) -> AlertKind {
         Kind::LagAbove => AlertKind::LagAbove,
         Kind::LagGrowing => AlertKind::LagGrowing,
         Kind::RejectedRateAbove => AlertKind::RejectedRateAbove,
+        Kind::SagaFailed => AlertKind::SagaFailed,
     }
 }
 

@@ -57,6 +57,10 @@ pub fn handle() -> Option<&'static PrometheusHandle> {
                         "sluice_idempotency_expired_total",
                         "Idempotency entries deleted by the sweep after their TTL."
                     );
+                    metrics::describe_counter!(
+                        sluice_services::sagas::QUEUE_REPLIES_METRIC,
+                        "Replies taken from saga reply queues, by queue and result (applied, unmatched, malformed, retried)."
+                    );
                     Some(handle)
                 }
                 Err(e) => {

@@ -40,6 +40,7 @@ const ASSETS: &[(&str, &str, &[u8])] = &[
     ("js/pages/topics.js", JS, include_bytes!("../ui/js/pages/topics.js")),
     ("js/pages/streams.js", JS, include_bytes!("../ui/js/pages/streams.js")),
     ("js/pages/jobs.js", JS, include_bytes!("../ui/js/pages/jobs.js")),
+    ("js/pages/sagas.js", JS, include_bytes!("../ui/js/pages/sagas.js")),
     ("js/pages/alerts.js", JS, include_bytes!("../ui/js/pages/alerts.js")),
 ];
 

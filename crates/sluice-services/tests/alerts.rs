@@ -13,7 +13,9 @@ use serde_json::Value;
 use sluice_clock::ManualClock;
 use sluice_core::{DeadLetter, NewMessage, QueueAttributes};
 use sluice_embedded::{Durability, EmbeddedConfig, EmbeddedStore};
-use sluice_services::alerts::{AlertError, BUILTIN_DLQ_RULE, Kind, RuleSpec, Status, queue_name};
+use sluice_services::alerts::{
+    AlertError, BUILTIN_DLQ_RULE, BUILTIN_RULES, BUILTIN_SAGA_RULE, Kind, RuleSpec, Status, queue_name,
+};
 use sluice_services::topics::Arns;
 use sluice_services::{Services, ServicesConfig};
 use sluice_store::prelude::*;
@@ -26,9 +28,11 @@ fn services(store: Arc<dyn Store>, clock: &ManualClock) -> Arc<Services> {
     Services::new(store, Arc::new(clock.clone()), ServicesConfig::new(arns))
 }
 
-/// Turns the built-in rule off, for tests of rules of their own.
+/// Turns the built-in rules off, for tests of rules of their own.
 async fn without_builtin(services: &Services) {
-    services.alerts().delete_rule(BUILTIN_DLQ_RULE).await.expect("turn the built-in rule off");
+    for name in BUILTIN_RULES {
+        services.alerts().delete_rule(name).await.expect("turn the built-in rule off");
+    }
 }
 
 struct Embedded {
@@ -170,8 +174,9 @@ async fn the_builtin_rule_watches_every_dlq_until_turned_off() {
     let services = services(store.clone(), &clock);
     queues(store.as_ref()).await;
     let rules = services.alerts().list_rules().await.unwrap();
-    assert_eq!(rules.len(), 1);
-    assert!(rules[0].builtin && rules[0].record.name == BUILTIN_DLQ_RULE);
+    let names: Vec<(&str, bool)> = rules.iter().map(|r| (r.record.name.as_str(), r.builtin)).collect();
+    assert_eq!(names, [(BUILTIN_DLQ_RULE, true), (BUILTIN_SAGA_RULE, true)]);
+    assert_eq!(rules[1].record.kind, Kind::SagaFailed);
 
     send(store.as_ref(), "jobs", 2).await;
     assert_eq!(evaluate_at(&services, &clock, T0_MS).await, (0, 0), "jobs is no dead-letter queue");
@@ -186,7 +191,8 @@ async fn the_builtin_rule_watches_every_dlq_until_turned_off() {
     let again = services.alerts().create_rule(RuleSpec { for_ms: 1, ..spec.clone() }).await;
     assert!(matches!(again, Err(AlertError::RuleExists(_))), "{again:?}");
     services.alerts().delete_rule(BUILTIN_DLQ_RULE).await.unwrap();
-    assert!(services.alerts().list_rules().await.unwrap().is_empty());
+    let left: Vec<String> = services.alerts().list_rules().await.unwrap().into_iter().map(|r| r.record.name).collect();
+    assert_eq!(left, [BUILTIN_SAGA_RULE], "the other built-in rule stays");
     assert!(matches!(services.alerts().get_rule(BUILTIN_DLQ_RULE).await, Err(AlertError::RuleNotFound(_))));
     assert!(services.alerts().alerts(true).await.unwrap().is_empty(), "its alerts go with it");
     evaluate_at(&services, &clock, T0_MS + 10_000).await;

@@ -221,6 +221,7 @@ async fn a_queue_step_waits_for_its_reply_and_survives_a_restart_in_flight() {
                 queue: "warehouse".into(),
                 body: json!({ "sku": "{{input.sku}}" }),
                 reply_timeout_ms: Some(60_000),
+                reply_queue: None,
             },
             None,
         ),
@@ -273,7 +274,11 @@ async fn a_cancel_compensates_what_completed() {
     store.create_queue("approvals", QueueAttributes::default()).await.unwrap();
     let steps = vec![
         step("reserve", http(&url, "reserve", json!({})), Some(http(&url, "release", json!({})))),
-        step("approve", StepCall::Queue { queue: "approvals".into(), body: json!({}), reply_timeout_ms: None }, None),
+        step(
+            "approve",
+            StepCall::Queue { queue: "approvals".into(), body: json!({}), reply_timeout_ms: None, reply_queue: None },
+            None,
+        ),
     ];
     let node = node(store, &clock);
     let sagas = node.services.sagas();
@@ -290,4 +295,41 @@ async fn a_cancel_compensates_what_completed() {
     let listed = sagas.instances(Some("approval"), Some(SagaStatus::Compensated), None, 10).await.unwrap();
     let ids: Vec<&str> = listed.instances.iter().map(|i| i.id.as_str()).collect();
     assert_eq!(ids, [started.id.as_str()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compensation_that_fails_leaves_the_instance_failed_with_an_alert_until_retried() {
+    use sluice_services::alerts::{BUILTIN_SAGA_RULE, Status};
+    let (participant, url) = Participant::start().await;
+    // The charge is declined and the release refused for good (a 4xx is not retried).
+    participant.script.lock().unwrap().insert("charge".into(), vec![402]);
+    participant.script.lock().unwrap().insert("release".into(), vec![400]);
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0_MS);
+    let node = node(open(dir.path(), &clock), &clock);
+    let (sagas, alerts) = (node.services.sagas(), node.services.alerts());
+    sagas.define("order", order_steps(&url)).await.unwrap();
+    let started = sagas.start("order", json!({ "sku": "b-7", "amount": 42 }), None).await.unwrap();
+    let failed = until(&node, &started.id, settled).await;
+    assert_eq!(failed.status, SagaStatus::Failed, "{failed:#?}");
+    assert_eq!(failed.steps[0].status, StepStatus::CompensationFailed);
+
+    let outcome = alerts.evaluate().await.unwrap();
+    assert_eq!((outcome.fired, outcome.firing), (1, 1), "{outcome:?}");
+    let firing = alerts.alerts(false).await.unwrap();
+    assert_eq!(firing.len(), 1);
+    let (state, rule) = &firing[0];
+    assert_eq!((rule.name.as_str(), state.status), (BUILTIN_SAGA_RULE, Status::Firing));
+    assert_eq!(state.subject, format!("order/{}", started.id), "the alert names the instance");
+
+    // A person fixes the participant and retries: the release goes through, the alert resolves.
+    let retried = sagas.retry_compensation(&started.id).await.unwrap();
+    assert_eq!(retried.status, SagaStatus::Compensating);
+    let done = until(&node, &started.id, settled).await;
+    assert_eq!(done.status, SagaStatus::Compensated, "{done:#?}");
+    assert_eq!(participant.paths(), ["reserve", "charge", "release", "release"]);
+    clock.advance_by(5_000);
+    let outcome = alerts.evaluate().await.unwrap();
+    assert_eq!((outcome.resolved, outcome.firing), (1, 0), "{outcome:?}");
+    assert!(alerts.alerts(true).await.unwrap().is_empty());
 }

@@ -550,9 +550,10 @@ fn alert_commands_manage_rules_and_show_what_fires() {
 
     let list = server.cli(&["alert", "list"]).ok().to_string();
     let lines: Vec<&str> = list.lines().collect();
-    assert_eq!(lines.len(), 3, "{list}");
+    assert_eq!(lines.len(), 4, "{list}");
     assert!(lines[0].trim_start().starts_with("NAME"), "{list}");
     assert!(lines[1].trim_start().starts_with("dlq-not-empty (built in)"), "{list}");
+    assert!(lines[3].trim_start().starts_with("saga-failed (built in)"), "{list}");
     // Aligned: every column starts where its header does.
     let at = lines[0].find("KIND").unwrap();
     assert!(lines.iter().skip(1).all(|l| l[at..].starts_with(char::is_alphabetic)), "{list}");

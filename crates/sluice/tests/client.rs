@@ -366,7 +366,7 @@ async fn stats_history_and_alert_rules_through_the_client() {
     let conflicting = sluice_api::CreateAlertRuleRequest { threshold: 5.0, ..rule.clone() };
     assert_code(client.create_alert_rule(&conflicting).await, ErrorCode::AlertRuleExists);
     assert_eq!(client.get_alert_rule("jobs-deep").await.unwrap(), created.rule);
-    assert_eq!(client.list_alert_rules().await.unwrap().rules.len(), 2, "with the built-in rule");
+    assert_eq!(client.list_alert_rules().await.unwrap().rules.len(), 3, "with the two built-in rules");
     let firing = loop {
         let alerts = client.alerts(false).await.unwrap().alerts;
         if !alerts.is_empty() {

@@ -2,7 +2,11 @@
 //! server is killed with SIGKILL at random (restarted on the same data directory, some restarts
 //! killed again during start-up, as in `crash.rs`), against participants that deduplicate by
 //! the `Idempotency-Key` every step carries, answer 503 now and then, and decline one charge in
-//! four (which must compensate the reservation).
+//! four (which must compensate the reservation). The participants are killed at random too:
+//! they are reached through a proxy that, now and then, cuts every connection at once and
+//! closes new ones for a while, as a participant process killed and restarted would (a call
+//! cut short may have taken effect or not; its state, the keys it applied, is kept as a
+//! participant's database would keep it).
 //!
 //! At the end, with nothing killed any more, every instance settles, and:
 //! - every order whose start was acknowledged has exactly one instance (a start repeated after
@@ -14,8 +18,9 @@
 //!   orchestrator cannot know it did not take effect);
 //! - no action reached a participant after that order's compensation had begun.
 //!
-//! `SLUICE_CRASH_SAGA_KILLS` sets the number of server kills (default 8) and
-//! `SLUICE_CRASH_SEED` replays a run's timings; the seed is printed:
+//! `SLUICE_CRASH_SAGA_KILLS` sets the number of server kills (default 8; participants are
+//! killed all along, so a longer run kills them more) and `SLUICE_CRASH_SEED` replays a run's
+//! timings; the seed is printed:
 //!
 //! ```text
 //! SLUICE_CRASH_SAGA_KILLS=200 cargo test -p sluice --release --test crash_sagas -- --nocapture
@@ -24,7 +29,7 @@
 mod torture;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -49,7 +54,7 @@ struct Participants {
     /// Order → the steps whose effect happened, in order ("reserve", "charge", "ship",
     /// "release", "refund").
     effects: Mutex<HashMap<u64, Vec<String>>>,
-    /// Actions that arrived after the order's compensation had begun.
+    /// Actions that took effect after the order's compensation had begun.
     late_actions: Mutex<Vec<String>>,
     /// Requests answered 503 on purpose.
     refused: Mutex<u64>,
@@ -80,11 +85,14 @@ async fn participant(
     }
     let mut effects = p.effects.lock().unwrap();
     let seen = effects.entry(order).or_default();
-    if !compensation && seen.iter().any(|s| s == "release" || s == "refund") {
-        p.late_actions.lock().unwrap().push(format!("{step} of order {order} after its compensation"));
-    }
-    // The same key again (a retried attempt) changes nothing and answers the same.
+    // The same key again (a retried attempt) changes nothing and answers the same. Only an
+    // effect counts as late: an attempt cut short by a participant kill may still reach the
+    // participant after a later attempt of it succeeded and compensation began, and then
+    // changes nothing.
     if p.applied.lock().unwrap().insert(key) {
+        if !compensation && seen.iter().any(|s| s == "release" || s == "refund") {
+            p.late_actions.lock().unwrap().push(format!("{step} of order {order} after its compensation"));
+        }
         seen.push(step.clone());
     }
     (StatusCode::OK, json!({ "id": format!("{step}-{order}") }).to_string())
@@ -100,6 +108,53 @@ fn definition(url: &str) -> DefineSagaRequest {
         { "name": "ship", "action": call("ship"), "retry": retry, "timeout_ms": 2000 },
     ]}))
     .expect("a definition")
+}
+
+/// The participants' "process": a proxy in front of them on `listener` that, while `killing`,
+/// is killed every 150 to 600 ms: every connection through it is cut at once, and for 50 to
+/// 300 ms every new connection is closed as soon as it is made (the participant is down),
+/// before it serves again. Once `killing` is off it only serves, until aborted. Counts the
+/// kills in `kills`.
+async fn participants_proxy(
+    listener: tokio::net::TcpListener,
+    backend: std::net::SocketAddr,
+    seed: u64,
+    killing: Arc<AtomicBool>,
+    kills: Arc<AtomicU32>,
+) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    loop {
+        let mut connections = tokio::task::JoinSet::new();
+        let life = tokio::time::sleep(Duration::from_millis(rng.gen_range(150..600)));
+        tokio::pin!(life);
+        let mut alive = true;
+        while alive {
+            tokio::select! {
+                _ = &mut life, if killing.load(Ordering::Relaxed) => alive = false,
+                accepted = listener.accept() => {
+                    let Ok((mut inbound, _)) = accepted else { continue };
+                    connections.spawn(async move {
+                        if let Ok(mut outbound) = tokio::net::TcpStream::connect(backend).await {
+                            let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                        }
+                    });
+                }
+                // Looks at `killing` again now and then once its life is over.
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+        }
+        // Killed: every connection cut mid-call.
+        drop(connections);
+        kills.fetch_add(1, Ordering::Relaxed);
+        let down = tokio::time::sleep(Duration::from_millis(rng.gen_range(50..300)));
+        tokio::pin!(down);
+        loop {
+            tokio::select! {
+                _ = &mut down => break,
+                accepted = listener.accept() => drop(accepted),
+            }
+        }
+    }
 }
 
 /// Starts orders until `stop`; a start whose answer was lost is sent again under its key.
@@ -140,10 +195,21 @@ async fn sigkill_during_sagas_ends_every_instance_completed_or_compensated_once(
     let started = Instant::now();
     let participants =
         Arc::new(Participants { rng: Mutex::new(Some(StdRng::seed_from_u64(seed ^ 0x7361))), ..Default::default() });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
+    let backend = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let backend_address = backend.local_addr().unwrap();
     let app = Router::new().route("/{step}", axum::routing::post(participant)).with_state(participants.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    tokio::spawn(async move { axum::serve(backend, app).await });
+    // The saga calls the participants through the proxy that kills them.
+    let proxy = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", proxy.local_addr().unwrap());
+    let (killing, participant_kills) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicU32::new(0)));
+    let participants_process = tokio::spawn(participants_proxy(
+        proxy,
+        backend_address,
+        seed ^ 0x6b69,
+        killing.clone(),
+        participant_kills.clone(),
+    ));
 
     let mut killer = Killer::new(seed);
     let dir = tempfile::tempdir().expect("temp dir");
@@ -164,6 +230,8 @@ async fn sigkill_during_sagas_ends_every_instance_completed_or_compensated_once(
     }
 
     // No more kills: every instance settles.
+    killing.store(false, Ordering::Relaxed);
+    let participant_kills = participant_kills.load(Ordering::Relaxed);
     let acknowledged = acknowledged.lock().unwrap().clone();
     let deadline = Instant::now() + Duration::from_secs(180);
     let instances = loop {
@@ -220,7 +288,7 @@ async fn sigkill_during_sagas_ends_every_instance_completed_or_compensated_once(
     let late = participants.late_actions.lock().unwrap().clone();
     assert!(late.is_empty(), "actions after compensation (seed {seed}): {late:?}");
     println!(
-        "saga crash test: {} orders acknowledged ({completed} completed, {compensated} compensated, {refunds_of_unsure_charges} of them also refunded after a charge attempt cut short), {} instances, {} participant 503s; {}; {:.1} s",
+        "saga crash test: {} orders acknowledged ({completed} completed, {compensated} compensated, {refunds_of_unsure_charges} of them also refunded after a charge attempt cut short), {} instances, {} participant 503s, {participant_kills} participant kills; {}; {:.1} s",
         acknowledged.len(),
         instances.len(),
         participants.refused.lock().unwrap(),
@@ -228,4 +296,6 @@ async fn sigkill_during_sagas_ends_every_instance_completed_or_compensated_once(
         started.elapsed().as_secs_f64()
     );
     assert!(acknowledged.len() >= 10, "too few orders to say anything (seed {seed})");
+    assert!(participant_kills > 0, "the participants were never killed (seed {seed})");
+    participants_process.abort();
 }

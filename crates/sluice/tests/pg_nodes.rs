@@ -2,7 +2,8 @@
 //! producers and consumers spread across them, one node killed with SIGKILL mid-run: every
 //! acknowledged send must be received, and no message may be held by two consumers with
 //! overlapping visibility. Three nodes sharing job workers, one killed: every job ends once,
-//! and no job runs again before its earlier attempt's lease ended. Two nodes sharing topics:
+//! and no job runs again before its earlier attempt's lease ended. Three nodes running sagas, one
+//! killed: every instance finishes `completed` or `compensated`, each effect once. Two nodes sharing topics:
 //! each sees the other's subscriptions.
 //!
 //! Runs when `SLUICE_TEST_PG_URL` is set (CI sets it) and fails loudly if PostgreSQL is
@@ -449,4 +450,183 @@ async fn two_nodes_share_idempotency_keys() {
     let mut bodies: Vec<String> = got.iter().filter_map(|m| m.body.clone()).collect();
     bodies.sort();
     assert_eq!(bodies, ["one", "raced"], "each key sent once across both nodes");
+}
+
+/// What the saga participants of the three-node test saw, by order.
+#[derive(Default)]
+struct SagaParticipants {
+    /// Idempotency keys whose effect happened (each at most once).
+    applied: Mutex<HashSet<String>>,
+    /// Order → the steps whose effect happened, in order.
+    effects: Mutex<HashMap<u64, Vec<String>>>,
+    /// Actions that arrived after the order's compensation had begun.
+    late_actions: Mutex<Vec<String>>,
+}
+
+/// One idempotent participant for every step: a charge of every fourth order is declined; each
+/// call takes a little while, so that some are in flight when a node dies.
+async fn saga_participant(
+    axum::extract::State(p): axum::extract::State<Arc<SagaParticipants>>,
+    axum::extract::Path(step): axum::extract::Path<String>,
+    headers: axum::http::HeaderMap,
+    body: String,
+) -> (axum::http::StatusCode, String) {
+    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let body: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    let order = body["order"].as_u64().unwrap_or(u64::MAX);
+    tokio::time::sleep(Duration::from_millis(order.wrapping_mul(7) % 40)).await;
+    if step == "charge" && order.is_multiple_of(4) {
+        return (axum::http::StatusCode::PAYMENT_REQUIRED, "card declined".into());
+    }
+    let mut effects = p.effects.lock().expect("effects");
+    let seen = effects.entry(order).or_default();
+    let compensation = matches!(step.as_str(), "release" | "refund");
+    if !compensation && seen.iter().any(|s| s == "release" || s == "refund") {
+        p.late_actions.lock().expect("late").push(format!("{step} of order {order} after its compensation"));
+    }
+    if p.applied.lock().expect("applied").insert(key) {
+        seen.push(step.clone());
+    }
+    (axum::http::StatusCode::OK, serde_json::json!({ "id": format!("{step}-{order}") }).to_string())
+}
+
+/// Three nodes run sagas over one database, orders started through all three; one node is
+/// killed with SIGKILL mid-run. The instances it was running continue on the others (an attempt
+/// cut short is tried again after its deadline, with the same key): every acknowledged order
+/// has exactly one instance, which ends `completed` (charged) or `compensated` (declined, its
+/// reservation released exactly once), and no action reaches a participant after its order's
+/// compensation began.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_run_sagas_one_killed_every_instance_finishes() {
+    let Ok(admin_url) = std::env::var("SLUICE_TEST_PG_URL") else {
+        println!("skipped: SLUICE_TEST_PG_URL is not set");
+        return;
+    };
+    let db = Database::create_named(&admin_url, &format!("sluice_sagas_{}", std::process::id()));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = db.url();
+    let mut nodes: Vec<Option<Server>> =
+        (0..3).map(|_| Some(Server::start_with(dir.path(), &["--store", &store]))).collect();
+    let urls: Vec<String> = nodes.iter().map(|n| n.as_ref().expect("node").url.clone()).collect();
+
+    let participants = Arc::new(SagaParticipants::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let participant_url = format!("http://{}", listener.local_addr().expect("address"));
+    let app =
+        axum::Router::new().route("/{step}", axum::routing::post(saga_participant)).with_state(participants.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let call = |path: &str| serde_json::json!({ "http": { "url": format!("{participant_url}/{path}"), "body": { "order": "{{input.order}}" } } });
+    let retry = serde_json::json!({ "max_attempts": 50, "backoff": { "initial_ms": 50, "max_ms": 500 } });
+    let definition: sluice_api::DefineSagaRequest = serde_json::from_value(serde_json::json!({ "steps": [
+        { "name": "reserve", "action": call("reserve"), "compensation": call("release"), "retry": retry, "timeout_ms": 2000 },
+        { "name": "charge", "action": call("charge"), "compensation": call("refund"), "retry": retry, "timeout_ms": 2000 },
+        { "name": "ship", "action": call("ship"), "retry": retry, "timeout_ms": 2000 },
+    ]}))
+    .expect("a definition");
+    client(&urls[0]).define_saga("order", &definition).await.expect("define");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let dead = Arc::new(Mutex::new(HashSet::<usize>::new()));
+    let acknowledged = Arc::new(Mutex::new(HashMap::<u64, String>::new()));
+    let mut producers = Vec::new();
+    for p in 0..3u64 {
+        let (urls, stop, dead, acknowledged) = (urls.clone(), stop.clone(), dead.clone(), acknowledged.clone());
+        producers.push(tokio::spawn(async move {
+            let (mut node, mut n) = (p as usize, 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                let order = n * 3 + p + 1;
+                n += 1;
+                let request = sluice_api::StartSagaRequest {
+                    input: serde_json::json!({ "order": order }),
+                    correlation_id: Some(format!("order-{order}")),
+                };
+                // Retried under its key, through a live node, until one acknowledges it.
+                let deadline = Instant::now() + Duration::from_secs(60);
+                loop {
+                    match client(&urls[node]).start_saga_with_key("order", &request, &format!("order-{order}")).await {
+                        Ok(instance) => {
+                            acknowledged.lock().expect("ledger").insert(order, instance.id);
+                            break;
+                        }
+                        Err(e) => {
+                            assert!(Instant::now() < deadline, "order {order} could not be started: {e}");
+                            let dead = dead.lock().expect("dead").clone();
+                            node = (0..3).map(|i| (node + 1 + i) % 3).find(|i| !dead.contains(i)).unwrap_or(node);
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let victim = nodes[1].take().expect("node 1");
+    common::signal(victim.pid(), "KILL");
+    dead.lock().expect("dead").insert(1);
+    drop(victim);
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    stop.store(true, Ordering::Relaxed);
+    for p in producers {
+        p.await.expect("producer");
+    }
+
+    // The survivors finish every instance, the dead node's included.
+    let acknowledged = acknowledged.lock().expect("ledger").clone();
+    let started = Instant::now();
+    let instances = loop {
+        let mut all = Vec::new();
+        let mut query =
+            sluice_client::SagaInstanceQuery { saga: Some("order".into()), limit: Some(1_000), ..Default::default() };
+        loop {
+            let page = client(&urls[2]).list_saga_instances(&query).await.expect("list");
+            all.extend(page.instances);
+            match page.next_token {
+                Some(t) => query.next_token = Some(t),
+                None => break,
+            }
+        }
+        let open = all.iter().filter(|i| i.status == "running" || i.status == "compensating").count();
+        if open == 0 {
+            break all;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "{open} instances never finished");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let mut by_order: HashMap<u64, Vec<&sluice_api::SagaInstance>> = HashMap::new();
+    for i in &instances {
+        by_order.entry(i.input["order"].as_u64().expect("an order")).or_default().push(i);
+    }
+    let effects = participants.effects.lock().expect("effects").clone();
+    let (mut completed, mut compensated) = (0, 0);
+    for (order, id) in &acknowledged {
+        let found = by_order.get(order).map(Vec::as_slice).unwrap_or_default();
+        assert_eq!(found.len(), 1, "order {order} has {} instances", found.len());
+        assert_eq!(&found[0].id, id, "order {order}: the acknowledged instance");
+        let seen: Vec<&str> = effects.get(order).map(|e| e.iter().map(String::as_str).collect()).unwrap_or_default();
+        if order.is_multiple_of(4) {
+            assert_eq!(found[0].status, "compensated", "order {order}: {:?}", found[0]);
+            // A declined charge took no effect, unless an attempt of it was cut short by the
+            // kill (the orchestrator cannot know it was declined): then its refund runs first.
+            let without_refund: Vec<&str> = seen.iter().copied().filter(|s| *s != "refund").collect();
+            assert_eq!(without_refund, ["reserve", "release"], "order {order}: {seen:?}");
+            compensated += 1;
+        } else {
+            assert_eq!(found[0].status, "completed", "order {order}: {:?}", found[0]);
+            assert_eq!(seen, ["reserve", "charge", "ship"], "order {order}");
+            completed += 1;
+        }
+    }
+    assert!(by_order.values().all(|v| v.len() == 1), "an order started twice");
+    let late = participants.late_actions.lock().expect("late").clone();
+    assert!(late.is_empty(), "actions after compensation: {late:?}");
+    println!(
+        "3 nodes running sagas, 1 SIGKILLed: {} orders acknowledged ({completed} completed, {compensated} compensated), {} instances",
+        acknowledged.len(),
+        instances.len()
+    );
+    assert!(acknowledged.len() >= 30, "too little load to prove anything ({})", acknowledged.len());
+    for node in nodes.into_iter().flatten() {
+        node.terminate();
+    }
 }

@@ -21,15 +21,19 @@ pub enum StepCall {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         body: Option<serde_json::Value>,
     },
-    /// A message to a queue that a participant answers through `POST /v1/replies` (or the
-    /// reply queue); no answer within `reply_timeout_ms` (default: the step's timeout) is a
-    /// timed-out attempt.
+    /// A message to a queue that a participant answers through `POST /v1/replies` or, when
+    /// `reply_queue` is named, with a message to that queue (which the orchestrator consumes);
+    /// no answer within `reply_timeout_ms` (default: the step's timeout) is a timed-out attempt.
     Queue {
         queue: String,
         #[serde(default)]
         body: serde_json::Value,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reply_timeout_ms: Option<u64>,
+        /// Where the participant may send its answer as a message (named to it in the
+        /// message's `sluice.saga.reply_queue` attribute).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reply_queue: Option<String>,
     },
 }
 
@@ -76,6 +80,14 @@ pub struct SagaDefinition {
 }
 
 impl StepCall {
+    /// The reply queue this call names, if any.
+    pub fn reply_queue(&self) -> Option<&str> {
+        match self {
+            StepCall::Queue { reply_queue, .. } => reply_queue.as_deref(),
+            StepCall::Http { .. } => None,
+        }
+    }
+
     /// How long an attempt of this call may take, given the step's timeout.
     pub fn timeout_ms(&self, step_timeout_ms: u64) -> u64 {
         match self {
@@ -109,8 +121,18 @@ impl StepCall {
                     .map_err(|m| ValidationError::new(format!("{field}.http.url"), m))?;
                 body.as_ref()
             }
-            StepCall::Queue { queue, body, reply_timeout_ms } => {
+            StepCall::Queue { queue, body, reply_timeout_ms, reply_queue } => {
                 crate::name::validate_queue_name(queue).map_err(|e| e.within(&format!("{field}.queue")))?;
+                if let Some(reply_queue) = reply_queue {
+                    crate::name::validate_queue_name(reply_queue)
+                        .map_err(|e| ValidationError::new(format!("{field}.queue.reply_queue"), e.message))?;
+                    if reply_queue == queue {
+                        return Err(ValidationError::new(
+                            format!("{field}.queue.reply_queue"),
+                            "must not be the queue the step's messages go to (the orchestrator would take them for replies)",
+                        ));
+                    }
+                }
                 if let Some(ms) = reply_timeout_ms
                     && (*ms == 0 || *ms > SAGA_STEP_TIMEOUT_MS_MAX)
                 {
@@ -223,7 +245,7 @@ mod tests {
     fn step(name: &str, body: serde_json::Value) -> StepDef {
         StepDef {
             name: name.into(),
-            action: StepCall::Queue { queue: "inventory".into(), body, reply_timeout_ms: None },
+            action: StepCall::Queue { queue: "inventory".into(), body, reply_timeout_ms: None, reply_queue: None },
             compensation: None,
             retry: RetryPolicy::default(),
             timeout_ms: 1_000,
@@ -261,5 +283,23 @@ mod tests {
         }
         assert!(validate_saga_name("order-saga.v2").is_ok());
         assert!(validate_saga_name("no spaces").is_err());
+    }
+
+    #[test]
+    fn a_reply_queue_must_be_a_queue_name_other_than_the_steps_own() {
+        let with = |reply_queue: &str| StepDef {
+            action: StepCall::Queue {
+                queue: "inventory".into(),
+                body: json!({}),
+                reply_timeout_ms: None,
+                reply_queue: Some(reply_queue.into()),
+            },
+            ..step("a", json!(1))
+        };
+        assert_eq!(validate_steps(&[with("inventory-replies")]), Ok(()));
+        assert_eq!(with("inventory-replies").action.reply_queue(), Some("inventory-replies"));
+        for bad in ["inventory", "no spaces", ""] {
+            assert_eq!(validate_steps(&[with(bad)]).unwrap_err().field, "steps[0].action.queue.reply_queue", "{bad:?}");
+        }
     }
 }

@@ -90,6 +90,15 @@ pub enum CallKind {
 }
 
 impl CallKind {
+    /// `action` or `compensation`.
+    pub fn parse(s: &str) -> Option<CallKind> {
+        match s {
+            "action" => Some(CallKind::Action),
+            "compensation" => Some(CallKind::Compensation),
+            _ => None,
+        }
+    }
+
     pub const fn as_str(self) -> &'static str {
         match self {
             CallKind::Action => "action",
@@ -457,10 +466,11 @@ impl SagaInstance {
                 let body = body.as_ref().map(|b| template::render(b, &context)).transpose()?;
                 StepCall::Http { url, method: method.clone(), body }
             }
-            StepCall::Queue { queue, body, reply_timeout_ms } => StepCall::Queue {
+            StepCall::Queue { queue, body, reply_timeout_ms, reply_queue } => StepCall::Queue {
                 queue: queue.clone(),
                 body: template::render(body, &context)?,
                 reply_timeout_ms: *reply_timeout_ms,
+                reply_queue: reply_queue.clone(),
             },
         })
     }

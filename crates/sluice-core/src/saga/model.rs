@@ -31,8 +31,8 @@ fn definition(steps: usize, compensations: &[bool]) -> SagaDefinition {
     let steps = (0..steps)
         .map(|i| StepDef {
             name: format!("s{i}"),
-            action: StepCall::Queue { queue: format!("q{i}"), body: json!({ "prev": if i == 0 { json!("{{input.order}}") } else { json!(format!("{{{{steps.s{}.output.id}}}}", i - 1)) } }), reply_timeout_ms: None },
-            compensation: compensations[i].then(|| StepCall::Queue { queue: format!("undo{i}"), body: json!("{{input.order}}"), reply_timeout_ms: None }),
+            action: StepCall::Queue { queue: format!("q{i}"), body: json!({ "prev": if i == 0 { json!("{{input.order}}") } else { json!(format!("{{{{steps.s{}.output.id}}}}", i - 1)) } }), reply_timeout_ms: None, reply_queue: None },
+            compensation: compensations[i].then(|| StepCall::Queue { queue: format!("undo{i}"), body: json!("{{input.order}}"), reply_timeout_ms: None, reply_queue: None }),
             retry: RetryPolicy {
                 max_attempts: 3,
                 backoff: crate::jobs::JobBackoff { initial_ms: 100, max_ms: 1_000, ..Default::default() },
@@ -237,10 +237,16 @@ fn a_failing_step_compensates_the_completed_ones_in_reverse() {
     let def = definition(3, &[true, true, true]);
     let mut i = SagaInstance::new("i".into(), &def, json!({ "order": 1 }), "c".into(), 0);
     let d0 = i.dispatch(&def, 0, 0).unwrap();
-    assert_eq!(d0.call, StepCall::Queue { queue: "q0".into(), body: json!({ "prev": 1 }), reply_timeout_ms: None });
+    assert_eq!(
+        d0.call,
+        StepCall::Queue { queue: "q0".into(), body: json!({ "prev": 1 }), reply_timeout_ms: None, reply_queue: None }
+    );
     assert_eq!(i.on_result(&def, 0, CallKind::Action, 1, Outcome::Succeeded(json!({ "id": "A" })), 5, 0), Applied::Yes);
     let d1 = i.dispatch(&def, 5, 0).unwrap();
-    assert_eq!(d1.call, StepCall::Queue { queue: "q1".into(), body: json!({ "prev": "A" }), reply_timeout_ms: None });
+    assert_eq!(
+        d1.call,
+        StepCall::Queue { queue: "q1".into(), body: json!({ "prev": "A" }), reply_timeout_ms: None, reply_queue: None }
+    );
     i.on_result(&def, 1, CallKind::Action, 1, Outcome::Succeeded(json!({ "id": "B" })), 6, 0);
     let d2 = i.dispatch(&def, 6, 0).unwrap();
     i.on_result(
@@ -350,8 +356,12 @@ fn a_compensation_that_keeps_failing_fails_the_instance_until_retried() {
 #[test]
 fn a_body_naming_nothing_fails_the_step_without_a_call() {
     let mut def = definition(1, &[false]);
-    def.steps[0].action =
-        StepCall::Queue { queue: "q".into(), body: json!("{{input.missing}}"), reply_timeout_ms: None };
+    def.steps[0].action = StepCall::Queue {
+        queue: "q".into(),
+        body: json!("{{input.missing}}"),
+        reply_timeout_ms: None,
+        reply_queue: None,
+    };
     let mut i = SagaInstance::new("i".into(), &def, json!({}), "c".into(), 0);
     assert_eq!(i.dispatch(&def, 0, 0), None);
     assert_eq!((i.status, i.steps[0].status), (SagaStatus::Compensated, StepStatus::Failed));

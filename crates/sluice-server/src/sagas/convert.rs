@@ -13,7 +13,12 @@ fn call(wire: api::SagaCall, field: &str) -> Result<StepCall, ValidationError> {
         (Some(h), None) => {
             Ok(StepCall::Http { url: h.url, method: h.method.unwrap_or_else(|| "POST".into()), body: h.body })
         }
-        (None, Some(q)) => Ok(StepCall::Queue { queue: q.queue, body: q.body, reply_timeout_ms: q.reply_timeout_ms }),
+        (None, Some(q)) => Ok(StepCall::Queue {
+            queue: q.queue,
+            body: q.body,
+            reply_timeout_ms: q.reply_timeout_ms,
+            reply_queue: q.reply_queue,
+        }),
         _ => Err(ValidationError::new(field, "give exactly one of `http` and `queue`")),
     }
 }
@@ -24,12 +29,13 @@ fn call_view(c: &StepCall) -> api::SagaCall {
             http: Some(api::SagaHttpCall { url: url.clone(), method: Some(method.clone()), body: body.clone() }),
             queue: None,
         },
-        StepCall::Queue { queue, body, reply_timeout_ms } => api::SagaCall {
+        StepCall::Queue { queue, body, reply_timeout_ms, reply_queue } => api::SagaCall {
             http: None,
             queue: Some(api::SagaQueueCall {
                 queue: queue.clone(),
                 body: body.clone(),
                 reply_timeout_ms: *reply_timeout_ms,
+                reply_queue: reply_queue.clone(),
             }),
         },
     }

@@ -17,9 +17,9 @@ use sluice_api::{
     StartSagaRequest,
 };
 use sluice_core::ValidationError;
-use sluice_core::saga::{CallKind, Outcome, SagaStatus};
+use sluice_core::saga::{CallKind, SagaStatus};
 use sluice_services::idempotency::{Template, Ticket};
-use sluice_services::sagas::Sagas;
+use sluice_services::sagas::{Sagas, reply_outcome};
 use sluice_store::Conflict;
 use utoipa::{IntoParams, OpenApi};
 
@@ -250,20 +250,11 @@ pub async fn retry(State(state): State<AppState>, Path(id): Path<String>) -> Jso
 )]
 pub async fn reply(State(state): State<AppState>, Json(request): Json<SagaReply>) -> JsonResult<SagaReplyResponse> {
     let kind = match request.kind.as_deref() {
-        None | Some("action") => CallKind::Action,
-        Some("compensation") => CallKind::Compensation,
-        Some(other) => {
-            return Err(ValidationError::new("kind", format!("{other:?} is not `action` or `compensation`")).into());
-        }
+        None => CallKind::Action,
+        Some(k) => CallKind::parse(k)
+            .ok_or_else(|| ValidationError::new("kind", format!("{k:?} is not `action` or `compensation`")))?,
     };
-    let outcome = if request.ok {
-        Outcome::Succeeded(request.output)
-    } else {
-        Outcome::Failed {
-            error: request.error.unwrap_or_else(|| "failed".into()),
-            retry: request.retry.unwrap_or(true),
-        }
-    };
+    let outcome = reply_outcome(request.ok, request.output, request.error, request.retry);
     let applied =
         sagas(&state).reply(&request.correlation_id, &request.step, Some(kind), request.attempt, outcome).await?;
     Ok(axum::Json(SagaReplyResponse { applied }))

@@ -10,10 +10,13 @@ use crate::support::{Payload, TestServer, case, check, json_payload};
 async fn rules_are_created_listed_and_deleted() {
     let s = TestServer::start();
     let rules = s.expect("GET", "/v1/alerts/rules", None, 200).await;
-    assert_eq!(rules["rules"].as_array().unwrap().len(), 1, "{rules}");
+    assert_eq!(rules["rules"].as_array().unwrap().len(), 2, "{rules}");
     assert_eq!(rules["rules"][0]["name"], "dlq-not-empty");
     assert_eq!(rules["rules"][0]["builtin"], true);
     assert_eq!(rules["rules"][0]["kind"], "dlq_depth_above");
+    assert_eq!(rules["rules"][1]["name"], "saga-failed");
+    assert_eq!(rules["rules"][1]["builtin"], true);
+    assert_eq!(rules["rules"][1]["kind"], "saga_failed");
 
     let rule = json!({
         "name": "orders-late", "kind": "oldest_age_above_ms", "target": "orders-*", "threshold": 60000,
@@ -36,10 +39,11 @@ async fn rules_are_created_listed_and_deleted() {
         .iter()
         .map(|r| r["name"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(names, ["dlq-not-empty", "orders-late"]);
+    assert_eq!(names, ["dlq-not-empty", "orders-late", "saga-failed"]);
 
     s.expect("DELETE", "/v1/alerts/rules/orders-late", None, 204).await;
     s.expect("DELETE", "/v1/alerts/rules/dlq-not-empty", None, 204).await;
+    s.expect("DELETE", "/v1/alerts/rules/saga-failed", None, 204).await;
     assert_eq!(s.expect("GET", "/v1/alerts/rules", None, 200).await, json!({ "rules": [] }));
     let alerts = s.expect("GET", "/v1/alerts?pending=true", None, 200).await;
     assert_eq!(alerts, json!({ "alerts": [] }));

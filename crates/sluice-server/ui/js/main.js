@@ -13,6 +13,7 @@ import './pages/dlqs.js';
 import './pages/topics.js';
 import './pages/streams.js';
 import './pages/jobs.js';
+import './pages/sagas.js';
 import './pages/alerts.js';
 
 start();

@@ -29,7 +29,14 @@ pub struct Figures {
     /// messages `drop_head` or `reject_to_dlq` moved to its dead-letter queue (expiry is not a
     /// refusal). On PostgreSQL the counts are the cluster's, so the rate is too.
     pub rejected_totals: BTreeMap<String, u64>,
+    /// Saga instances that are `failed`: instance id → saga name (at most
+    /// [`FAILED_SAGAS_READ_MAX`]).
+    pub failed_sagas: BTreeMap<String, String>,
 }
+
+/// Failed saga instances one evaluation reads at most (in id order); past it the newest are not
+/// alerted on until older ones are dealt with. The same bound as a rule's subjects.
+pub const FAILED_SAGAS_READ_MAX: usize = super::model::ALERT_SUBJECTS_PER_RULE_MAX;
 
 /// Messages a queue holds in any state.
 pub fn depth(stats: &QueueStats) -> u64 {
@@ -84,6 +91,22 @@ impl Figures {
                 break;
             }
         }
+        let mut after: Option<String> = None;
+        while figures.failed_sagas.len() < FAILED_SAGAS_READ_MAX {
+            let limit = (FAILED_SAGAS_READ_MAX - figures.failed_sagas.len()).min(RECORD_LIST_LIMIT_MAX);
+            let records = store.list_records(crate::sagas::SAGA_FAILED_KIND, "", after.as_deref(), limit).await?;
+            let last = records.len() < limit;
+            after = records.last().map(|r| r.key.clone());
+            for record in records {
+                // An unreadable entry still names a failed instance; its saga is then unknown.
+                let saga = crate::sagas::decode_record::<crate::sagas::FailedEntry>(&record.value)
+                    .map_or_else(|_| "?".to_string(), |e| e.saga);
+                figures.failed_sagas.insert(record.key, saga);
+            }
+            if last {
+                break;
+            }
+        }
         // A dead-letter queue that does not exist holds nothing.
         let queues = &figures.queues;
         figures.dead_letter_queues.retain(|name| queues.contains_key(name));
@@ -119,6 +142,16 @@ impl Figures {
                 .filter(|(name, _)| matching(name))
                 .map(|(name, &total)| (name.clone(), total as f64))
                 .collect(),
+            Kind::SagaFailed => {
+                let mut failed: Vec<(String, f64)> = self
+                    .failed_sagas
+                    .iter()
+                    .filter(|(_, saga)| matching(saga))
+                    .map(|(id, saga)| (format!("{saga}/{id}"), 1.0))
+                    .collect();
+                failed.sort_by(|a, b| a.0.cmp(&b.0));
+                failed
+            }
         }
     }
 }
@@ -138,6 +171,8 @@ mod tests {
             dead_letter_queues: ["jobs-dlq".to_string()].into(),
             lags: [("orders/ab".to_string(), 7)].into(),
             rejected_totals: BTreeMap::new(),
+            failed_sagas: [("0192-a".to_string(), "order".to_string()), ("0192-b".to_string(), "refund".to_string())]
+                .into(),
         };
         let names = |kind, target| figures.subjects(kind, target);
         assert_eq!(names(Kind::DlqDepthAbove, "*"), [("jobs-dlq".to_string(), 2.0)]);
@@ -149,5 +184,10 @@ mod tests {
         assert_eq!(names(Kind::LagAbove, "orders/*"), [("orders/ab".to_string(), 7.0)]);
         assert_eq!(names(Kind::LagGrowing, "billing/*"), []);
         assert_eq!(names(Kind::RejectedRateAbove, "*"), []);
+        assert_eq!(
+            names(Kind::SagaFailed, "*"),
+            [("order/0192-a".to_string(), 1.0), ("refund/0192-b".to_string(), 1.0)]
+        );
+        assert_eq!(names(Kind::SagaFailed, "ord*"), [("order/0192-a".to_string(), 1.0)], "by the saga's name");
     }
 }

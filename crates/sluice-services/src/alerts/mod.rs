@@ -11,9 +11,10 @@
 //!
 //! Every `evaluate_ms` the evaluator (the lease holder) reads the rules, the figures and the
 //! stored alerts, steps each (rule, subject) alert, and writes what changed; an alert's state is
-//! a record, so it survives restarts and a change of evaluator. The built-in rule
-//! `dlq-not-empty` (any dead-letter queue holding messages) is there unless turned off by
-//! deleting it, and a rule posted under its name replaces it (to add a webhook, say).
+//! a record, so it survives restarts and a change of evaluator. The built-in rules
+//! `dlq-not-empty` (any dead-letter queue holding messages) and `saga-failed` (any saga
+//! instance left `failed`) are there unless turned off by deleting them, and a rule posted
+//! under a built-in's name replaces it (to add a webhook, say).
 
 mod eval;
 mod figures;
@@ -33,8 +34,8 @@ pub use figures::Figures;
 pub use lease::{LEASE_KEY, LEASE_KIND};
 pub use model::{
     ALERT_FOR_MS_MAX, ALERT_GROWTH_WINDOW_MS_MAX, ALERT_RULE_NAME_LEN_MAX, ALERT_RULES_MAX,
-    ALERT_SUBJECTS_PER_RULE_MAX, ALERT_TARGET_LEN_MAX, ALERT_WEBHOOK_LEN_MAX, BUILTIN_DLQ_RULE, Kind, RULE_KIND,
-    RuleRecord, RuleSpec, STATE_KIND, StateRecord, Status,
+    ALERT_SUBJECTS_PER_RULE_MAX, ALERT_TARGET_LEN_MAX, ALERT_WEBHOOK_LEN_MAX, BUILTIN_DLQ_RULE, BUILTIN_RULES,
+    BUILTIN_SAGA_RULE, Kind, RULE_KIND, RuleRecord, RuleSpec, STATE_KIND, StateRecord, Status, is_builtin,
 };
 pub use notify::{ALERT_DELIVERY_POLICY, ALERT_QUEUE_PREFIX, payload as notification_payload, queue_name};
 
@@ -152,7 +153,7 @@ impl Alerts {
     /// settings does.
     pub async fn create_rule(&self, spec: RuleSpec) -> Result<(RuleView, bool), AlertError> {
         model::validate(&spec)?;
-        let builtin = spec.name == BUILTIN_DLQ_RULE;
+        let builtin = is_builtin(&spec.name);
         let existing = self.stored_rule(&spec.name).await?;
         match &existing {
             Some((rule, _)) if rule.matches(&spec) => return Ok((RuleView { record: rule.clone(), builtin }, false)),
@@ -161,7 +162,7 @@ impl Alerts {
         }
         if !builtin && existing.is_none() {
             let stored = self.store.list_records(RULE_KIND, "", None, RECORD_LIST_LIMIT_MAX).await?;
-            let counted = stored.iter().filter(|r| r.key != BUILTIN_DLQ_RULE).count();
+            let counted = stored.iter().filter(|r| !is_builtin(&r.key)).count();
             if counted >= ALERT_RULES_MAX {
                 return Err(AlertError::TooManyRules);
             }
@@ -206,7 +207,7 @@ impl Alerts {
     /// Every rule in name order, the built-in one included unless it is turned off.
     pub async fn list_rules(&self) -> Result<Vec<RuleView>, AlertError> {
         let mut rules = Vec::new();
-        let mut builtin_stored = false;
+        let mut builtins_stored = HashSet::new();
         let mut after: Option<String> = None;
         loop {
             let page = self.store.list_records(RULE_KIND, "", after.as_deref(), RECORD_LIST_LIMIT_MAX).await?;
@@ -214,8 +215,10 @@ impl Alerts {
             after = page.last().map(|r| r.key.clone());
             for record in page {
                 let rule = decode::<RuleRecord>(&record.value, "alert rule").map_err(corrupt)?;
-                let builtin = rule.name == BUILTIN_DLQ_RULE;
-                builtin_stored |= builtin;
+                let builtin = is_builtin(&rule.name);
+                if builtin {
+                    builtins_stored.insert(rule.name.clone());
+                }
                 if !rule.disabled {
                     rules.push(RuleView { record: rule, builtin });
                 }
@@ -224,18 +227,18 @@ impl Alerts {
                 break;
             }
         }
-        if !builtin_stored {
-            rules.push(RuleView { record: model::builtin_rule(), builtin: true });
-            rules.sort_by(|a, b| a.record.name.cmp(&b.record.name));
+        for name in BUILTIN_RULES.into_iter().filter(|n| !builtins_stored.contains(*n)) {
+            rules.extend(model::builtin(name).map(|record| RuleView { record, builtin: true }));
         }
+        rules.sort_by(|a, b| a.record.name.cmp(&b.record.name));
         Ok(rules)
     }
 
     pub async fn get_rule(&self, name: &str) -> Result<RuleView, AlertError> {
-        let builtin = name == BUILTIN_DLQ_RULE;
+        let builtin = is_builtin(name);
         match self.stored_rule(name).await? {
             Some((rule, _)) if !rule.disabled => Ok(RuleView { record: rule, builtin }),
-            None if builtin => Ok(RuleView { record: model::builtin_rule(), builtin }),
+            None if builtin => Ok(RuleView { record: model::builtin(name).expect("a built-in rule"), builtin }),
             _ => Err(AlertError::RuleNotFound(name.to_string())),
         }
     }
@@ -245,7 +248,7 @@ impl Alerts {
     pub async fn delete_rule(&self, name: &str) -> Result<(), AlertError> {
         let view = self.get_rule(name).await?;
         if view.builtin {
-            let mut off = model::builtin_rule();
+            let mut off = model::builtin(name).expect("a built-in rule");
             off.disabled = true;
             off.created_at_ms = self.clock.now_ms();
             self.store.put_record(RULE_KIND, name, encode(&off)).await?;

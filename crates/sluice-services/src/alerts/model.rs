@@ -37,6 +37,16 @@ pub const ALERT_SUBJECTS_PER_RULE_MAX: usize = 1_000;
 
 /// The rule every server has unless it is turned off: any dead-letter queue holding messages.
 pub const BUILTIN_DLQ_RULE: &str = "dlq-not-empty";
+/// The other built-in rule: any saga instance left `failed` (a compensation that kept
+/// failing: a person must look).
+pub const BUILTIN_SAGA_RULE: &str = "saga-failed";
+/// Every built-in rule's name.
+pub const BUILTIN_RULES: [&str; 2] = [BUILTIN_DLQ_RULE, BUILTIN_SAGA_RULE];
+
+/// Whether `name` is a built-in rule's.
+pub fn is_builtin(name: &str) -> bool {
+    BUILTIN_RULES.contains(&name)
+}
 
 /// What a rule measures and compares with its threshold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -53,11 +63,20 @@ pub enum Kind {
     LagGrowing,
     /// Refusals per second of each resource the target matches (filled in by backpressure).
     RejectedRateAbove,
+    /// Failed saga instances, one subject (`<saga>/<instance id>`, figure 1) per instance of
+    /// each saga whose name the target matches.
+    SagaFailed,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] =
-        [Kind::DlqDepthAbove, Kind::OldestAgeAboveMs, Kind::LagAbove, Kind::LagGrowing, Kind::RejectedRateAbove];
+    pub const ALL: [Kind; 6] = [
+        Kind::DlqDepthAbove,
+        Kind::OldestAgeAboveMs,
+        Kind::LagAbove,
+        Kind::LagGrowing,
+        Kind::RejectedRateAbove,
+        Kind::SagaFailed,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -66,6 +85,7 @@ impl Kind {
             Kind::LagAbove => "lag_above",
             Kind::LagGrowing => "lag_growing",
             Kind::RejectedRateAbove => "rejected_rate_above",
+            Kind::SagaFailed => "saga_failed",
         }
     }
 
@@ -116,12 +136,17 @@ impl RuleRecord {
     }
 }
 
-/// The built-in rule as it stands when nothing is stored under its name.
-pub fn builtin_rule() -> RuleRecord {
-    RuleRecord {
+/// The built-in rule named `name` as it stands when nothing is stored under its name.
+pub fn builtin(name: &str) -> Option<RuleRecord> {
+    let kind = match name {
+        BUILTIN_DLQ_RULE => Kind::DlqDepthAbove,
+        BUILTIN_SAGA_RULE => Kind::SagaFailed,
+        _ => return None,
+    };
+    Some(RuleRecord {
         format: ALERT_FORMAT,
-        name: BUILTIN_DLQ_RULE.to_string(),
-        kind: Kind::DlqDepthAbove,
+        name: name.to_string(),
+        kind,
         target: "*".to_string(),
         threshold: 0.0,
         for_ms: 0,
@@ -129,7 +154,7 @@ pub fn builtin_rule() -> RuleRecord {
         signing_secret: None,
         disabled: false,
         created_at_ms: 0,
-    }
+    })
 }
 
 pub fn validate(spec: &RuleSpec) -> Result<(), ValidationError> {
@@ -272,7 +297,14 @@ mod tests {
         let names: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
         assert_eq!(
             names,
-            ["dlq_depth_above", "oldest_age_above_ms", "lag_above", "lag_growing", "rejected_rate_above"]
+            [
+                "dlq_depth_above",
+                "oldest_age_above_ms",
+                "lag_above",
+                "lag_growing",
+                "rejected_rate_above",
+                "saga_failed"
+            ]
         );
         for kind in Kind::ALL {
             assert_eq!(Kind::parse(kind.as_str()), Some(kind));
@@ -282,7 +314,7 @@ mod tests {
 
     #[test]
     fn records_carry_their_format() {
-        let rule = builtin_rule();
+        let rule = builtin(BUILTIN_DLQ_RULE).unwrap();
         assert_eq!(decode::<RuleRecord>(&encode(&rule), "rule").unwrap(), rule);
         let other = encode(&RuleRecord { format: 9, ..rule });
         assert!(decode::<RuleRecord>(&other, "rule").unwrap_err().contains("format 9"));

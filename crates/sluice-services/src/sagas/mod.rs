@@ -5,11 +5,14 @@
 //! - `runner.rs`: the orchestrator loop every node runs: it finds due instances, records each
 //!   attempt as in flight by compare-and-swap before making the call (so of two nodes exactly
 //!   one makes it), makes HTTP calls and sends queue steps' messages, and applies answers.
+//! - `replies.rs`: the consumers of reply queues, through which participants may answer queue
+//!   steps with messages rather than `POST /v1/replies`.
 //!
 //! The rules (what happens after a success, a failure, a timeout, a cancel) are core's
 //! (`sluice_core::saga`); this module stores, calls and waits.
 
 mod records;
+mod replies;
 mod runner;
 
 use std::collections::HashMap;
@@ -21,15 +24,22 @@ use sluice_clock::Clock;
 use sluice_core::ValidationError;
 use sluice_core::saga::limits::{SAGA_ACTIVE_MAX, SAGA_VERSIONS_MAX};
 use sluice_core::saga::{
-    Applied, CallKind, Outcome, SagaDefinition, SagaInstance, SagaStatus, StepDef, validate_saga_name, validate_start,
-    validate_steps,
+    Applied, CallKind, Outcome, SagaDefinition, SagaInstance, SagaStatus, StepCall, StepDef, validate_saga_name,
+    validate_start, validate_steps,
 };
 use sluice_store::{Conflict, RECORD_LIST_LIMIT_MAX, Record, Store, StoreError, Write};
 use tokio::sync::Notify;
 
+pub use records::{
+    FailedEntry, SAGA_ACTIVE_KIND, SAGA_CORRELATION_KIND, SAGA_FAILED_KIND, SAGA_HEAD_KIND, SAGA_INSTANCE_KIND,
+    SAGA_KIND, SAGA_REPLY_QUEUE_KIND, decode as decode_record,
+};
 use records::{Head, correlation_key, decode, decode_definition, decode_instance, encode, replace_writes, version_key};
-pub use records::{SAGA_ACTIVE_KIND, SAGA_CORRELATION_KIND, SAGA_HEAD_KIND, SAGA_INSTANCE_KIND, SAGA_KIND};
-pub use runner::SagaCallConfig;
+pub use replies::{QUEUE_REPLIES_METRIC, QueueReply, parse_reply, reply_outcome};
+pub use runner::{
+    ATTR_ATTEMPT, ATTR_CORRELATION_ID, ATTR_IDEMPOTENCY_KEY, ATTR_INSTANCE, ATTR_KIND, ATTR_REPLY_QUEUE, ATTR_STEP,
+    SagaCallConfig,
+};
 
 /// Most instances one list call looks at, whatever it matches.
 pub const SAGA_LIST_SCAN_MAX: usize = 5_000;
@@ -86,6 +96,8 @@ pub struct Sagas {
     wake: Notify,
     /// Unsettled instances at the orchestrator's last scan, against `SAGA_ACTIVE_MAX`.
     active_seen: AtomicUsize,
+    /// Wakes the reply-queue consumers after a definition through this node named one.
+    reply_queues_named: Notify,
 }
 
 impl Sagas {
@@ -97,6 +109,7 @@ impl Sagas {
             definitions: Mutex::new(HashMap::new()),
             wake: Notify::new(),
             active_seen: AtomicUsize::new(0),
+            reply_queues_named: Notify::new(),
         })
     }
 
@@ -137,8 +150,26 @@ impl Sagas {
                 key: name.to_owned(),
                 value: encode(&Head { version }),
             };
-            match self.store.commit_all(vec![insert, head]).await? {
-                Ok(_) => return Ok((definition, true)),
+            // Every reply queue a definition names is consumed by every node from then on.
+            let mut writes = vec![insert, head];
+            let reply_queues: std::collections::BTreeSet<&str> = steps
+                .iter()
+                .flat_map(|s| [Some(&s.action), s.compensation.as_ref()])
+                .flatten()
+                .filter_map(StepCall::reply_queue)
+                .collect();
+            writes.extend(reply_queues.iter().map(|q| Write::PutRecord {
+                kind: SAGA_REPLY_QUEUE_KIND.into(),
+                key: (*q).to_owned(),
+                value: Vec::new(),
+            }));
+            match self.store.commit_all(writes).await? {
+                Ok(_) => {
+                    if !reply_queues.is_empty() {
+                        self.reply_queues_named.notify_one();
+                    }
+                    return Ok((definition, true));
+                }
                 // Another call wrote this version first: look again.
                 Err(refused) if refused.conflict == Conflict::RecordExists => continue,
                 Err(refused) => return Err(SagaError::Corrupt(refused.conflict.to_string())),
@@ -331,8 +362,9 @@ impl Sagas {
         for _ in 0..SWAP_TRIES_MAX {
             let (bytes, mut instance) = self.read(id).await?;
             let definition = self.definition(&instance.saga, Some(instance.version)).await?;
+            let was = instance.status;
             let answer = change(&mut instance, &definition, self.now())?;
-            let (writes, written) = replace_writes(bytes.clone(), &instance);
+            let (writes, written) = replace_writes(bytes.clone(), was, &instance);
             if written == bytes {
                 return Ok((instance, answer));
             }
@@ -429,8 +461,12 @@ impl Sagas {
         Ok(applied)
     }
 
-    /// The orchestrator of this node: see `runner.rs`. Runs until aborted.
+    /// The orchestrator of this node (`runner.rs`) and its reply-queue consumers
+    /// (`replies.rs`). Runs until aborted, which ends both.
     pub fn spawn(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
-        tokio::spawn(runner::run(self.clone()))
+        let (runner, replies) = (runner::run(self.clone()), replies::run(self.clone()));
+        tokio::spawn(async move {
+            tokio::join!(runner, replies);
+        })
     }
 }

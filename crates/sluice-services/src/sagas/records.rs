@@ -1,13 +1,15 @@
 //! Sagas as stored: every definition version `saga/<name>/<version>` (zero-padded, so versions
 //! list in order) and the latest version's number in `saga_head/<name>`, every instance `saga_instance/<id>`, and, while an instance is unsettled, its
 //! entry `saga_active/<id>` (what the orchestrator looks through for due work), plus
-//! `saga_correlation/<correlation id>/<id>` so that a participant's reply finds its instance.
+//! `saga_correlation/<correlation id>/<id>` so that a participant's reply finds its instance,
+//! `saga_reply_queue/<queue>` for every reply queue a definition named, and `saga_failed/<id>`
+//! while an instance is `failed` (written in the same commit as the instance).
 //! All JSON with a format number. An instance changes only by compare-and-swap against the
 //! bytes its writer read, in one commit with its active entry, so two nodes never both make the
 //! same attempt: the one whose swap fails drops what it computed.
 
 use serde::{Deserialize, Serialize};
-use sluice_core::saga::{SagaDefinition, SagaInstance};
+use sluice_core::saga::{SagaDefinition, SagaInstance, SagaStatus};
 use sluice_store::Write;
 
 pub const SAGA_KIND: &str = "saga";
@@ -15,6 +17,12 @@ pub const SAGA_HEAD_KIND: &str = "saga_head";
 pub const SAGA_INSTANCE_KIND: &str = "saga_instance";
 pub const SAGA_ACTIVE_KIND: &str = "saga_active";
 pub const SAGA_CORRELATION_KIND: &str = "saga_correlation";
+/// `saga_reply_queue/<queue>`, empty: a queue some definition named as a reply queue, which
+/// every node's orchestrator consumes.
+pub const SAGA_REPLY_QUEUE_KIND: &str = "saga_reply_queue";
+/// `saga_failed/<id>` while an instance is `failed`, holding its saga's name: what the built-in
+/// `saga-failed` alert reads, without looking through every instance.
+pub const SAGA_FAILED_KIND: &str = "saga_failed";
 
 /// The format of these records; a reader refuses others rather than guess.
 pub const RECORD_FORMAT: u8 = 1;
@@ -66,9 +74,16 @@ pub struct ActiveEntry {
     pub due_at_ms: Option<u64>,
 }
 
-/// The writes that replace an instance read as `expected` with `instance`: the swap, and its
-/// active entry set (due time) or removed once it settled.
-pub fn replace_writes(expected: Vec<u8>, instance: &SagaInstance) -> (Vec<Write>, Vec<u8>) {
+/// What the failed entry holds: the saga the failed instance belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedEntry {
+    pub saga: String,
+}
+
+/// The writes that replace an instance read as `expected` (then in status `was`) with
+/// `instance`: the swap, its active entry set (due time) or removed once it settled, and its
+/// failed entry written or removed when it becomes or stops being `failed`.
+pub fn replace_writes(expected: Vec<u8>, was: SagaStatus, instance: &SagaInstance) -> (Vec<Write>, Vec<u8>) {
     let value = encode(instance);
     let mut writes = vec![Write::ReplaceRecord {
         kind: SAGA_INSTANCE_KIND.into(),
@@ -77,6 +92,15 @@ pub fn replace_writes(expected: Vec<u8>, instance: &SagaInstance) -> (Vec<Write>
         value: value.clone(),
     }];
     writes.push(active_write(instance));
+    match (was == SagaStatus::Failed, instance.status == SagaStatus::Failed) {
+        (false, true) => writes.push(Write::PutRecord {
+            kind: SAGA_FAILED_KIND.into(),
+            key: instance.id.clone(),
+            value: encode(&FailedEntry { saga: instance.saga.clone() }),
+        }),
+        (true, false) => writes.push(Write::DeleteRecord { kind: SAGA_FAILED_KIND.into(), key: instance.id.clone() }),
+        _ => {}
+    }
     (writes, value)
 }
 

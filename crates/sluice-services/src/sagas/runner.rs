@@ -6,7 +6,8 @@
 //!
 //! HTTP steps are answered by the response (2xx: success, its JSON body the output; 408, 429,
 //! 5xx and transport errors: retried; any other 4xx: failed for good). Queue steps send a
-//! message and wait for the participant's `POST /v1/replies` until the attempt's deadline.
+//! message and wait for the participant's `POST /v1/replies` (or its message to the step's reply
+//! queue, `replies.rs`) until the attempt's deadline.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -47,6 +48,8 @@ pub const ATTR_KIND: &str = "sluice.saga.kind";
 pub const ATTR_ATTEMPT: &str = "sluice.saga.attempt";
 pub const ATTR_IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 pub const ATTR_CORRELATION_ID: &str = "X-Correlation-Id";
+/// Where the participant may send its answer as a message (only when the step names one).
+pub const ATTR_REPLY_QUEUE: &str = "sluice.saga.reply_queue";
 
 pub(super) async fn run(sagas: Arc<Sagas>) {
     let client =
@@ -126,7 +129,9 @@ async fn call(sagas: &Arc<Sagas>, client: &reqwest::Client, instance: SagaInstan
         StepCall::Http { url, method, body } => {
             Some(http(sagas, client, &instance, &dispatch, url, method, body.as_ref()).await)
         }
-        StepCall::Queue { queue, body, .. } => send(sagas, &instance, &dispatch, queue, body).await,
+        StepCall::Queue { queue, body, reply_queue, .. } => {
+            send(sagas, &instance, &dispatch, queue, body, reply_queue.as_deref()).await
+        }
     };
     let Some(outcome) = outcome else { return };
     let applied = sagas
@@ -195,8 +200,9 @@ async fn send(
     dispatch: &Dispatch,
     queue: &str,
     body: &Value,
+    reply_queue: Option<&str>,
 ) -> Option<Outcome> {
-    let attributes = BTreeMap::from([
+    let mut attributes = BTreeMap::from([
         (ATTR_INSTANCE.to_owned(), text(&instance.id)),
         (ATTR_STEP.to_owned(), text(&dispatch.step_name)),
         (ATTR_KIND.to_owned(), text(dispatch.kind.as_str())),
@@ -207,6 +213,9 @@ async fn send(
         (ATTR_IDEMPOTENCY_KEY.to_owned(), text(&dispatch.idempotency_key)),
         (ATTR_CORRELATION_ID.to_owned(), text(&instance.correlation_id)),
     ]);
+    if let Some(reply_queue) = reply_queue {
+        attributes.insert(ATTR_REPLY_QUEUE.to_owned(), text(reply_queue));
+    }
     let message = NewMessage {
         body: serde_json::to_vec(body).unwrap_or_default(),
         attributes,

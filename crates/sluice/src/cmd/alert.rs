@@ -40,6 +40,8 @@ enum Kind {
     LagGrowing,
     /// Refusals per second of each resource the target matches.
     RejectedRateAbove,
+    /// Failed saga instances (`SAGA/ID`) of each saga the target matches.
+    SagaFailed,
 }
 
 impl From<Kind> for AlertKind {
@@ -50,6 +52,7 @@ impl From<Kind> for AlertKind {
             Kind::LagAbove => AlertKind::LagAbove,
             Kind::LagGrowing => AlertKind::LagGrowing,
             Kind::RejectedRateAbove => AlertKind::RejectedRateAbove,
+            Kind::SagaFailed => AlertKind::SagaFailed,
         }
     }
 }

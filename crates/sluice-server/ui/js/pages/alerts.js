@@ -11,6 +11,7 @@ const KINDS = {
   lag_above: 'Subscription lag above',
   lag_growing: 'Lag growing by more than, over for',
   rejected_rate_above: 'Refusals per second above',
+  saga_failed: 'Failed saga instances',
 };
 
 function threshold(rule) {

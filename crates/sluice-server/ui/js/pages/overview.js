@@ -101,6 +101,6 @@ export function subjectLink(alert) {
     const topic = alert.subject.split('/')[0];
     return h('a', { href: `#/topics/${encodeURIComponent(topic)}` }, alert.subject);
   }
-  if (alert.kind === 'rejected_rate_above') return alert.subject;
+  if (alert.kind === 'rejected_rate_above' || alert.kind === 'saga_failed') return alert.subject;
   return h('a', { href: `#/queues/${encodeURIComponent(alert.subject)}` }, alert.subject);
 }
