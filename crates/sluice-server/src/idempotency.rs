@@ -111,21 +111,21 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
     };
     let fingerprint = fingerprint(&bytes);
     let idempotency = state.services.idempotency();
-    if commits_its_answer(&parts.method, &scope.path) {
-        if let Some(ticket) = idempotency.optimistic(&scope, &fingerprint) {
-            let mut request = Request::from_parts(parts.clone(), Body::from(bytes.clone()));
-            request.extensions_mut().insert(ticket.clone());
-            let response = next.clone().run(request).await;
-            if response.extensions().get::<AnswerCommitted>().is_some() {
-                return finish(idempotency, ticket, response).await;
-            }
-            // Either the key has an entry (`ClaimLost`): the first request's (replayed below),
-            // another body's (a mismatch), one in progress, or an expired one the claim takes
-            // over; or the route answered before its commit (a refusal, an unknown queue),
-            // having done nothing. Both go the claiming way, which answers as for any route:
-            // a kept answer is replayed, a mismatch refused, and a request that runs again
-            // meets the same refusal.
+    if commits_its_answer(&parts.method, &scope.path)
+        && let Some(ticket) = idempotency.optimistic(&scope, &fingerprint)
+    {
+        let mut request = Request::from_parts(parts.clone(), Body::from(bytes.clone()));
+        request.extensions_mut().insert(ticket.clone());
+        let response = next.clone().run(request).await;
+        if response.extensions().get::<AnswerCommitted>().is_some() {
+            return finish(idempotency, ticket, response).await;
         }
+        // Either the key has an entry (`ClaimLost`): the first request's (replayed below),
+        // another body's (a mismatch), one in progress, or an expired one the claim takes
+        // over; or the route answered before its commit (a refusal, an unknown queue),
+        // having done nothing. Both go the claiming way, which answers as for any route:
+        // a kept answer is replayed, a mismatch refused, and a request that runs again
+        // meets the same refusal.
     }
     let claim = match wait {
         Some(wait) => idempotency.claim_waiting(&scope, &fingerprint, wait).await,
