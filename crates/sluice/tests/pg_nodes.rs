@@ -74,6 +74,12 @@ struct Ledger {
     receives: Mutex<HashMap<String, Vec<(Instant, bool)>>>,
 }
 
+/// The node after `node` (of three) that is not dead: where a client goes when its node fails.
+fn next_live(node: usize, dead: &Mutex<HashSet<usize>>) -> usize {
+    let dead = dead.lock().expect("dead").clone();
+    (0..3).map(|i| (node + 1 + i) % 3).find(|i| !dead.contains(i)).unwrap_or(node)
+}
+
 fn client(url: &str) -> sluice_client::Client {
     sluice_client::Client::builder(url).attempts(1).timeout(Duration::from_secs(10)).build().expect("client")
 }
@@ -115,8 +121,7 @@ async fn three_nodes_one_killed_lose_nothing_and_never_double_hold() {
                     }
                     _ => {
                         // The node may be dead: move to the next live one.
-                        let dead = dead.lock().expect("dead").clone();
-                        node = (0..3).map(|i| (node + 1 + i) % 3).find(|i| !dead.contains(i)).unwrap_or(node);
+                        node = next_live(node, &dead);
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                 }
@@ -129,8 +134,7 @@ async fn three_nodes_one_killed_lose_nothing_and_never_double_hold() {
             let mut node = c;
             while !stop.load(Ordering::Relaxed) {
                 if consume(&urls[node], &ledger, 200).await.is_err() {
-                    let dead = dead.lock().expect("dead").clone();
-                    node = (0..3).map(|i| (node + 1 + i) % 3).find(|i| !dead.contains(i)).unwrap_or(node);
+                    node = next_live(node, &dead);
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             }
@@ -271,10 +275,6 @@ async fn three_nodes_share_job_workers_one_killed_every_job_ends_once() {
     let dead = Arc::new(Mutex::new(HashSet::<usize>::new()));
     let enqueued = Arc::new(Mutex::new(HashMap::<String, String>::new()));
     let attempts = Arc::new(job_ledger::Attempts::default());
-    let next_live = |node: usize, dead: &Mutex<HashSet<usize>>| {
-        let dead = dead.lock().expect("dead").clone();
-        (0..3).map(|i| (node + 1 + i) % 3).find(|i| !dead.contains(i)).unwrap_or(node)
-    };
     let mut tasks = Vec::new();
     for p in 0..3usize {
         let (urls, stop, dead, enqueued) = (urls.clone(), stop.clone(), dead.clone(), enqueued.clone());
@@ -550,8 +550,7 @@ async fn three_nodes_run_sagas_one_killed_every_instance_finishes() {
                         }
                         Err(e) => {
                             assert!(Instant::now() < deadline, "order {order} could not be started: {e}");
-                            let dead = dead.lock().expect("dead").clone();
-                            node = (0..3).map(|i| (node + 1 + i) % 3).find(|i| !dead.contains(i)).unwrap_or(node);
+                            node = next_live(node, &dead);
                             tokio::time::sleep(Duration::from_millis(20)).await;
                         }
                     }
