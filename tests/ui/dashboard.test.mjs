@@ -225,6 +225,9 @@ test('a slow redrive can be cancelled, and a purge asks first', async () => {
   await page.waitForSelector('#redrive-status[data-status=cancelled]');
   const left = (await call('GET', '/v1/queues/orders-dlq')).counts.visible;
   assert.ok(left > 0 && left < 40, `a cancelled redrive leaves the rest (${left} left)`);
+  // The page refreshes on its own cadence: wait until it shows the depth after the cancel, so
+  // that the purge's question below counts what is there (it read one more under load in CI).
+  await page.waitForFunction((n) => document.querySelector('[data-stat=depth]').textContent === String(n), left);
 
   // Dismissed: nothing purged.
   await page.click('#purge');
