@@ -414,11 +414,13 @@ impl Client {
     /// repeat the send after its own restart, and the server answers from the first one
     /// instead of sending again, for the key's TTL.
     pub async fn send_messages_with_key(&self, queue: &str, request: &SendRequest, key: &str) -> Result<SendResponse> {
-        let mut call =
-            self.call(Method::POST, &["v1", "queues", queue, "messages"], &[], Some(request), self.timeout)?;
-        call.idempotency_key = Some(key.to_owned());
-        let (status, bytes) = self.execute(call).await?;
-        decode(status, &bytes)
+        Ok(self.json_with_key(&["v1", "queues", queue, "messages"], request, key).await?.1)
+    }
+
+    /// [`Client::publish`] under the caller's own `Idempotency-Key`: a publish repeated after
+    /// the caller's own restart delivers nothing again, for the key's TTL.
+    pub async fn publish_with_key(&self, topic: &str, request: &PublishRequest, key: &str) -> Result<PublishResponse> {
+        Ok(self.json_with_key(&["v1", "topics", topic, "publish"], request, key).await?.1)
     }
 
     /// `POST /v1/queues/{queue}/ack`: deletes received messages by receipt.
@@ -497,6 +499,19 @@ impl Client {
         body: Option<&impl Serialize>,
     ) -> Result<(StatusCode, T)> {
         let call = self.call(method, path, query, body, self.timeout)?;
+        let (status, bytes) = self.execute(call).await?;
+        Ok((status, decode(status, &bytes)?))
+    }
+
+    /// A `POST` under the caller's own `Idempotency-Key`, with its status.
+    pub(crate) async fn json_with_key<T: DeserializeOwned>(
+        &self,
+        path: &[&str],
+        body: &impl Serialize,
+        key: &str,
+    ) -> Result<(StatusCode, T)> {
+        let mut call = self.call(Method::POST, path, &[], Some(body), self.timeout)?;
+        call.idempotency_key = Some(key.to_owned());
         let (status, bytes) = self.execute(call).await?;
         Ok((status, decode(status, &bytes)?))
     }

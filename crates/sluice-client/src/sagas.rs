@@ -50,11 +50,7 @@ impl Client {
     /// that a start repeated after the caller's own restart starts nothing new: the server
     /// answers with the first start's instance for the key's TTL.
     pub async fn start_saga_with_key(&self, name: &str, request: &StartSagaRequest, key: &str) -> Result<SagaInstance> {
-        let mut call =
-            self.call(Method::POST, &["v1", "sagas", name, "instances"], &[], Some(request), self.timeout)?;
-        call.idempotency_key = Some(key.to_owned());
-        let (status, bytes) = self.execute(call).await?;
-        crate::decode(status, &bytes)
+        Ok(self.json_with_key(&["v1", "sagas", name, "instances"], request, key).await?.1)
     }
 
     /// `GET /v1/sagas/instances/{id}`.

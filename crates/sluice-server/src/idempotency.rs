@@ -3,10 +3,13 @@
 //! services' `Idempotency`, runs the route, stores its answer and returns it; a retry gets the
 //! stored answer with `Idempotency-Replayed: true`.
 //!
-//! Routes whose effect carries data (queue sends, stream appends, saga starts) find a `Ticket`
-//! in their request's extensions and commit their answer with their effect
+//! Routes whose effect carries data (queue sends, topic publishes, stream appends, saga starts)
+//! find a `Ticket` in their request's extensions and commit their answer with their effect
 //! (`Ticket::commit_write`); they mark their response with [`AnswerCommitted`], and this layer
-//! stores nothing more. Those routes ([`commits_its_answer`]) run before anything is claimed:
+//! stores nothing more. Job enqueues and event appends, whose stores commit apart, name their
+//! effect after the request instead (`Ticket::effect_id`: a job's unique key, an event's id),
+//! so that a second attempt after a crash is deduplicated by the store and answers as the
+//! first. Those routes ([`commits_its_answer`]) run before anything is claimed:
 //! their commit claims the key too, so a new key costs a keyed send no durable turn more than a
 //! plain one. Of requests racing with one key, one commit wins; the others are refused whole
 //! (nothing of theirs is applied), answer [`claim_lost`], and go the claiming way, where they
@@ -68,7 +71,10 @@ pub fn commits_its_answer(method: &Method, path: &str) -> bool {
     let segments: Vec<&str> = path.split('/').collect();
     matches!(
         segments.as_slice(),
-        ["", "v1", "queues", name, "messages"] | ["", "v1", "streams", name, "records"] | ["", "v1", "sagas", name, "instances"]
+        ["", "v1", "queues", name, "messages"]
+            | ["", "v1", "topics", name, "publish"]
+            | ["", "v1", "streams", name, "records"]
+            | ["", "v1", "sagas", name, "instances"]
             if !name.is_empty()
     )
 }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use sluice_api::{
     CreateTopicRequest, ErrorCode, ErrorResponse, FilterPolicyScope, PublishRequest, PublishResponse, PublishResult,
@@ -23,8 +24,13 @@ use crate::convert::{self, rfc3339};
 use crate::error::{ApiError, publish_error};
 use crate::extract::{Json, Path, Query};
 use crate::paging::PageRequest;
+use sluice_services::idempotency::{Template, Ticket};
 use sluice_services::topics::limits::{LIST_LIMIT_MAX, PUBLISH_BATCH_ENTRIES_MAX};
-use sluice_services::topics::{Endpoint, Origin, Publication, SubscriptionRecord, TopicError, TopicRecord, TopicView};
+use sluice_services::topics::{
+    Endpoint, Origin, PlannedPublish, Publication, PublishError, Published, SubscriptionRecord, TopicError,
+    TopicRecord, TopicView,
+};
+use sluice_store::{COMMIT_MESSAGES_MAX, COMMIT_WRITES_MAX, Conflict, Refused, StoreError, Write};
 
 type JsonResult<T> = Result<axum::Json<T>, ApiError>;
 
@@ -386,8 +392,9 @@ pub async fn publish(
     State(state): State<AppState>,
     Path(name): Path<String>,
     headers: HeaderMap,
+    ticket: Option<axum::Extension<Ticket>>,
     Json(request): Json<PublishRequest>,
-) -> JsonResult<PublishResponse> {
+) -> Result<Response, ApiError> {
     let count = request.messages.len();
     if count == 0 {
         return Err(ApiError::new(ErrorCode::EmptyBatch, "messages is empty; publish 1 to 100 messages")
@@ -457,8 +464,61 @@ pub async fn publish(
         });
     }
     let origin = origin(&state, &headers);
+    if let Some(axum::Extension(ticket)) = ticket {
+        let planned = state.topics().plan_publish_all(&name, publications.clone(), &origin).await?;
+        match publish_committed(&state, &ticket, planned, results.clone(), &positions).await? {
+            Some(response) => return Ok(response),
+            // Nothing was applied: a claiming request runs again, and publishes this way.
+            None if ticket.is_optimistic() => return Ok(crate::idempotency::claim_lost()),
+            // A copy its queue refuses: published the usual way (dead-lettered or dropped,
+            // as any publish does), its answer stored by the layer after.
+            None => {}
+        }
+    }
     let published = state.topics().publish(&name, publications, &origin).await?;
-    for (i, outcome) in positions.into_iter().zip(published) {
+    Ok(axum::Json(publish_answer(results, &positions, published)).into_response())
+}
+
+/// A publish under an idempotency key: every copy and the answer in one commit, so that a crash
+/// cannot apply one without the other. `None` when the commit was refused for a copy (a queue
+/// that refuses it or is gone, or more copies than a commit holds): nothing was applied.
+async fn publish_committed(
+    state: &AppState,
+    ticket: &Ticket,
+    mut planned: PlannedPublish,
+    results: Vec<Option<PublishResult>>,
+    positions: &[usize],
+) -> Result<Option<Response>, ApiError> {
+    let copies: usize =
+        planned.writes.iter().map(|w| if let Write::Send { messages, .. } = w { messages.len() } else { 0 }).sum();
+    if copies > COMMIT_MESSAGES_MAX || planned.writes.len() + 2 > COMMIT_WRITES_MAX {
+        return Ok(None);
+    }
+    let body = publish_answer(results, positions, planned.results.clone());
+    let body = serde_json::to_value(body).map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?;
+    let template = Template { status: 200, location: None, body, fills: Vec::new() };
+    let mut writes = std::mem::take(&mut planned.writes);
+    writes.extend(ticket.commit_write(template.clone()));
+    match state.store().commit_all(writes).await {
+        Ok(Ok(_)) => {
+            state.topics().count_planned(&planned);
+            crate::idempotency::committed_answer(&template, &[]).map(Some)
+        }
+        Ok(Err(Refused { conflict: Conflict::RecordExists, .. })) => Ok(Some(crate::idempotency::claim_lost())),
+        Ok(Err(Refused { conflict: Conflict::RecordChanged, .. })) => Err(crate::idempotency::in_use()),
+        Ok(Err(_)) | Err(StoreError::Broker(_)) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The answer of a publish: the entries refused before publishing in place, and the others'
+/// outcomes at their positions.
+fn publish_answer(
+    mut results: Vec<Option<PublishResult>>,
+    positions: &[usize],
+    published: Vec<Result<Published, PublishError>>,
+) -> PublishResponse {
+    for (&i, outcome) in positions.iter().zip(published) {
         results[i] = Some(match outcome {
             Ok(p) => PublishResult {
                 id: Some(p.message_id),
@@ -474,5 +534,5 @@ pub async fn publish(
             },
         });
     }
-    Ok(axum::Json(PublishResponse { results: results.into_iter().flatten().collect() }))
+    PublishResponse { results: results.into_iter().flatten().collect() }
 }

@@ -76,6 +76,15 @@ impl Client {
         Ok(EnqueuedJob { job, created: status == StatusCode::ACCEPTED })
     }
 
+    /// [`Client::enqueue_job`] under the caller's own `Idempotency-Key`: an enqueue repeated
+    /// after the caller's own restart answers the first one's job instead of enqueueing
+    /// another, for the key's TTL (even after a crash of the server between the enqueue and
+    /// its stored answer: the server gives such a job a unique key named after the request).
+    pub async fn enqueue_job_with_key(&self, request: &EnqueueJobRequest, key: &str) -> Result<EnqueuedJob> {
+        let (status, job) = self.json_with_key(&["v1", "jobs"], request, key).await?;
+        Ok(EnqueuedJob { job, created: status == StatusCode::ACCEPTED })
+    }
+
     /// `GET /v1/jobs/{id}`; with `wait_ms`, waits up to that long (at most 20 s) for the job to
     /// finish. The request's own timeout is extended by the wait.
     pub async fn get_job(&self, id: &str, wait_ms: Option<u64>) -> Result<Job> {

@@ -76,6 +76,7 @@ fn expected(e: ExpectedVersionWire) -> ExpectedVersion {
 pub async fn append(
     State(state): State<AppState>,
     Path(stream_id): Path<String>,
+    ticket: Option<axum::Extension<sluice_services::idempotency::Ticket>>,
     Json(request): Json<AppendEventsRequest>,
 ) -> JsonResult<AppendEventsResponse> {
     let count = request.events.len();
@@ -96,8 +97,15 @@ pub async fn append(
     let events: Vec<NewEvent> = request
         .events
         .into_iter()
-        .map(|e| NewEvent {
-            id: e.id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
+        .enumerate()
+        .map(|(n, e)| NewEvent {
+            // Under an Idempotency-Key, an event without an id gets one named after the
+            // request: an attempt that runs again after a crash between the append and its
+            // stored answer is then a re-sent append, answered from the first.
+            id: e.id.unwrap_or_else(|| match &ticket {
+                Some(axum::Extension(ticket)) => ticket.effect_id(n).to_string(),
+                None => uuid::Uuid::now_v7().to_string(),
+            }),
             r#type: e.r#type,
             data: e.data.to_string(),
             metadata: e.metadata.map(|m| m.to_string()),

@@ -15,7 +15,9 @@ use sluice_api::{
     CallbackSecret, ClaimJobsRequest, ClaimJobsResponse, ClaimedJob, CompleteJobRequest, EnqueueJobRequest, ErrorCode,
     ErrorResponse, FailJobRequest, HeartbeatRequest, HeartbeatResponse, Job, JobList, JobStatsList,
 };
-use sluice_core::jobs::limits::{JOB_LEASE_MS_DEFAULT, JOB_LIST_LIMIT_DEFAULT, JOB_LIST_LIMIT_MAX};
+use sluice_core::jobs::limits::{
+    JOB_LEASE_MS_DEFAULT, JOB_LIST_LIMIT_DEFAULT, JOB_LIST_LIMIT_MAX, JOB_UNIQUE_FOR_MS_MAX,
+};
 use sluice_core::jobs::{ClaimSpec, JobFilter, JobId, JobStatus, validate_tag};
 use sluice_services::jobs::Jobs;
 use sluice_store::JobListRequest;
@@ -77,6 +79,7 @@ fn job_id(text: &str) -> Result<JobId, ApiError> {
 )]
 pub async fn enqueue(
     State(state): State<AppState>,
+    ticket: Option<axum::Extension<sluice_services::idempotency::Ticket>>,
     Json(request): Json<EnqueueJobRequest>,
 ) -> Result<Response, ApiError> {
     // Job queues have no attributes of their own: a Sluice queue of the same name with
@@ -87,7 +90,17 @@ pub async fn enqueue(
     {
         return Err(crate::error::violation_error(&violation));
     }
-    let job = convert::new_job(request)?;
+    let mut job = convert::new_job(request)?;
+    if let Some(axum::Extension(ticket)) = ticket
+        && job.unique_key.is_none()
+    {
+        // Under an Idempotency-Key, a job without a unique key of its own gets one named
+        // after the request, held as long as the key: an attempt that runs again after a
+        // crash between the enqueue and its stored answer finds the first attempt's job and
+        // answers it (`200`) instead of enqueueing a second.
+        job.unique_key = Some(ticket.job_unique_key());
+        job.unique_for_ms = Some(ticket.kept_for_ms().clamp(1, JOB_UNIQUE_FOR_MS_MAX));
+    }
     // A job's priority is its band while the server sheds.
     crate::shed::admit(&state, &format!("job_queue:{}", job.queue), job.priority)?;
     let enqueued = jobs(&state).enqueue(job).await?;

@@ -26,7 +26,7 @@ struct Route {
     body: Option<Value>,
     other: Value,
     /// A GET, a JSON pointer into its answer, and the value it must hold after the first call
-    /// and its replays.
+    /// and its replays (`null` for nothing there).
     once: Option<(&'static str, &'static str, Value)>,
 }
 
@@ -68,6 +68,31 @@ fn job(report: u64) -> Value {
     json!({ "queue": "jq", "type": "pdf", "payload": { "report": report } })
 }
 
+fn relay(queue: &str) -> Value {
+    // A create checks its source: an SQLite outbox table, made once per run (never polled: the
+    // router runs without its background work here).
+    let path = std::env::temp_dir().join(format!("sluice-idempotency-relay-{}.db", std::process::id()));
+    let conn = rusqlite::Connection::open(&path).expect("create the outbox database");
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, aggregatetype TEXT, aggregateid TEXT, type TEXT, payload TEXT, published_at TEXT)",
+    )
+    .expect("outbox table");
+    json!({ "name": "orders", "source": format!("sqlite://{}", path.display()), "table": "outbox", "target": { "queue": queue } })
+}
+
+fn commit(offset: u64) -> Value {
+    json!({ "member": "m1", "generation": 99, "offsets": { "0": offset } })
+}
+
+fn events(types: &[&str]) -> Value {
+    let events: Vec<Value> = types.iter().map(|t| json!({ "type": t, "data": { "t": t } })).collect();
+    json!({ "expected_version": "any", "events": events })
+}
+
+fn saga(timeout_ms: u64) -> Value {
+    json!({ "steps": [{ "name": "reserve", "action": { "http": { "url": "http://127.0.0.1:9/reserve" } }, "timeout_ms": timeout_ms }] })
+}
+
 fn routes() -> Vec<Route> {
     let q = ("POST", "/v1/queues", queue("q"));
     let t = ("POST", "/v1/topics", Some(json!({ "name": "t" })));
@@ -76,6 +101,11 @@ fn routes() -> Vec<Route> {
     let one = ("POST", "/v1/queues/q/messages", Some(json!({ "messages": [{ "body": "m" }] })));
     let enqueue = ("POST", "/v1/jobs", Some(job(1)));
     let claim = ("POST", "/v1/jobs/claim", Some(json!({ "queues": ["jq"], "max": 1 })));
+    let shared = ("POST", "/v1/streams/s/groups", Some(json!({ "name": "sg", "mode": "shared" })));
+    let placed = ("POST", "/v1/events/streams/order-1", Some(events(&["Placed"])));
+    let billing = ("POST", "/v1/events/subscriptions", Some(json!({ "name": "billing" })));
+    let define = ("PUT", "/v1/sagas/order", Some(saga(5000)));
+    let start = ("POST", "/v1/sagas/order/instances", Some(json!({ "input": {} })));
     let mut routes = vec![
         route("create queue", "POST", "/v1/queues", queue("made"), json!({ "name": "made", "delay_ms": 5 })).once(
             "/v1/queues",
@@ -267,6 +297,140 @@ fn routes() -> Vec<Route> {
         ),
         route("delete relay", "DELETE", "/v1/relays/nope", None, json!({})),
         route("pause relay", "POST", "/v1/relays/nope/pause", None, json!({})),
+        route("resume relay", "POST", "/v1/relays/nope/resume", None, json!({})),
+        route("create relay", "POST", "/v1/relays", Some(relay("out")), relay("other")),
+        route("unsubscribe", "DELETE", "/v1/topics/t/subscriptions/{id}", None, json!({}))
+            .after(t.0, t.1, t.2.clone())
+            .after(q.0, q.1, q.2.clone())
+            .after("POST", "/v1/topics/t/subscriptions", Some(json!({ "queue": "q" }))),
+        route("commit offsets", "POST", "/v1/streams/s/groups/g/commit", Some(commit(7)), commit(8))
+            .after(s.0, s.1, s.2.clone())
+            .after(g.0, g.1, g.2.clone()),
+        route(
+            "seek",
+            "POST",
+            "/v1/streams/s/groups/g/seek",
+            Some(json!({ "partition": 0, "offset": 0 })),
+            json!({ "partition": 0 }),
+        )
+        .after(s.0, s.1, s.2.clone())
+        .after(g.0, g.1, g.2.clone()),
+        route(
+            "ack records",
+            "POST",
+            "/v1/streams/s/groups/sg/ack",
+            Some(json!({ "receipts": ["nope"] })),
+            json!({ "receipts": [] }),
+        )
+        .after(s.0, s.1, s.2.clone())
+        .after(shared.0, shared.1, shared.2.clone()),
+        route(
+            "nack records",
+            "POST",
+            "/v1/streams/s/groups/sg/nack",
+            Some(json!({ "receipts": ["nope"] })),
+            json!({ "receipts": [] }),
+        )
+        .after(s.0, s.1, s.2.clone())
+        .after(shared.0, shared.1, shared.2.clone()),
+        route(
+            "release records",
+            "POST",
+            "/v1/streams/s/groups/sg/release",
+            Some(json!({ "receipts": ["nope"] })),
+            json!({ "receipts": [] }),
+        )
+        .after(s.0, s.1, s.2.clone())
+        .after(shared.0, shared.1, shared.2.clone()),
+        route(
+            "append events",
+            "POST",
+            "/v1/events/streams/order-1",
+            Some(events(&["Placed", "Paid"])),
+            events(&["Other"]),
+        )
+        .once("/v1/events/streams/order-1", "/last_version", json!(1)),
+        route("delete event stream", "DELETE", "/v1/events/streams/order-1", None, json!({})).after(
+            placed.0,
+            placed.1,
+            placed.2.clone(),
+        ),
+        route(
+            "put snapshot",
+            "PUT",
+            "/v1/events/streams/order-1/snapshot",
+            Some(json!({ "version": 0, "data": { "n": 1 } })),
+            json!({ "version": 0, "data": {} }),
+        )
+        .after(placed.0, placed.1, placed.2.clone()),
+        route(
+            "create event subscription",
+            "POST",
+            "/v1/events/subscriptions",
+            Some(json!({ "name": "billing" })),
+            json!({ "name": "billing", "from": "end" }),
+        ),
+        route("delete event subscription", "DELETE", "/v1/events/subscriptions/billing", None, json!({})).after(
+            billing.0,
+            billing.1,
+            billing.2.clone(),
+        ),
+        route(
+            "checkpoint",
+            "POST",
+            "/v1/events/subscriptions/billing/checkpoint",
+            Some(json!({ "position": 0 })),
+            json!({ "position": 1 }),
+        )
+        .after(placed.0, placed.1, placed.2.clone())
+        .after(billing.0, billing.1, billing.2.clone()),
+        route(
+            "fetch events",
+            "POST",
+            "/v1/events/subscriptions/billing/fetch",
+            Some(json!({ "max": 1 })),
+            json!({ "max": 2 }),
+        )
+        .after(placed.0, placed.1, placed.2.clone())
+        .after(billing.0, billing.1, billing.2.clone()),
+        route("define saga", "PUT", "/v1/sagas/order", Some(saga(5000)), saga(6000)),
+        route(
+            "start saga",
+            "POST",
+            "/v1/sagas/order/instances",
+            Some(json!({ "input": { "n": 1 } })),
+            json!({ "input": { "n": 2 } }),
+        )
+        .after(define.0, define.1, define.2.clone())
+        .once("/v1/sagas/instances?saga=order", "/instances/1", Value::Null),
+        route("cancel saga", "POST", "/v1/sagas/instances/{id}/cancel", None, json!({}))
+            .after(define.0, define.1, define.2.clone())
+            .after(start.0, start.1, start.2.clone()),
+        route("retry saga", "POST", "/v1/sagas/instances/{id}/retry", None, json!({}))
+            .after(define.0, define.1, define.2.clone())
+            .after(start.0, start.1, start.2.clone()),
+        route(
+            "reply",
+            "POST",
+            "/v1/replies",
+            Some(json!({ "correlation_id": "none", "step": "reserve", "ok": true })),
+            json!({ "correlation_id": "none", "step": "charge", "ok": true }),
+        ),
+        route(
+            "check schema",
+            "POST",
+            "/v1/schemas/order/check",
+            Some(json!({ "body": "{}" })),
+            json!({ "body": "[]" }),
+        )
+        .after("POST", "/v1/schemas/order/versions", Some(json!({ "schema": { "type": "object" } }))),
+        route(
+            "configure schema",
+            "PUT",
+            "/v1/schemas/order/config",
+            Some(json!({ "compatibility": "none" })),
+            json!({ "compatibility": "full" }),
+        ),
     ];
     routes.sort_by_key(|r| r.name);
     routes
@@ -325,8 +489,9 @@ async fn check(route: &Route) -> Vec<String> {
     }
     if let Some((probe, pointer, want)) = &route.once {
         let seen = node.expect("GET", probe, None, 200).await;
-        if seen.pointer(pointer) != Some(want) {
-            fail(format!("executed once: {probe} {pointer} is {:?}, want {want}", seen.pointer(pointer)));
+        let got = seen.pointer(pointer).cloned().unwrap_or(Value::Null);
+        if got != *want {
+            fail(format!("executed once: {probe} {pointer} is {got}, want {want}"));
         }
     }
 
@@ -379,6 +544,36 @@ async fn check(route: &Route) -> Vec<String> {
     }
     node.close().await;
     failures
+}
+
+/// True when `path` (a call's, without its query) is an instance of the OpenAPI `template`.
+fn instance_of(path: &str, template: &str) -> bool {
+    let path: Vec<&str> = path.split('?').next().unwrap_or_default().split('/').collect();
+    let template: Vec<&str> = template.split('/').collect();
+    path.len() == template.len()
+        && path.iter().zip(&template).all(|(p, t)| p == t || (t.starts_with('{') && t.ends_with('}')))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_table_holds_every_mutating_route_of_the_api() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let node = Node::open(&dir, &manual_clock(), config());
+    let doc = node.expect("GET", "/v1/openapi.json", None, 200).await;
+    node.close().await;
+    let routes = routes();
+    let mut missing = Vec::new();
+    for (template, item) in doc["paths"].as_object().expect("paths") {
+        for method in ["post", "put", "patch", "delete"] {
+            if !template.starts_with("/v1/") || item.get(method).is_none() {
+                continue;
+            }
+            let upper = method.to_uppercase();
+            if !routes.iter().any(|r| r.method == upper && instance_of(r.path, template)) {
+                missing.push(format!("{upper} {template}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "mutating routes without a row in the table: {missing:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -301,3 +301,86 @@ async fn the_openapi_document_names_the_header_on_every_mutating_operation() {
     assert!(mutating >= 38, "{mutating} mutating operations");
     node.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enqueue_or_append_run_again_after_its_process_died_answers_the_first_effect() {
+    // A job enqueue and an event append commit apart from their stored answer: a process that
+    // dies between the two leaves the effect and an in-progress claim. Here the first attempt
+    // is played by hand (its claim, then its effect under the names the route gives), and the
+    // node closed before any answer is stored; the retry takes the claim over and must find
+    // that effect instead of making a second one.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let clock = manual_clock();
+    let node = Node::open(&dir, &clock, config());
+    let scope =
+        |path: &str| Scope { principal: "anonymous".into(), method: "POST".into(), path: path.into(), key: "k".into() };
+    let job = json!({ "queue": "jq", "type": "pdf", "payload": { "report": 1 } });
+    let events = json!({ "events": [{ "type": "Placed", "data": {} }, { "type": "Paid", "data": {} }] });
+    let claim = |path: &'static str, body: Value| {
+        let node = node.clone();
+        async move {
+            let bytes = body.to_string();
+            match node.services.idempotency().claim(&scope(path), &fingerprint(bytes.as_bytes())).await.unwrap() {
+                Claim::Execute(ticket) => ticket,
+                other => panic!("{path}: a fresh key is claimed, not {other:?}"),
+            }
+        }
+    };
+    let ticket = claim("/v1/jobs", job.clone()).await;
+    let first = node
+        .services
+        .jobs()
+        .enqueue(sluice_core::jobs::NewJob {
+            queue: "jq".into(),
+            job_type: "pdf".into(),
+            payload: br#"{"report":1}"#.to_vec(),
+            unique_key: Some(ticket.job_unique_key()),
+            unique_for_ms: Some(ticket.kept_for_ms()),
+            ..Default::default()
+        })
+        .await
+        .expect("first attempt's enqueue");
+    let ticket = claim("/v1/events/streams/order-1", events.clone()).await;
+    let placed = |n: usize, t: &str| sluice_core::events::NewEvent {
+        id: ticket.effect_id(n).to_string(),
+        r#type: t.into(),
+        data: "{}".into(),
+        metadata: None,
+        correlation_id: None,
+        causation_id: None,
+    };
+    node.services
+        .store()
+        .append_events(
+            "order-1",
+            sluice_core::events::ExpectedVersion::Any,
+            vec![placed(0, "Placed"), placed(1, "Paid")],
+        )
+        .await
+        .expect("first attempt's append");
+    node.close().await;
+
+    let node = Node::open(&dir, &clock, config());
+    let retried = node.call("POST", "/v1/jobs", Some("k"), Some(&job)).await;
+    assert_eq!((retried.status, retried.replayed()), (200, false), "{}", String::from_utf8_lossy(&retried.body));
+    assert_eq!(retried.json()["id"], first.view.record.id.to_string(), "the retry answers the first attempt's job");
+    let listed = node.expect("GET", "/v1/jobs?queue=jq", None, 200).await;
+    assert_eq!(listed["jobs"].as_array().map(Vec::len), Some(1), "one job: {listed}");
+    let replay = node.call("POST", "/v1/jobs", Some("k"), Some(&job)).await;
+    assert!(replay.replayed() && replay.body == retried.body, "the retry's answer is stored");
+
+    let appended = node.call("POST", "/v1/events/streams/order-1", Some("k"), Some(&events)).await;
+    assert_eq!((appended.status, appended.replayed()), (200, false), "{}", String::from_utf8_lossy(&appended.body));
+    assert_eq!(
+        (appended.json()["first_version"].clone(), appended.json()["last_version"].clone()),
+        (json!(0), json!(1))
+    );
+    let stream = node.expect("GET", "/v1/events/streams/order-1", None, 200).await;
+    assert_eq!(stream["last_version"], 1, "nothing appended twice: {stream}");
+
+    // A key used again after its TTL is a new request: it makes a new effect.
+    clock.advance_by(TTL_MS);
+    let later = node.call("POST", "/v1/jobs", Some("k"), Some(&job)).await;
+    assert_eq!(later.status, 202, "{}", String::from_utf8_lossy(&later.body));
+    node.close().await;
+}

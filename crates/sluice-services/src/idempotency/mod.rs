@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use sha2::{Digest, Sha256};
 use sluice_clock::Clock;
 use sluice_store::{Store, StoreError, Write};
 use tokio::sync::Notify;
@@ -97,6 +98,10 @@ pub enum Claim {
     Full(Bound),
 }
 
+/// The start of the unique key of a job enqueued under an `Idempotency-Key` without one of its
+/// own ([`Ticket::job_unique_key`]).
+pub const JOB_UNIQUE_KEY_PREFIX: &str = "idempotency:";
+
 /// The right to run a claimed request and to store its answer.
 ///
 /// A ticket from [`Idempotency::claim`] holds a claim already written. One from
@@ -121,6 +126,36 @@ impl Ticket {
     /// True for a ticket of [`Idempotency::optimistic`], which claimed nothing yet.
     pub fn is_optimistic(&self) -> bool {
         self.claimed.is_none()
+    }
+
+    /// A name for the `n`th effect of this request that every attempt of it under this claim
+    /// gives alike (an attempt after a crash takes the abandoned claim over, and keeps its
+    /// time), and no other request gives: the ids of events appended without one, the unique
+    /// key of a job enqueued without one. The store's own deduplication by that name then
+    /// makes a second attempt, run after a crash between the effect and its stored answer,
+    /// answer as the first instead of repeating the effect. A key used again after its TTL
+    /// is a new request, with new names.
+    pub fn effect_id(&self, n: usize) -> uuid::Uuid {
+        let mut h = Sha256::new();
+        h.update(self.record_key.as_bytes());
+        h.update(self.entry.created_at_ms.to_be_bytes());
+        h.update((n as u64).to_be_bytes());
+        let digest = h.finalize();
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&digest[..16]);
+        uuid::Builder::from_custom_bytes(bytes).into_uuid()
+    }
+
+    /// The unique key a job enqueued under this request without one of its own is given:
+    /// [`JOB_UNIQUE_KEY_PREFIX`] and the request's first [`Ticket::effect_id`].
+    pub fn job_unique_key(&self) -> String {
+        format!("{JOB_UNIQUE_KEY_PREFIX}{}", self.effect_id(0))
+    }
+
+    /// How long the key is kept from its claim on: what a name from [`Ticket::effect_id`]
+    /// must be remembered for.
+    pub fn kept_for_ms(&self) -> u64 {
+        self.entry.expires_at_ms.saturating_sub(self.entry.created_at_ms)
     }
 
     /// The writes that store `template` as this request's answer, for the commit that makes
@@ -262,6 +297,7 @@ impl Idempotency {
         for round in 0..4 {
             let now = self.clock.now_ms();
             let current = if round == 0 { None } else { self.store.get_record(ENTRY_KIND, &record_key).await? };
+            let mut taken_over = None;
             let replacing = match &current {
                 None => None,
                 Some(value) => match Entry::decode(value) {
@@ -278,13 +314,19 @@ impl Idempotency {
                             return Ok(Claim::InUse);
                         }
                         tracing::info!(path = %entry.path, "an abandoned idempotency claim is taken over");
+                        taken_over = Some(entry.created_at_ms);
                         Some(value.clone())
                     }
                     // Expired, or unreadable (written by a later version, say): free to reuse.
                     _ => Some(value.clone()),
                 },
             };
-            let entry = self.in_progress(scope, fingerprint);
+            let mut entry = self.in_progress(scope, fingerprint);
+            if let Some(first) = taken_over {
+                // The same request again, after its first attempt's process died: it keeps
+                // that attempt's time, so that `Ticket::effect_id` names the same effects.
+                entry.created_at_ms = first;
+            }
             let claimed = entry.encode();
             let won = match &replacing {
                 None => {
@@ -347,9 +389,6 @@ impl Idempotency {
         }
     }
 
-    /// Stores `answer` for the ticket's request, after its effect. Answers `false` when the
-    /// claim was no longer the ticket's (it expired and was claimed again); the answer is then
-    /// the caller's alone.
     /// An optimistic ticket's request ran (its claim is not counted until then).
     fn ran(&self, ticket: &Ticket) {
         if ticket.is_optimistic() {
@@ -357,6 +396,9 @@ impl Idempotency {
         }
     }
 
+    /// Stores `answer` for the ticket's request, after its effect. Answers `false` when the
+    /// claim was no longer the ticket's (it expired and was claimed again); the answer is then
+    /// the caller's alone.
     pub async fn complete(&self, ticket: Ticket, answer: &StoredAnswer) -> Result<bool, StoreError> {
         self.ran(&ticket);
         let done = Entry { state: Entry::done(answer), ..ticket.entry }.encode();

@@ -19,6 +19,7 @@
 
 mod attributes;
 mod cache;
+mod checks;
 mod envelope;
 mod error;
 pub mod limits;
@@ -46,7 +47,7 @@ pub use model::{
     ArnError, Arns, Protocol, SCHEMA_VALIDATION, SUBSCRIPTION_KIND, SubscriptionRecord, TopicRecord,
     decode_subscription,
 };
-pub use publish::Publication;
+pub use publish::{PlannedPublish, Publication, Published};
 
 use cache::{Cached, Live, Snapshot};
 
