@@ -20,6 +20,7 @@
 mod torture;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -47,6 +48,45 @@ struct Ledger {
     answered: Mutex<HashMap<String, Vec<String>>>,
     unanswered: Mutex<Vec<String>>,
     received: Mutex<HashMap<String, u32>>,
+}
+
+impl Ledger {
+    /// One keyed call while the server is killed and restarted: its batch, and its answer's ids
+    /// or that the answer was lost.
+    async fn call(&self, key: String, batch: Vec<String>, answer: impl Future<Output = Option<Vec<String>>>) {
+        self.batches.lock().expect("ledger").insert(key.clone(), batch);
+        match answer.await {
+            Some(ids) => {
+                self.answered.lock().expect("ledger").insert(key, ids);
+            }
+            None => {
+                self.unanswered.lock().expect("ledger").push(key);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+
+    /// Once the server stays up: every key whose answer was lost is retried with its batch (it
+    /// replays or runs once), and a sample of answered keys again, which must answer the very
+    /// same ids. Returns every key's batch and how many answers were lost.
+    async fn retry<F, Fut>(&self, call: F) -> (HashMap<String, Vec<String>>, usize)
+    where
+        F: Fn(String, Vec<String>) -> Fut,
+        Fut: Future<Output = Vec<String>>,
+    {
+        let batches = self.batches.lock().expect("ledger").clone();
+        let unanswered = self.unanswered.lock().expect("ledger").clone();
+        for key in &unanswered {
+            let ids = call(key.clone(), batches[key].clone()).await;
+            self.answered.lock().expect("ledger").insert(key.clone(), ids);
+        }
+        let answered = self.answered.lock().expect("ledger").clone();
+        for (key, first) in answered.iter().step_by(7) {
+            let again = call(key.clone(), batches[key].clone()).await;
+            assert_eq!(&again, first, "{key}: a retry answers the first answer");
+        }
+        (batches, unanswered.len())
+    }
 }
 
 impl Consume for Ledger {
@@ -91,16 +131,8 @@ async fn sigkill_between_effect_and_answer_never_sends_twice() {
             while !stop.load(Ordering::Relaxed) {
                 let batch = payloads.next_batch();
                 let key = format!("key-{}", batch[0]);
-                ledger.batches.lock().expect("ledger").insert(key.clone(), batch.clone());
-                match client(&url.get()).send_messages_with_key(QUEUE, &request(&batch), &key).await {
-                    Ok(answer) => {
-                        ledger.answered.lock().expect("ledger").insert(key, ids(&answer));
-                    }
-                    Err(_) => {
-                        ledger.unanswered.lock().expect("ledger").push(key);
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                }
+                let answer = client(&url.get()).send_messages_with_key(QUEUE, &request(&batch), &key).await;
+                ledger.call(key, batch, async { answer.ok().map(|a| ids(&a)) }).await;
             }
         });
     }
@@ -111,25 +143,17 @@ async fn sigkill_between_effect_and_answer_never_sends_twice() {
     clients.stop().await;
     println!("{}", killer.summary());
 
-    // Every key whose answer was lost, retried with its batch: it replays or sends once.
     let c = client(&server.url);
-    let batches = ledger.batches.lock().expect("ledger").clone();
-    let unanswered = ledger.unanswered.lock().expect("ledger").clone();
-    for key in &unanswered {
-        let answer =
-            c.send_messages_with_key(QUEUE, &request(&batches[key]), key).await.expect("the retry is answered");
-        ledger.answered.lock().expect("ledger").insert(key.clone(), ids(&answer));
-    }
-    // Answered keys again: the very same ids.
-    let answered = ledger.answered.lock().expect("ledger").clone();
-    for (key, first) in answered.iter().step_by(7) {
-        let again = c.send_messages_with_key(QUEUE, &request(&batches[key]), key).await.expect("replay");
-        assert_eq!(&ids(&again), first, "{key}: a retry answers the first answer");
-    }
+    let (batches, unanswered) = ledger
+        .retry(|key, batch| {
+            let c = &c;
+            async move { ids(&c.send_messages_with_key(QUEUE, &request(&batch), &key).await.expect("retry")) }
+        })
+        .await;
 
     drain(ledger.as_ref(), &server, 2, Instant::now() + Duration::from_secs(120)).await;
     let received = ledger.received.lock().expect("ledger").clone();
-    check_once("sent", &batches, &received, unanswered.len(), kill_count);
+    check_once("sent", &batches, &received, unanswered, kill_count);
     server.kill();
 }
 
@@ -207,16 +231,8 @@ async fn sigkill_between_a_publish_or_an_enqueue_and_its_answer_never_repeats_it
             while !stop.load(Ordering::Relaxed) {
                 let batch = payloads.next_batch();
                 let key = format!("key-{}", batch[0]);
-                ledger.batches.lock().expect("ledger").insert(key.clone(), batch.clone());
-                match client(&url.get()).publish_with_key(TOPIC, &publication(&batch), &key).await {
-                    Ok(answer) => {
-                        ledger.answered.lock().expect("ledger").insert(key, published_ids(&answer));
-                    }
-                    Err(_) => {
-                        ledger.unanswered.lock().expect("ledger").push(key);
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                }
+                let answer = client(&url.get()).publish_with_key(TOPIC, &publication(&batch), &key).await;
+                ledger.call(key, batch, async { answer.ok().map(|a| published_ids(&a)) }).await;
             }
         });
         let (ledger, url, stop) = (jobs.clone(), clients.url.clone(), clients.stop.clone());
@@ -225,16 +241,8 @@ async fn sigkill_between_a_publish_or_an_enqueue_and_its_answer_never_repeats_it
             while !stop.load(Ordering::Relaxed) {
                 for name in payloads.next_batch() {
                     let key = format!("key-{name}");
-                    ledger.batches.lock().expect("ledger").insert(key.clone(), vec![name.clone()]);
-                    match client(&url.get()).enqueue_job_with_key(&job(&name), &key).await {
-                        Ok(answer) => {
-                            ledger.answered.lock().expect("ledger").insert(key, vec![answer.job.id]);
-                        }
-                        Err(_) => {
-                            ledger.unanswered.lock().expect("ledger").push(key);
-                            tokio::time::sleep(Duration::from_millis(20)).await;
-                        }
-                    }
+                    let answer = client(&url.get()).enqueue_job_with_key(&job(&name), &key).await;
+                    ledger.call(key, vec![name], async { answer.ok().map(|a| vec![a.job.id]) }).await;
                 }
             }
         });
@@ -246,34 +254,23 @@ async fn sigkill_between_a_publish_or_an_enqueue_and_its_answer_never_repeats_it
     clients.stop().await;
     println!("{}", killer.summary());
 
-    // Every key whose answer was lost, retried: it replays or runs once.
     let c = client(&server.url);
-    let batches = publishes.batches.lock().expect("ledger").clone();
-    let unanswered = publishes.unanswered.lock().expect("ledger").clone();
-    for key in &unanswered {
-        let answer = c.publish_with_key(TOPIC, &publication(&batches[key]), key).await.expect("the retry is answered");
-        publishes.answered.lock().expect("ledger").insert(key.clone(), published_ids(&answer));
-    }
-    let answered = publishes.answered.lock().expect("ledger").clone();
-    for (key, first) in answered.iter().step_by(7) {
-        let again = c.publish_with_key(TOPIC, &publication(&batches[key]), key).await.expect("replay");
-        assert_eq!(&published_ids(&again), first, "{key}: a retry answers the first answer");
-    }
+    let (batches, unanswered) = publishes
+        .retry(|key, batch| {
+            let c = &c;
+            async move { published_ids(&c.publish_with_key(TOPIC, &publication(&batch), &key).await.expect("retry")) }
+        })
+        .await;
     drain(publishes.as_ref(), &server, 2, Instant::now() + Duration::from_secs(120)).await;
     let received = publishes.received.lock().expect("ledger").clone();
-    check_once("published", &batches, &received, unanswered.len(), kill_count);
+    check_once("published", &batches, &received, unanswered, kill_count);
 
-    let job_batches = jobs.batches.lock().expect("ledger").clone();
-    let job_unanswered = jobs.unanswered.lock().expect("ledger").clone();
-    for key in &job_unanswered {
-        let answer = c.enqueue_job_with_key(&job(&job_batches[key][0]), key).await.expect("the retry is answered");
-        jobs.answered.lock().expect("ledger").insert(key.clone(), vec![answer.job.id]);
-    }
-    let answered = jobs.answered.lock().expect("ledger").clone();
-    for (key, first) in answered.iter().step_by(7) {
-        let again = c.enqueue_job_with_key(&job(&job_batches[key][0]), key).await.expect("replay");
-        assert_eq!(&vec![again.job.id], first, "{key}: a retry answers the first job");
-    }
+    let (job_batches, job_unanswered) = jobs
+        .retry(|key, batch| {
+            let c = &c;
+            async move { vec![c.enqueue_job_with_key(&job(&batch[0]), &key).await.expect("retry").job.id] }
+        })
+        .await;
     let mut query = JobQuery { queue: Some(JOB_QUEUE.into()), limit: Some(1000), ..Default::default() };
     loop {
         let page = c.list_jobs(&query).await.expect("list jobs");
@@ -288,6 +285,6 @@ async fn sigkill_between_a_publish_or_an_enqueue_and_its_answer_never_repeats_it
         }
     }
     let enqueued = jobs.received.lock().expect("ledger").clone();
-    check_once("enqueued", &job_batches, &enqueued, job_unanswered.len(), kill_count);
+    check_once("enqueued", &job_batches, &enqueued, job_unanswered, kill_count);
     server.kill();
 }
