@@ -11,7 +11,6 @@ use sluice_core::{AttributeValue, NewMessage};
 use super::error::Invalid;
 use super::limits::{FIFO_ID_LEN_MAX, PUBLISH_ATTRIBUTES_MAX, PUBLISH_BYTES_MAX, SUBJECT_LEN_MAX};
 use super::model::{Protocol, TopicRecord};
-use super::publish::Publication;
 
 /// What the checks of a message found.
 #[derive(Debug)]
@@ -20,6 +19,28 @@ pub(super) struct Checked {
     pub(super) default_text: String,
     pub(super) per_protocol: BTreeMap<String, String>,
     pub(super) dedup_id: Option<String>,
+}
+
+/// One message to publish.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Publication {
+    pub message: String,
+    pub subject: Option<String>,
+    pub attributes: BTreeMap<String, AttributeValue>,
+    /// `MessageStructure=json`: `message` is a JSON object with a text per protocol (`sqs`,
+    /// `http`, `https`) and a required `default`.
+    pub structure_json: bool,
+    /// Required on FIFO topics; on standard topics forwarded to standard queues (fair queues).
+    pub group_id: Option<String>,
+    /// FIFO topics only.
+    pub dedup_id: Option<String>,
+    /// The message id (the envelope's `MessageId`), when the caller has one of its own: the
+    /// outbox relay gives the row id, so that a row published twice carries one id. A new
+    /// UUIDv7 when `None`.
+    pub message_id: Option<String>,
+    /// The schema type when the attribute `sluice.type` does not name one: the outbox relay's
+    /// row type. Not sent to subscribers.
+    pub schema_type: Option<String>,
 }
 
 /// Checks a message against SNS's rules and the topic's type.

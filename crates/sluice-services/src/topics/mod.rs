@@ -41,13 +41,14 @@ use sluice_store::Store;
 use crate::schemas::Schemas;
 
 pub use attributes::fifo_topic_value;
+pub use checks::Publication;
 pub use envelope::SIGNING_CERT_FILE;
 pub use error::{Invalid, PublishError, TAG_LIMIT_EXCEEDED, TopicError};
 pub use model::{
     ArnError, Arns, Protocol, SCHEMA_VALIDATION, SUBSCRIPTION_KIND, SubscriptionRecord, TopicRecord,
     decode_subscription,
 };
-pub use publish::{PlannedPublish, Publication, Published};
+pub use publish::{PlannedPublish, Published};
 
 use cache::{Cached, Live, Snapshot};
 

@@ -24,7 +24,7 @@ use sluice_core::{AttributeValue, EntryError, MessageEnvelope, NewMessage};
 use sluice_store::{StoreError, Write};
 use tokio::task::JoinSet;
 
-use super::checks::{Checked, check};
+use super::checks::{Checked, Publication, check};
 use super::envelope::{self, Notification};
 use super::error::{Invalid, PublishError, TopicError};
 use super::model::{Protocol, SubscriptionRecord};
@@ -35,28 +35,6 @@ use crate::schemas::{ATTRIBUTE_TYPE, ATTRIBUTE_VERSION, Violation};
 /// The system attributes a copy carries in its queue (the names the SQS layer shows).
 const SENDER_ID: &str = "SenderId";
 const DEDUP_ID: &str = "MessageDeduplicationId";
-
-/// One message to publish.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Publication {
-    pub message: String,
-    pub subject: Option<String>,
-    pub attributes: BTreeMap<String, AttributeValue>,
-    /// `MessageStructure=json`: `message` is a JSON object with a text per protocol (`sqs`,
-    /// `http`, `https`) and a required `default`.
-    pub structure_json: bool,
-    /// Required on FIFO topics; on standard topics forwarded to standard queues (fair queues).
-    pub group_id: Option<String>,
-    /// FIFO topics only.
-    pub dedup_id: Option<String>,
-    /// The message id (the envelope's `MessageId`), when the caller has one of its own: the
-    /// outbox relay gives the row id, so that a row published twice carries one id. A new
-    /// UUIDv7 when `None`.
-    pub message_id: Option<String>,
-    /// The schema type when the attribute `sluice.type` does not name one: the outbox relay's
-    /// row type. Not sent to subscribers.
-    pub schema_type: Option<String>,
-}
 
 /// An acknowledged message.
 #[derive(Debug, Clone, PartialEq, Eq)]
