@@ -68,6 +68,13 @@ pub struct EnqueueJobRequest {
     /// Up to 10 tags of 1 to 64 ASCII letters, digits and `-_.:=/`, to list jobs by.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
+    /// The business operation the job belongs to (at most 256 bytes): the enqueue is listed
+    /// in `GET /v1/trace/{correlation_id}`. Kept in the trace, not in the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<String>,
+    /// What caused the job (a message, event or saga step id), the trace's link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub causation_id: Option<String>,
 }
 
 /// A job: `GET /v1/jobs/{id}`, and the answer of every call that changes one.

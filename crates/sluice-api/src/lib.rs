@@ -16,6 +16,7 @@ pub mod schemas;
 pub mod stats;
 pub mod streams;
 pub mod topics;
+pub mod trace;
 
 use std::collections::BTreeMap;
 
@@ -50,6 +51,7 @@ pub use topics::{
     CreateTopicRequest, FilterPolicyScope, PublishMessage, PublishRequest, PublishResponse, PublishResult,
     SubscribeRequest, Subscription, SubscriptionCounts, SubscriptionList, Topic, TopicList, UpdateTopicRequest,
 };
+pub use trace::{TraceEntry, TraceResponse};
 
 /// Dead-letter policy of a queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -287,8 +289,14 @@ pub struct SendMessage {
     pub version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// Names the business operation the message belongs to: `GET /v1/trace/{correlation_id}`
+    /// lists every message, publish, event, job and saga step that carried it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub correlation_id: Option<String>,
+    /// The id of what caused this message (a message, event, job or saga step id): the link
+    /// the trace orders by. Kept as the system attribute `sluice.causation_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub causation_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group_id: Option<String>,
     /// Reserved for FIFO queues; refused on standard queues for now.
@@ -391,6 +399,8 @@ pub struct Message {
     pub source: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub correlation_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub causation_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group_id: Option<String>,
     /// On a dead-lettered message: the queue it came from.

@@ -129,6 +129,10 @@ pub struct AppendRecord {
     pub version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub correlation_id: Option<String>,
+    /// What caused this record (a message, event, job or saga step id), kept as the header
+    /// `sluice.causation_id`: the link `GET /v1/trace/{correlation_id}` orders by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub causation_id: Option<String>,
     /// A retried append with the same id within 5 minutes gets the original place back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dedup_id: Option<String>,

@@ -216,6 +216,13 @@ pub struct PublishMessage {
     /// `2`.
     #[serde(default, deserialize_with = "crate::schemas::version_text", skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// Carried to subscribers as the attribute `sluice.correlation_id`, and the key of the
+    /// publish's entry in `GET /v1/trace/{correlation_id}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<String>,
+    /// What caused this publish, carried as the attribute `sluice.causation_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub causation_id: Option<String>,
 }
 
 /// `POST /v1/topics/{name}/publish`: 1 to 100 messages.

@@ -33,6 +33,7 @@ mod sagas;
 mod schedules;
 mod schemas;
 pub mod streams;
+mod trace;
 
 use std::time::Duration;
 

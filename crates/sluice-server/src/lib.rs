@@ -38,6 +38,7 @@ mod shed;
 mod stats_routes;
 mod streams;
 mod topic_routes;
+mod trace_routes;
 mod ui;
 
 use std::future::Future;
@@ -100,6 +101,8 @@ pub struct ServerConfig {
     pub shed: sluice_services::shedding::ShedConfig,
     /// Idempotency keys: TTL, bounds, whether other processes share the store.
     pub idempotency: IdempotencyConfig,
+    /// How long causal trace entries are kept (`sluice_services::trace`).
+    pub trace_retention_ms: u64,
 }
 
 impl Default for ServerConfig {
@@ -114,6 +117,7 @@ impl Default for ServerConfig {
             job_callback_secret: None,
             shed: sluice_services::shedding::ShedConfig::default(),
             idempotency: IdempotencyConfig::default(),
+            trace_retention_ms: sluice_services::trace::TRACE_RETENTION_MS_DEFAULT,
         }
     }
 }
@@ -195,6 +199,7 @@ pub fn services(
         jobs,
         shed: config.shed.clone(),
         idempotency: config.idempotency.clone(),
+        trace_retention_ms: config.trace_retention_ms,
         ..ServicesConfig::new(arns)
     };
     Services::new(store, clock, services)
@@ -247,6 +252,7 @@ pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
         .route("/readyz", get(health::readyz))
         .merge(stats_routes::routes())
         .merge(alert_routes::routes())
+        .merge(trace_routes::routes())
         .merge(ui::routes())
         // Applies to the routes added above, so it must come after them.
         .method_not_allowed_fallback(health::method_not_allowed)

@@ -11,7 +11,8 @@ use sluice_api::{
 use sluice_core::limits::{BATCH_ENTRIES_MAX, PEEK_MESSAGES_MAX};
 use sluice_core::{EntryError, NewMessage};
 use sluice_services::idempotency::{Fill, FillField, Template, Ticket};
-use sluice_store::{Conflict, EntryResults, Refused, StoredOutcome, VisibilityRule, Write};
+use sluice_services::trace::{self, TraceKind};
+use sluice_store::{Conflict, EntryResults, Refused, StoredOutcome, VisibilityRule, Write, WriteOutcome};
 use utoipa::IntoParams;
 
 use crate::AppState;
@@ -127,6 +128,7 @@ pub async fn send(
         // Nothing to send, but an unknown queue must still be a 404, not a list of errors.
         state.store().get_queue(&name).await?;
     } else {
+        let links: Vec<_> = accepted.iter().map(trace::message_links).collect();
         let sent = state.store().send(&name, accepted).await?;
         if sent.len() != positions.len() {
             return Err(ApiError::new(
@@ -134,6 +136,9 @@ pub async fn send(
                 format!("store answered {} of {} sends", sent.len(), positions.len()),
             ));
         }
+        let ids = sent.iter().map(|s| s.as_ref().ok().map(|s| s.id.to_string()));
+        let traced = trace::entries(TraceKind::Message, &format!("queue:{name}"), links.into_iter().zip(ids));
+        state.services.traces().record(traced).await;
         for (i, outcome) in positions.into_iter().zip(sent) {
             results[i] = Some(match outcome {
                 Ok(sent) => {
@@ -212,6 +217,12 @@ async fn send_committed(
         writes.extend(ticket.commit_write(template.clone()));
         match state.store().commit_all(writes).await? {
             Ok(outcomes) => {
+                if let Some(WriteOutcome::Sent(sent)) = outcomes.first() {
+                    let links = accepted.iter().map(trace::message_links);
+                    let ids = sent.iter().map(|s| Some(s.id.to_string()));
+                    let traced = trace::entries(TraceKind::Message, &format!("queue:{name}"), links.zip(ids));
+                    state.services.traces().record(traced).await;
+                }
                 let stored: Vec<StoredOutcome> = outcomes.iter().map(StoredOutcome::from).collect();
                 return crate::idempotency::committed_answer(&template, &stored);
             }

@@ -76,6 +76,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
     doc.merge(crate::schema_routes::SchemaDoc::openapi());
     doc.merge(crate::stats_routes::StatsDoc::openapi());
     doc.merge(crate::alert_routes::AlertsDoc::openapi());
+    doc.merge(crate::trace_routes::TraceDoc::openapi());
     doc.merge(crate::ui::UiDoc::openapi());
     doc.merge(crate::relays::RelaysDoc::openapi());
     doc.merge(crate::events::EventsDoc::openapi());

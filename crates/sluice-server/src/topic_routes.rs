@@ -17,6 +17,7 @@ use sluice_core::filter::FilterScope;
 use sluice_core::message::AttributeData;
 use sluice_core::{AttributeValue, ValidationError};
 use sluice_services::schemas::{ATTRIBUTE_TYPE, ATTRIBUTE_VERSION};
+use sluice_services::trace::{self, ATTRIBUTE_CAUSATION_ID, ATTRIBUTE_CORRELATION_ID, TraceKind};
 use utoipa::IntoParams;
 
 use crate::AppState;
@@ -427,9 +428,12 @@ pub async fn publish(
                 }
             }
         }
-        for (field, name, value) in
-            [("type", ATTRIBUTE_TYPE, message.message_type), ("version", ATTRIBUTE_VERSION, message.version)]
-        {
+        for (field, name, value) in [
+            ("type", ATTRIBUTE_TYPE, message.message_type),
+            ("version", ATTRIBUTE_VERSION, message.version),
+            ("correlation_id", ATTRIBUTE_CORRELATION_ID, message.correlation_id),
+            ("causation_id", ATTRIBUTE_CAUSATION_ID, message.causation_id),
+        ] {
             let Some(value) = value else { continue };
             match attributes.get(name) {
                 Some(given) if given.value != AttributeData::Text(value.clone()) => {
@@ -464,10 +468,15 @@ pub async fn publish(
         });
     }
     let origin = origin(&state, &headers);
+    let links: Vec<_> = publications.iter().map(|p| trace::publication_links(&p.attributes)).collect();
     if let Some(axum::Extension(ticket)) = ticket {
         let planned = state.topics().plan_publish_all(&name, publications.clone(), &origin).await?;
+        let ids: Vec<_> = planned.results.iter().map(published_id).collect();
         match publish_committed(&state, &ticket, planned, results.clone(), &positions).await? {
-            Some(response) => return Ok(response),
+            Some(response) => {
+                record_publishes(&state, &name, links, ids).await;
+                return Ok(response);
+            }
             // Nothing was applied: a claiming request runs again, and publishes this way.
             None if ticket.is_optimistic() => return Ok(crate::idempotency::claim_lost()),
             // A copy its queue refuses: published the usual way (dead-lettered or dropped,
@@ -476,7 +485,18 @@ pub async fn publish(
         }
     }
     let published = state.topics().publish(&name, publications, &origin).await?;
+    record_publishes(&state, &name, links, published.iter().map(published_id).collect()).await;
     Ok(axum::Json(publish_answer(results, &positions, published)).into_response())
+}
+
+fn published_id(outcome: &Result<Published, PublishError>) -> Option<String> {
+    outcome.as_ref().ok().map(|p| p.message_id.clone())
+}
+
+/// The trace entries of the published messages that carried a correlation id.
+async fn record_publishes(state: &AppState, topic: &str, links: Vec<Option<trace::Links>>, ids: Vec<Option<String>>) {
+    let traced = trace::entries(TraceKind::Publish, &format!("topic:{topic}"), links.into_iter().zip(ids));
+    state.services.traces().record(traced).await;
 }
 
 /// A publish under an idempotency key: every copy and the answer in one commit, so that a crash

@@ -23,6 +23,8 @@
 //! - `relays`: outbox relays, publishing the rows of an application's own database (store
 //!   records for configuration and state; one node per relay by lease).
 //!
+//! - `trace`: the causal trace, an index by correlation id of every message, publish, push,
+//!   stream record, event, job and saga step, read in causal order.
 //! - `events`: the event store's catch-up subscriptions (forward-only checkpoints) and snapshots,
 //!   as store records beside the store's `EventStore`.
 //!
@@ -47,6 +49,7 @@ pub mod sqs;
 pub mod stats;
 pub mod streams;
 pub mod topics;
+pub mod trace;
 
 use std::sync::Arc;
 
@@ -67,6 +70,7 @@ use sqs::SqsState;
 use stats::{CallCounts, CountingQueues, STATS_SAMPLE_MS_DEFAULT, Stats};
 use topics::worker::{Endpoints, PushConfig};
 use topics::{Arns, Topics};
+use trace::{TRACE_RETENTION_MS_DEFAULT, Traces};
 
 /// How the services are set up: the ARNs they write (account and region), the push
 /// worker's timeouts and breaker, the stats sampler's interval, the alert evaluator's, and the
@@ -85,6 +89,8 @@ pub struct ServicesConfig {
     /// Idempotency keys: TTL, bounds, how claims of dead processes are told.
     pub idempotency: IdempotencyConfig,
     pub sagas: SagaCallConfig,
+    /// How long causal trace entries are kept (`--trace-retention`).
+    pub trace_retention_ms: u64,
 }
 
 impl ServicesConfig {
@@ -100,6 +106,7 @@ impl ServicesConfig {
             shed: ShedConfig::default(),
             idempotency: IdempotencyConfig::default(),
             sagas: SagaCallConfig::default(),
+            trace_retention_ms: TRACE_RETENTION_MS_DEFAULT,
         }
     }
 }
@@ -123,6 +130,7 @@ pub struct Services {
     shedder: Arc<Shedder>,
     idempotency: Arc<Idempotency>,
     sagas: Arc<Sagas>,
+    traces: Arc<Traces>,
 }
 
 impl Services {
@@ -142,6 +150,7 @@ impl Services {
         });
         let schemas = Schemas::new(store.clone(), clock.clone());
         let topics = Arc::new(Topics::new(store.clone(), config.arns, clock.clone(), schemas.clone()));
+        let traces = Arc::new(Traces::new(store.clone(), clock.clone(), config.trace_retention_ms));
         Arc::new(Services {
             schemas,
             schedules: Schedules::new(store.clone(), clock.clone(), topics.clone()),
@@ -153,7 +162,8 @@ impl Services {
             jobs: Arc::new(Jobs::new(store.clone(), clock.clone(), config.jobs)),
             shedder: Arc::new(Shedder::new(config.shed)),
             idempotency: Arc::new(Idempotency::new(store.clone(), clock.clone(), config.idempotency)),
-            sagas: Sagas::new(store.clone(), clock.clone(), config.sagas),
+            sagas: Sagas::new(store.clone(), clock.clone(), config.sagas, traces.clone()),
+            traces,
             stats: Arc::new(Stats::new(store.clone(), clock.clone(), counts, config.stats_sample_ms)),
             alerts: Arc::new(Alerts::new(store.clone(), clock.clone(), config.alerts)),
             events: Arc::new(events::Events::new(store.clone(), clock.clone())),
@@ -227,6 +237,11 @@ impl Services {
         &self.sagas
     }
 
+    /// The causal trace: every write point records what carried a correlation id.
+    pub fn traces(&self) -> &Arc<Traces> {
+        &self.traces
+    }
+
     /// Starts the background work: the push worker (subscriptions and alert webhooks), the
     /// schedules' loop, the stream sweep, the stats sampler, the alert evaluator, the job callback
     /// worker and the relays' supervisor. Redrives start on request.
@@ -237,6 +252,7 @@ impl Services {
             self.store.clone(),
             self.push.clone(),
             self.clock.clone(),
+            self.traces.clone(),
             vec![self.alerts.webhook_targets()],
         );
         // Aborted at any await: a tick is fired by one commit, so it is either fired or not.
@@ -250,6 +266,8 @@ impl Services {
         // Aborted at any await: every attempt is recorded before its call, so a call cut short
         // is retried after its deadline (by this node after a restart, or by another).
         let orchestrator = self.sagas.spawn();
+        // Aborted at any await: each expired entry is deleted alone, and deleting is idempotent.
+        let trace_sweep = self.traces.spawn();
         Relays::start(self);
         let store = self.store.clone();
         let shed_sampler = self.shedder.spawn(self.clock.clone(), move || store.backlog());
@@ -262,6 +280,7 @@ impl Services {
             callback_worker,
             idempotency_sweep,
             orchestrator,
+            trace_sweep,
         ];
         tasks.extend(shed_sampler);
         Running { services: self.clone(), tasks }

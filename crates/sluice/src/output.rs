@@ -199,6 +199,7 @@ mod tests {
             version: None,
             source: None,
             correlation_id: None,
+            causation_id: None,
             group_id: None,
             dead_letter_source: None,
             last_error: None,

@@ -19,6 +19,7 @@ use sluice_api::{ErrorCode, ErrorResponse};
 use sluice_core::ValidationError;
 use sluice_core::events::limits::{EVENT_READ_DEFAULT, EVENTS_PER_APPEND_MAX};
 use sluice_core::events::{EventFilter, ExpectedVersion, NewEvent};
+use sluice_services::trace::{TraceEntry, TraceKind};
 use sluice_store::{AllRead, Direction, EventError, StreamRead};
 use utoipa::{IntoParams, OpenApi};
 
@@ -113,6 +114,14 @@ pub async fn append(
             causation_id: e.causation_id,
         })
         .collect();
+    let target = format!("events:{stream_id}");
+    let traced: Vec<TraceEntry> = events
+        .iter()
+        .filter_map(|e| {
+            let entry = TraceEntry::new(TraceKind::Event, &e.id, e.correlation_id.as_deref()?, &target);
+            Some(entry.caused_by(e.causation_id.as_deref()).detail(Some(&e.r#type)))
+        })
+        .collect();
     let outcome = state.store().append_events(&stream_id, expected(request.expected_version), events).await;
     let label = match &outcome {
         Ok(a) if a.duplicate => "duplicate",
@@ -126,6 +135,7 @@ pub async fn append(
     let a = outcome?;
     if !a.duplicate {
         metrics::counter!("sluice_events_appended_total").increment(a.last_version - a.first_version + 1);
+        state.services.traces().record(traced).await;
     }
     Ok(axum::Json(AppendEventsResponse {
         first_version: a.first_version,

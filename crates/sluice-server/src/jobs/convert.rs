@@ -5,6 +5,7 @@
 use sluice_api as api;
 use sluice_core::ValidationError;
 use sluice_core::jobs::{Jitter, JobBackoff, JobStatus, NewJob, QueueJobStats};
+use sluice_services::trace::{Links, TRACE_ID_LEN_MAX};
 use sluice_store::JobView;
 
 use crate::convert::{parse_rfc3339, rfc3339};
@@ -49,6 +50,22 @@ pub fn backoff_view(b: &JobBackoff) -> api::JobBackoff {
 }
 
 /// An enqueue request as the store takes it (the store checks every rule).
+/// The enqueue's trace links, its ids checked: `None` without a correlation id.
+pub fn trace_links(request: &api::EnqueueJobRequest) -> Result<Option<Links>, ValidationError> {
+    for (field, id) in [("correlation_id", &request.correlation_id), ("causation_id", &request.causation_id)] {
+        if let Some(id) = id
+            && (id.is_empty() || id.len() > TRACE_ID_LEN_MAX)
+        {
+            return Err(ValidationError::new(field, format!("1 to {TRACE_ID_LEN_MAX} bytes")));
+        }
+    }
+    Ok(request.correlation_id.clone().map(|correlation_id| Links {
+        correlation_id,
+        causation_id: request.causation_id.clone(),
+        detail: Some(request.job_type.clone()),
+    }))
+}
+
 pub fn new_job(request: api::EnqueueJobRequest) -> Result<NewJob, ValidationError> {
     let run_at = request.run_at.as_deref().map(|text| parse_rfc3339("run_at", text)).transpose()?;
     Ok(NewJob {

@@ -20,6 +20,7 @@ use sluice_core::jobs::limits::{
 };
 use sluice_core::jobs::{ClaimSpec, JobFilter, JobId, JobStatus, validate_tag};
 use sluice_services::jobs::Jobs;
+use sluice_services::trace::TraceKind;
 use sluice_store::JobListRequest;
 use utoipa::{IntoParams, OpenApi};
 
@@ -90,6 +91,7 @@ pub async fn enqueue(
     {
         return Err(crate::error::violation_error(&violation));
     }
+    let links = convert::trace_links(&request)?;
     let mut job = convert::new_job(request)?;
     if let Some(axum::Extension(ticket)) = ticket
         && job.unique_key.is_none()
@@ -104,6 +106,14 @@ pub async fn enqueue(
     // A job's priority is its band while the server sheds.
     crate::shed::admit(&state, &format!("job_queue:{}", job.queue), job.priority)?;
     let enqueued = jobs(&state).enqueue(job).await?;
+    if let Some(links) = links.filter(|_| enqueued.created) {
+        let entry = links.entry(
+            TraceKind::Job,
+            enqueued.view.record.id.to_string(),
+            format!("job:{}", enqueued.view.record.queue),
+        );
+        state.services.traces().record(vec![entry]).await;
+    }
     let body = convert::job(&enqueued.view);
     let location = format!("/v1/jobs/{}", body.id);
     let status = if enqueued.created { StatusCode::ACCEPTED } else { StatusCode::OK };

@@ -18,7 +18,8 @@ use sluice_api::{
 use sluice_core::stream::limits::{APPEND_RECORDS_MAX, READ_RECORDS_DEFAULT};
 use sluice_core::stream::{StreamConfig, StreamConfigPatch};
 use sluice_services::idempotency::{Fill, FillField, Template, Ticket};
-use sluice_store::{Conflict, ReadFrom, ReadRequest, Refused, Store, StoredOutcome, Write};
+use sluice_services::trace::{self, TraceKind};
+use sluice_store::{Conflict, ReadFrom, ReadRequest, Refused, Store, StoredOutcome, Write, WriteOutcome};
 use utoipa::{IntoParams, OpenApi};
 
 use crate::AppState;
@@ -240,7 +241,11 @@ pub async fn append(
     if accepted.is_empty() {
         state.store().get_stream(&name).await?;
     } else {
+        let links: Vec<_> = accepted.iter().map(trace::record_links).collect();
         let appended = state.store().append(&name, accepted, None).await?;
+        let ids = appended.iter().map(|a| a.as_ref().ok().filter(|a| !a.duplicate).map(record_id));
+        let traced = trace::entries(TraceKind::Record, &format!("stream:{name}"), links.into_iter().zip(ids));
+        state.services.traces().record(traced).await;
         if appended.len() != positions.len() {
             return Err(ApiError::new(
                 ErrorCode::Internal,
@@ -309,6 +314,12 @@ async fn append_committed(
         writes.extend(ticket.commit_write(template.clone()));
         match state.store().commit_all(writes).await? {
             Ok(outcomes) => {
+                if let Some(WriteOutcome::Appended(appended)) = outcomes.first() {
+                    let links = accepted.iter().map(trace::record_links);
+                    let ids = appended.iter().map(|a| (!a.duplicate).then(|| record_id(a)));
+                    let traced = trace::entries(TraceKind::Record, &format!("stream:{name}"), links.zip(ids));
+                    state.services.traces().record(traced).await;
+                }
                 let stored: Vec<StoredOutcome> = outcomes.iter().map(StoredOutcome::from).collect();
                 return crate::idempotency::committed_answer(&template, &stored);
             }
@@ -327,6 +338,11 @@ async fn append_committed(
             }
         }
     }
+}
+
+/// A record's id in the trace: `partition/offset`.
+fn record_id(a: &sluice_store::Appended) -> String {
+    format!("{}/{}", a.partition, a.offset)
 }
 
 fn failed(error: sluice_api::ErrorBody) -> AppendResult {

@@ -33,17 +33,20 @@ pub fn new_record(r: api::AppendRecord) -> Result<NewRecord, ValidationError> {
     let key = exclusive("key", r.key, r.key_base64)?.map(|(k, _)| k);
     let (body, body_binary) = exclusive("body", r.body, r.body_base64)?.unwrap_or_default();
     let mut headers = r.headers;
-    if let Some(version) = r.version {
-        let header = sluice_services::schemas::ATTRIBUTE_VERSION;
+    for (field, header, value) in [
+        ("version", sluice_services::schemas::ATTRIBUTE_VERSION, r.version),
+        ("causation_id", sluice_services::trace::ATTRIBUTE_CAUSATION_ID, r.causation_id),
+    ] {
+        let Some(value) = value else { continue };
         match headers.get(header) {
-            Some(given) if *given != version => {
+            Some(given) if *given != value => {
                 return Err(ValidationError::new(
-                    "version",
-                    format!("version {version:?} differs from the header {header} given too; give one of them"),
+                    field,
+                    format!("{field} {value:?} differs from the header {header} given too; give one of them"),
                 ));
             }
             _ => {
-                headers.insert(header.to_owned(), version);
+                headers.insert(header.to_owned(), value);
             }
         }
     }

@@ -20,3 +20,4 @@ mod schemas;
 mod serve;
 mod streams;
 mod topics;
+mod trace;

@@ -108,6 +108,7 @@ async fn openapi_lists_every_route() {
         ("/v1/alerts", &["get"]),
         ("/v1/alerts/rules", &["get", "post"]),
         ("/v1/alerts/rules/{name}", &["get", "delete"]),
+        ("/v1/trace/{correlation_id}", &["get"]),
         ("/ui", &["get"]),
         ("/v1/schedules", &["get", "post"]),
         ("/v1/schedules/{name}", &["get", "delete"]),

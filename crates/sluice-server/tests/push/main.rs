@@ -718,3 +718,43 @@ async fn a_hanging_endpoint_does_not_delay_a_healthy_one() {
     assert_eq!(dead.notifications().len(), 2, "bounded by the endpoint's concurrency");
     assert!(took < Duration::from_millis(10_000), "the healthy endpoint took {took:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_correlated_publish_and_its_pushes_are_listed_in_its_trace() {
+    let server = Server::start(config()).await;
+    let receiver = Receiver::start(Answer::Ok).await;
+    server.call("POST", "/v1/topics", Some(json!({ "name": "t" }))).await;
+    let url = format!("{}/hook", receiver.base);
+    let sub = server.subscribe("t", &url, &receiver, json!({})).await;
+    let message = json!({ "body": "hi", "correlation_id": "order-9", "causation_id": "cmd-1" });
+    let answer = server.call("POST", "/v1/topics/t/publish", Some(json!({ "messages": [message] }))).await;
+    let id = answer["results"][0]["id"].as_str().expect("message id").to_string();
+    let hits = receiver
+        .wait_for(|_| {
+            let n = receiver.notifications();
+            (!n.is_empty()).then_some(n)
+        })
+        .await;
+    let envelope: Value = serde_json::from_str(&hits[0].body).expect("envelope JSON");
+    let attributes = &envelope["MessageAttributes"];
+    assert_eq!(attributes["sluice.correlation_id"]["Value"], "order-9", "{envelope}");
+    assert_eq!(attributes["sluice.causation_id"]["Value"], "cmd-1", "{envelope}");
+
+    // The push is recorded once the endpoint answered 2xx.
+    let trace = eventually("the push in the trace", async || {
+        let trace = server.call("GET", "/v1/trace/order-9", None).await;
+        (trace["entries"].as_array()?.len() == 2).then_some(trace)
+    })
+    .await;
+    let entries = &trace["entries"];
+    assert_eq!(entries[0]["kind"], "publish", "{trace}");
+    assert_eq!(entries[0]["id"], id.as_str());
+    assert_eq!(entries[0]["causation_id"], "cmd-1");
+    assert_eq!((entries[0]["target"].clone(), entries[0]["depth"].clone()), (json!("topic:t"), json!(0)));
+    assert_eq!(entries[1]["kind"], "push", "{trace}");
+    assert_eq!(entries[1]["id"], format!("{id}/{}", sub["id"].as_str().expect("subscription id")).as_str());
+    assert_eq!(entries[1]["causation_id"], id.as_str());
+    assert_eq!(entries[1]["target"], format!("push:{url}").as_str());
+    assert_eq!(entries[1]["depth"], 1);
+    assert_eq!(server.metric("sluice_trace_entries_total", &[("kind", "push")]).await, Some(1.0));
+}

@@ -15,6 +15,7 @@ mod records;
 mod replies;
 mod runner;
 
+use crate::trace::{TraceEntry, TraceKind, Traces};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -89,6 +90,8 @@ pub struct InstancePage {
 pub struct Sagas {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
+    /// Each start, step attempt and queue step's message is listed in the causal trace.
+    traces: Arc<Traces>,
     calls: SagaCallConfig,
     /// Definitions never change once written, so every node may keep them.
     definitions: Mutex<HashMap<(String, u32), Arc<SagaDefinition>>>,
@@ -101,10 +104,11 @@ pub struct Sagas {
 }
 
 impl Sagas {
-    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, calls: SagaCallConfig) -> Arc<Sagas> {
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, calls: SagaCallConfig, traces: Arc<Traces>) -> Arc<Sagas> {
         Arc::new(Sagas {
             store,
             clock,
+            traces,
             calls,
             definitions: Mutex::new(HashMap::new()),
             wake: Notify::new(),
@@ -294,10 +298,16 @@ impl Sagas {
                 value: Vec::new(),
             },
         ];
+        // The start's trace entry commits with the instance: a started saga is always traced.
+        let target = format!("saga:{}", instance.saga);
+        let detail = format!("{} v{}", instance.saga, instance.version);
+        let mut traced =
+            vec![TraceEntry::new(TraceKind::Saga, &id, &instance.correlation_id, target).detail(Some(&detail))];
+        writes.extend(self.traces.writes(&mut traced));
         let own = writes.len();
         writes.extend(extra);
         match self.store.commit_all(writes).await? {
-            Ok(_) => {}
+            Ok(_) => crate::trace::committed(&traced),
             Err(refused) if refused.write >= own => return Ok(Err(refused.conflict)),
             Err(refused) => return Err(SagaError::Corrupt(refused.conflict.to_string())),
         }

@@ -9,6 +9,7 @@
 //! message and wait for the participant's `POST /v1/replies` (or its message to the step's reply
 //! queue, `replies.rs`) until the attempt's deadline.
 
+use crate::trace::{TraceEntry, TraceKind};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -125,6 +126,13 @@ type BoxFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Se
 
 /// Makes one call and applies its outcome (a queue step's outcome comes later, as a reply).
 async fn call(sagas: &Arc<Sagas>, client: &reqwest::Client, instance: SagaInstance, dispatch: Dispatch) {
+    let attempt_id = attempt_id(&dispatch);
+    let detail = format!("{} {} attempt {}", dispatch.step_name, dispatch.kind.as_str(), dispatch.attempt);
+    let entry =
+        TraceEntry::new(TraceKind::SagaStep, &attempt_id, &instance.correlation_id, format!("saga:{}", instance.saga))
+            .caused_by(Some(&instance.id))
+            .detail(Some(&detail));
+    sagas.traces.record(vec![entry]).await;
     let outcome = match &dispatch.call {
         StepCall::Http { url, method, body } => {
             Some(http(sagas, client, &instance, &dispatch, url, method, body.as_ref()).await)
@@ -189,6 +197,11 @@ async fn http(
     Outcome::Failed { error: format!("{url} answered {status}: {excerpt}"), retry }
 }
 
+/// An attempt's id in the trace: `<instance>/<step>/<kind>/<attempt>`.
+fn attempt_id(dispatch: &Dispatch) -> String {
+    format!("{}/{}", dispatch.idempotency_key, dispatch.attempt)
+}
+
 fn text(value: impl Into<String>) -> AttributeValue {
     AttributeValue { data_type: "String".into(), value: AttributeData::Text(value.into()) }
 }
@@ -224,7 +237,19 @@ async fn send(
     };
     match sagas.store.send(queue, vec![message]).await {
         Ok(results) => match results.into_iter().next() {
-            Some(Ok(_)) => None,
+            Some(Ok(sent)) => {
+                let attempt_id = attempt_id(dispatch);
+                let entry = TraceEntry::new(
+                    TraceKind::Message,
+                    sent.id.to_string(),
+                    &instance.correlation_id,
+                    format!("queue:{queue}"),
+                )
+                .caused_by(Some(&attempt_id))
+                .detail(Some(&dispatch.step_name));
+                sagas.traces.record(vec![entry]).await;
+                None
+            }
             Some(Err(e)) => {
                 Some(Outcome::Failed { error: format!("queue {queue} refused the message: {e}"), retry: false })
             }

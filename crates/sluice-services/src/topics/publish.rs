@@ -415,7 +415,11 @@ impl Call<'_> {
                 raw: sub.raw,
                 body,
             };
-            return delivery.to_message();
+            // The worker lists a delivered push in the publication's trace.
+            let mut copy = delivery.to_message();
+            copy.envelope.correlation_id =
+                crate::trace::publication_links(&message.publication.attributes).map(|l| l.correlation_id);
+            return copy;
         }
         let p = &message.publication;
         // Raw delivery turns message attributes into queue message attributes, except with

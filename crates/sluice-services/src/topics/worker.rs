@@ -26,6 +26,7 @@
 //! [`TargetSource`] handed to [`spawn_with`] lists their [`Target`]s, each a queue of
 //! [`PushDelivery`] records and a URL, and the worker treats them as it treats subscriptions.
 
+use crate::trace::{TRACE_RETENTION_MS_DEFAULT, TraceEntry, TraceKind, Traces};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -293,7 +294,8 @@ pub trait TargetSource: Send + Sync + 'static {
 /// Starts the worker over `store`, on `clock`; it runs until the handle is aborted (dropping
 /// every task, which leaves deliveries in flight to reappear after their visibility timeout).
 pub fn spawn(store: Arc<dyn Store>, endpoints: Arc<Endpoints>, clock: Arc<dyn Clock>) -> tokio::task::JoinHandle<()> {
-    spawn_with(store, endpoints, clock, Vec::new())
+    let traces = Arc::new(Traces::new(store.clone(), clock.clone(), TRACE_RETENTION_MS_DEFAULT));
+    spawn_with(store, endpoints, clock, traces, Vec::new())
 }
 
 /// [`spawn`], pushing to the targets of `sources` too.
@@ -301,6 +303,7 @@ pub fn spawn_with(
     store: Arc<dyn Store>,
     endpoints: Arc<Endpoints>,
     clock: Arc<dyn Clock>,
+    traces: Arc<Traces>,
     sources: Vec<Arc<dyn TargetSource>>,
 ) -> tokio::task::JoinHandle<()> {
     let config = endpoints.config;
@@ -317,7 +320,7 @@ pub fn spawn_with(
             return tokio::spawn(async {});
         }
     };
-    let shared = Arc::new(Shared { store, endpoints, client, config, clock, sources });
+    let shared = Arc::new(Shared { store, endpoints, client, config, clock, traces, sources });
     tokio::spawn(supervise(shared))
 }
 
@@ -328,6 +331,8 @@ struct Shared {
     client: reqwest::Client,
     config: PushConfig,
     clock: Arc<dyn Clock>,
+    /// A delivered push of a correlated publication is listed in its trace.
+    traces: Arc<Traces>,
 }
 
 /// Keeps one task per HTTP/S subscription, refreshed every `refresh_ms`.
@@ -536,6 +541,12 @@ async fn deliver(shared: &Shared, target: &Target, skips: &Mutex<HashMap<String,
     match result {
         Ok(()) => {
             lock().remove(&message_id);
+            if let Some(correlation_id) = &message.message.content.envelope.correlation_id {
+                let id = format!("{}/{}", delivery.message_id, target.id);
+                let entry = TraceEntry::new(TraceKind::Push, id, correlation_id, format!("push:{}", target.url))
+                    .caused_by(Some(&delivery.message_id));
+                shared.traces.record(vec![entry]).await;
+            }
             ack(shared, queue, &message).await;
         }
         Err(error) => match after_failure(&target.policy, attempt, draw(&message_id, attempt)) {

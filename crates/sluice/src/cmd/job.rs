@@ -88,6 +88,12 @@ struct EnqueueArgs {
     /// A tag; repeat for several.
     #[arg(long = "tag", value_name = "TAG")]
     tags: Vec<String>,
+    /// The business operation the job belongs to; `sluice trace ID` lists its enqueue.
+    #[arg(long, value_name = "ID")]
+    correlation_id: Option<String>,
+    /// What caused the job (a message, event or saga step id).
+    #[arg(long, value_name = "ID", requires = "correlation_id")]
+    causation_id: Option<String>,
     /// Wait for the job to finish and print it (exit 1 unless it succeeded).
     #[arg(long)]
     wait: bool,
@@ -216,6 +222,8 @@ async fn enqueue(args: EnqueueArgs) -> Result<()> {
         callback_url: args.callback_url,
         result_ttl_ms: args.result_ttl,
         tags: args.tags,
+        correlation_id: args.correlation_id,
+        causation_id: args.causation_id,
     };
     let client = args.client.client()?;
     let enqueued = client.enqueue_job(&request).await?;

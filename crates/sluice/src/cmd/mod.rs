@@ -19,6 +19,7 @@ mod send;
 mod serve;
 mod stream;
 mod topic;
+mod trace;
 
 use anyhow::Result;
 use clap::Subcommand;
@@ -42,6 +43,7 @@ pub enum Command {
     Relay(relay::Args),
     Job(job::Args),
     Saga(saga::Args),
+    Trace(trace::Args),
     // Boxed: the benchmark's many flags would make every command as large as it.
     Bench(Box<bench::Args>),
     Migrate(migrate::Args),
@@ -66,6 +68,7 @@ impl Command {
             Command::Relay(args) => relay::run(args).await,
             Command::Job(args) => job::run(args).await,
             Command::Saga(args) => saga::run(args).await,
+            Command::Trace(args) => trace::run(args).await,
             Command::Bench(args) => bench::run(*args).await,
             Command::Migrate(args) => migrate::run(args).await,
         }

@@ -63,9 +63,13 @@ pub struct Args {
     /// Where the message comes from, e.g. billing-service.
     #[arg(long)]
     source: Option<String>,
-    /// An id tying related messages together.
+    /// An id tying related messages together; `sluice trace ID` lists what carried it.
     #[arg(long, value_name = "ID")]
     correlation_id: Option<String>,
+    /// The id of what caused this message (a message, event, job or saga step id): the
+    /// link `sluice trace` orders by.
+    #[arg(long, value_name = "ID")]
+    causation_id: Option<String>,
     /// Message group: required on FIFO queues (order is kept per group).
     #[arg(long, value_name = "GROUP")]
     group: Option<String>,
@@ -97,6 +101,7 @@ pub async fn run(args: Args) -> Result<()> {
         version: args.schema_version.map(|v| v.to_string()),
         source: args.source.clone(),
         correlation_id: args.correlation_id.clone(),
+        causation_id: args.causation_id.clone(),
         group_id: args.group.clone(),
         dedup_id: args.dedup_id.clone(),
         ..Default::default()

@@ -100,6 +100,10 @@ pub struct Args {
         value_name = "BYTES"
     )]
     idempotency_bytes_max: u64,
+    /// How long the causal trace keeps what carried a correlation id (`sluice trace ID`,
+    /// `GET /v1/trace/{id}`): a number and a unit (ms, s, m, h, d), 1 s to 30 d.
+    #[arg(long, env = "SLUICE_TRACE_RETENTION", default_value = "7d", value_name = "DURATION", value_parser = parse_ttl)]
+    trace_retention: u64,
     /// Load shedding: refuse low-priority writes (503 shedding) once this many calls wait for
     /// the embedded store's writer; `off` to never shed on it. Priorities 0-2 are refused at the
     /// watermark, 3-6 at 1.25 times it, 7-9 never.
@@ -135,7 +139,7 @@ fn parse_watermark(s: &str) -> Result<Watermark, String> {
     n.checked_mul(scale).map(|n| Watermark(Some(n))).ok_or_else(|| format!("{s} is too large"))
 }
 
-/// A duration as `--idempotency-ttl` takes it, in milliseconds.
+/// A duration as `--idempotency-ttl` and `--trace-retention` take it, in milliseconds.
 fn parse_ttl(s: &str) -> Result<u64, String> {
     use sluice_server::idempotency_settings::{TTL_MS_MAX, TTL_MS_MIN};
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
@@ -221,6 +225,7 @@ fn server_config(args: &Args) -> sluice_server::ServerConfig {
             entries_bytes_max: args.idempotency_bytes_max,
             ..IdempotencyConfig::default()
         },
+        trace_retention_ms: args.trace_retention,
         ..sluice_server::ServerConfig::default()
     }
 }

@@ -193,6 +193,13 @@ struct PublishArgs {
     /// type's latest.
     #[arg(long = "version", value_name = "N", requires = "message_type")]
     schema_version: Option<u32>,
+    /// The business operation the message belongs to (the attribute
+    /// `sluice.correlation_id`); `sluice trace ID` lists the publish.
+    #[arg(long, value_name = "ID")]
+    correlation_id: Option<String>,
+    /// What caused the message (the attribute `sluice.causation_id`).
+    #[arg(long, value_name = "ID")]
+    causation_id: Option<String>,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -382,6 +389,8 @@ async fn publish(args: PublishArgs) -> Result<()> {
         dedup_id: args.dedup_id.clone(),
         message_type: args.message_type.clone(),
         version: args.schema_version.map(|v| v.to_string()),
+        correlation_id: args.correlation_id.clone(),
+        causation_id: args.causation_id.clone(),
     };
     let response = args.client.client()?.publish(&args.topic, &PublishRequest { messages: vec![message] }).await?;
     if args.client.json {

@@ -1,0 +1,115 @@
+//! Where each kind of write carries its correlation and causation ids, read into trace
+//! entries: a queue message's envelope (`correlation_id`) and system attribute
+//! `sluice.causation_id`; a publication's attributes `sluice.correlation_id` and
+//! `sluice.causation_id` (which its subscribers receive); a stream record's `correlation_id`
+//! and header `sluice.causation_id`.
+
+use std::collections::BTreeMap;
+
+use sluice_core::message::AttributeData;
+use sluice_core::stream::NewRecord;
+use sluice_core::{AttributeValue, NewMessage};
+
+use super::model::{TraceEntry, TraceKind};
+
+/// The attribute a publication (and every copy of it) carries its correlation id in.
+pub const ATTRIBUTE_CORRELATION_ID: &str = "sluice.correlation_id";
+/// The attribute (a queue message's system attribute, a publication's attribute, a stream
+/// record's header) that names what caused it.
+pub const ATTRIBUTE_CAUSATION_ID: &str = "sluice.causation_id";
+
+/// A write's correlation id, what caused it and its type, before the store gave it an id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Links {
+    pub correlation_id: String,
+    pub causation_id: Option<String>,
+    pub detail: Option<String>,
+}
+
+impl Links {
+    /// The entry of the write once it has an id.
+    pub fn entry(&self, kind: TraceKind, id: impl Into<String>, target: impl Into<String>) -> TraceEntry {
+        TraceEntry::new(kind, id, &self.correlation_id, target)
+            .caused_by(self.causation_id.as_deref())
+            .detail(self.detail.as_deref())
+    }
+}
+
+fn text(attributes: &BTreeMap<String, AttributeValue>, name: &str) -> Option<String> {
+    match &attributes.get(name)?.value {
+        AttributeData::Text(t) => Some(t.clone()),
+        AttributeData::Bytes(_) => None,
+    }
+}
+
+/// A queue message's links; `None` without a correlation id (not traced).
+pub fn message_links(m: &NewMessage) -> Option<Links> {
+    let correlation_id = m.envelope.correlation_id.clone().or_else(|| text(&m.attributes, ATTRIBUTE_CORRELATION_ID))?;
+    let causation_id =
+        text(&m.system_attributes, ATTRIBUTE_CAUSATION_ID).or_else(|| text(&m.attributes, ATTRIBUTE_CAUSATION_ID));
+    Some(Links { correlation_id, causation_id, detail: m.envelope.r#type.clone() })
+}
+
+/// A publication's links, from its attributes.
+pub fn publication_links(attributes: &BTreeMap<String, AttributeValue>) -> Option<Links> {
+    Some(Links {
+        correlation_id: text(attributes, ATTRIBUTE_CORRELATION_ID)?,
+        causation_id: text(attributes, ATTRIBUTE_CAUSATION_ID),
+        detail: text(attributes, crate::schemas::ATTRIBUTE_TYPE),
+    })
+}
+
+/// A stream record's links.
+pub fn record_links(r: &NewRecord) -> Option<Links> {
+    Some(Links {
+        correlation_id: r.correlation_id.clone()?,
+        causation_id: r.headers.get(ATTRIBUTE_CAUSATION_ID).cloned(),
+        detail: r.r#type.clone(),
+    })
+}
+
+/// The entries of a batch written to `target`: each written item with links and an id.
+pub fn entries(
+    kind: TraceKind,
+    target: &str,
+    written: impl IntoIterator<Item = (Option<Links>, Option<String>)>,
+) -> Vec<TraceEntry> {
+    written.into_iter().filter_map(|(links, id)| Some(links?.entry(kind, id?, target))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use sluice_core::MessageEnvelope;
+
+    use super::*;
+
+    fn attribute(value: &str) -> AttributeValue {
+        AttributeValue { data_type: "String".into(), value: AttributeData::Text(value.into()) }
+    }
+
+    #[test]
+    fn a_message_is_traced_by_its_envelope_or_its_attribute_and_names_its_cause() {
+        let plain = NewMessage::default();
+        assert_eq!(message_links(&plain), None, "no correlation id, no entry");
+        let m = NewMessage {
+            envelope: MessageEnvelope {
+                correlation_id: Some("c".into()),
+                r#type: Some("t".into()),
+                ..Default::default()
+            },
+            system_attributes: BTreeMap::from([(ATTRIBUTE_CAUSATION_ID.to_string(), attribute("cause"))]),
+            ..Default::default()
+        };
+        let links = message_links(&m).unwrap();
+        assert_eq!((links.correlation_id.as_str(), links.causation_id.as_deref()), ("c", Some("cause")));
+        let copy = NewMessage {
+            attributes: BTreeMap::from([(ATTRIBUTE_CORRELATION_ID.to_string(), attribute("from-topic"))]),
+            ..Default::default()
+        };
+        assert_eq!(message_links(&copy).unwrap().correlation_id, "from-topic");
+        let written =
+            entries(TraceKind::Message, "queue:q", [(Some(links), Some("m1".into())), (None, Some("m2".into()))]);
+        assert_eq!(written.len(), 1);
+        assert_eq!((written[0].id.as_str(), written[0].detail.as_deref()), ("m1", Some("t")));
+    }
+}
