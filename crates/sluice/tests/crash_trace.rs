@@ -63,7 +63,7 @@ async fn sigkill_never_loses_an_answered_writes_trace_entry() {
             while !stop.load(Ordering::Relaxed) {
                 n += 1;
                 let batch = payloads.next_batch();
-                let ids = if n % 2 == 0 {
+                let ids = if n.is_multiple_of(2) {
                     let messages = batch
                         .iter()
                         .map(|b| SendMessage {
