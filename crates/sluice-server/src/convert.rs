@@ -13,7 +13,7 @@ use sluice_core::{
     AttributeValue, DeadLetter, MessageEnvelope, MessageState, NewMessage, QueueAttributes, QueueAttributesPatch,
     ValidationError,
 };
-use sluice_services::trace::ATTRIBUTE_CAUSATION_ID;
+use sluice_services::trace;
 use sluice_store::StoredMessage;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -206,16 +206,7 @@ pub fn new_message(m: api::SendMessage) -> Result<NewMessage, ValidationError> {
     let deliver_at_ms = m.deliver_at.as_deref().map(|t| parse_rfc3339("deliver_at", t)).transpose()?;
     // What caused the message rides as a system attribute: it links the trace, and does not
     // count toward the message's size.
-    let system_attributes = m
-        .causation_id
-        .map(|c| {
-            (
-                ATTRIBUTE_CAUSATION_ID.to_string(),
-                AttributeValue { data_type: "String".into(), value: AttributeData::Text(c) },
-            )
-        })
-        .into_iter()
-        .collect();
+    let system_attributes = m.causation_id.map(trace::causation_attribute).into_iter().collect();
     Ok(NewMessage {
         body,
         body_binary,
@@ -255,17 +246,9 @@ pub fn send_message(content: &sluice_core::message::MessageContent, priority: u8
         version: e.version.clone(),
         source: e.source.clone(),
         correlation_id: e.correlation_id.clone(),
-        causation_id: causation_id(&content.system_attributes),
+        causation_id: trace::causation_id(&content.system_attributes),
         group_id: e.group_id.clone(),
         dedup_id: None,
-    }
-}
-
-/// The system attribute `sluice.causation_id`, as the API shows it.
-fn causation_id(system_attributes: &BTreeMap<String, AttributeValue>) -> Option<String> {
-    match &system_attributes.get(ATTRIBUTE_CAUSATION_ID)?.value {
-        AttributeData::Text(t) => Some(t.clone()),
-        AttributeData::Bytes(_) => None,
     }
 }
 
@@ -337,7 +320,7 @@ pub fn message(m: &StoredMessage, receipt: Option<String>, state: Option<Message
         version: content.envelope.version.clone(),
         source: content.envelope.source.clone(),
         correlation_id: content.envelope.correlation_id.clone(),
-        causation_id: causation_id(&content.system_attributes),
+        causation_id: trace::causation_id(&content.system_attributes),
         group_id: content.envelope.group_id.clone(),
         dead_letter_source: meta.dead_letter_source.clone(),
         last_error: meta.last_error.clone(),

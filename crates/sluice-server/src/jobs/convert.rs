@@ -49,7 +49,6 @@ pub fn backoff_view(b: &JobBackoff) -> api::JobBackoff {
     }
 }
 
-/// An enqueue request as the store takes it (the store checks every rule).
 /// The enqueue's trace links, its ids checked: `None` without a correlation id.
 pub fn trace_links(request: &api::EnqueueJobRequest) -> Result<Option<Links>, ValidationError> {
     for (field, id) in [("correlation_id", &request.correlation_id), ("causation_id", &request.causation_id)] {
@@ -66,6 +65,7 @@ pub fn trace_links(request: &api::EnqueueJobRequest) -> Result<Option<Links>, Va
     }))
 }
 
+/// An enqueue request as the store takes it (the store checks every rule).
 pub fn new_job(request: api::EnqueueJobRequest) -> Result<NewJob, ValidationError> {
     let run_at = request.run_at.as_deref().map(|text| parse_rfc3339("run_at", text)).transpose()?;
     Ok(NewJob {

@@ -243,15 +243,15 @@ pub async fn append(
     } else {
         let links: Vec<_> = accepted.iter().map(trace::record_links).collect();
         let appended = state.store().append(&name, accepted, None).await?;
-        let ids = appended.iter().map(|a| a.as_ref().ok().filter(|a| !a.duplicate).map(record_id));
-        let traced = trace::entries(TraceKind::Record, &format!("stream:{name}"), links.into_iter().zip(ids));
-        state.services.traces().record(traced).await;
         if appended.len() != positions.len() {
             return Err(ApiError::new(
                 ErrorCode::Internal,
                 format!("store answered {} of {} records", appended.len(), positions.len()),
             ));
         }
+        let ids = appended.iter().map(|a| a.as_ref().ok().filter(|a| !a.duplicate).map(record_id));
+        let traced = trace::entries(TraceKind::Record, &format!("stream:{name}"), links.into_iter().zip(ids));
+        state.services.traces().record(traced).await;
         for (i, outcome) in positions.into_iter().zip(appended) {
             results[i] = Some(match outcome {
                 Ok(a) => AppendResult {

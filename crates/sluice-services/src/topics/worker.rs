@@ -26,7 +26,7 @@
 //! [`TargetSource`] handed to [`spawn_with`] lists their [`Target`]s, each a queue of
 //! [`PushDelivery`] records and a URL, and the worker treats them as it treats subscriptions.
 
-use crate::trace::{TRACE_RETENTION_MS_DEFAULT, TraceEntry, TraceKind, Traces};
+use crate::trace::{TraceEntry, TraceKind, Traces};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -291,14 +291,9 @@ pub trait TargetSource: Send + Sync + 'static {
     fn targets(&self) -> TargetsFuture<'_>;
 }
 
-/// Starts the worker over `store`, on `clock`; it runs until the handle is aborted (dropping
-/// every task, which leaves deliveries in flight to reappear after their visibility timeout).
-pub fn spawn(store: Arc<dyn Store>, endpoints: Arc<Endpoints>, clock: Arc<dyn Clock>) -> tokio::task::JoinHandle<()> {
-    let traces = Arc::new(Traces::new(store.clone(), clock.clone(), TRACE_RETENTION_MS_DEFAULT));
-    spawn_with(store, endpoints, clock, traces, Vec::new())
-}
-
-/// [`spawn`], pushing to the targets of `sources` too.
+/// Starts the worker over `store`, on `clock`, pushing to every HTTP/S subscription and to the
+/// targets of `sources`; it runs until the handle is aborted (dropping every task, which leaves
+/// deliveries in flight to reappear after their visibility timeout).
 pub fn spawn_with(
     store: Arc<dyn Store>,
     endpoints: Arc<Endpoints>,

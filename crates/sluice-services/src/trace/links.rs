@@ -35,6 +35,17 @@ impl Links {
     }
 }
 
+/// What caused a queue message: its system attribute `sluice.causation_id`.
+pub fn causation_id(system_attributes: &BTreeMap<String, AttributeValue>) -> Option<String> {
+    text(system_attributes, ATTRIBUTE_CAUSATION_ID)
+}
+
+/// The system attribute that keeps what caused a queue message.
+pub fn causation_attribute(causation_id: String) -> (String, AttributeValue) {
+    let value = AttributeValue { data_type: "String".into(), value: AttributeData::Text(causation_id) };
+    (ATTRIBUTE_CAUSATION_ID.to_string(), value)
+}
+
 fn text(attributes: &BTreeMap<String, AttributeValue>, name: &str) -> Option<String> {
     match &attributes.get(name)?.value {
         AttributeData::Text(t) => Some(t.clone()),
@@ -45,8 +56,7 @@ fn text(attributes: &BTreeMap<String, AttributeValue>, name: &str) -> Option<Str
 /// A queue message's links; `None` without a correlation id (not traced).
 pub fn message_links(m: &NewMessage) -> Option<Links> {
     let correlation_id = m.envelope.correlation_id.clone().or_else(|| text(&m.attributes, ATTRIBUTE_CORRELATION_ID))?;
-    let causation_id =
-        text(&m.system_attributes, ATTRIBUTE_CAUSATION_ID).or_else(|| text(&m.attributes, ATTRIBUTE_CAUSATION_ID));
+    let causation_id = causation_id(&m.system_attributes).or_else(|| text(&m.attributes, ATTRIBUTE_CAUSATION_ID));
     Some(Links { correlation_id, causation_id, detail: m.envelope.r#type.clone() })
 }
 

@@ -28,7 +28,8 @@ pub use model::{
 };
 
 pub use links::{
-    ATTRIBUTE_CAUSATION_ID, ATTRIBUTE_CORRELATION_ID, Links, entries, message_links, publication_links, record_links,
+    ATTRIBUTE_CAUSATION_ID, ATTRIBUTE_CORRELATION_ID, Links, causation_attribute, causation_id, entries, message_links,
+    publication_links, record_links,
 };
 
 use model::{TRACE_SWEEP_PAGE_MAX, key_at_ms};
