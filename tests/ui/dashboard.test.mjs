@@ -610,3 +610,109 @@ test('sagas: instances filtered by status, a step timeline, and retry and cancel
   assert.equal((await call('GET', `/v1/sagas/instances/${running.id}`)).status, 'compensated');
   await page.done();
 });
+
+test('events: the global log paged and filtered, subscriptions with their lag, and a stream with its snapshot', async () => {
+  const append = (stream, events, expected = 'any') => call('POST', `/v1/events/streams/${stream}`, { expected_version: expected, events });
+  for (let n = 1; n <= 3; n++) {
+    await append(`ui-order-${n}`, [
+      { type: 'OrderPlaced', data: { order: n, total: 10 * n }, correlation_id: `ui-flow-${n}` },
+      { type: 'OrderPaid', data: { order: n }, metadata: { by: 'card' }, correlation_id: `ui-flow-${n}` },
+    ], 'no_stream');
+  }
+  await append('ui-cart-1', [{ type: 'CartOpened', data: { cart: 1 } }]);
+  await call('PUT', '/v1/events/streams/ui-order-2/snapshot', { version: 0, data: { placed: true, total: 20 } });
+  await call('POST', '/v1/events/subscriptions', { name: 'ui-billing', from: 'start', types: ['OrderPaid'] });
+  const fetched = await call('POST', '/v1/events/subscriptions/ui-billing/fetch', { max: 1 });
+  await call('POST', '/v1/events/subscriptions/ui-billing/checkpoint', { position: fetched.events[0].position });
+  const head = (await call('GET', '/v1/events/all?max=1')).head_position;
+
+  const page = await open('events', { allowErrors: [/status of 404/] });
+  await page.waitForFunction((n) => document.querySelector('[data-stat=events-head]').textContent === String(n), head);
+  const positions = () => page.$$eval('#events-all tbody tr', (trs) => trs.map((tr) => Number(tr.dataset.key)));
+  assert.deepEqual(await positions(), Array.from({ length: head }, (_, i) => i), 'following the end shows the last events in order');
+  assert.match(await page.textContent('#events-subs tr[data-key=ui-billing]'), /types OrderPaid/);
+  // Lag: the OrderPaid events after the checkpoint are 2 of the head's events behind.
+  const sub = (await call('GET', '/v1/events/subscriptions/ui-billing'));
+  assert.equal((await cells(page, '#events-subs tr[data-key=ui-billing]'))[4], String(sub.head_position - sub.next_position));
+  await shot(page, 'events');
+
+  // Filtered by type, then by stream prefix, through the form; the address keeps the filter.
+  await page.fill('#events-form input[name=types]', 'OrderPaid');
+  await page.click('#events-form button[type=submit]');
+  await page.waitForFunction(() => [...document.querySelectorAll('#events-all tbody tr')].length === 3);
+  assert.match(page.url(), /types=OrderPaid/);
+  const types = await page.$$eval('#events-all tbody tr td:nth-child(4)', (tds) => tds.map((td) => td.textContent));
+  assert.deepEqual(types, ['OrderPaid', 'OrderPaid', 'OrderPaid']);
+  await page.fill('#events-form input[name=types]', '');
+  await page.fill('#events-form input[name=stream_prefix]', 'ui-cart-');
+  await page.click('#events-form button[type=submit]');
+  await page.waitForFunction(() => [...document.querySelectorAll('#events-all tbody tr')].length === 1
+    && /CartOpened/.test(document.querySelector('#events-all tbody').textContent));
+
+  // Paging from a position: two at a time, Newer moves on.
+  await page.fill('#events-form input[name=stream_prefix]', '');
+  await page.fill('#events-form input[name=from]', '0');
+  await page.selectOption('#events-form select[name=max]', '10');
+  await page.click('#events-form button[type=submit]');
+  await page.waitForFunction(() => document.querySelector('#events-all tbody tr')?.dataset.key === '0');
+
+  // A stream's page: newest first, the snapshot, and data expanded.
+  await page.click('#events-all a[href="#/events/ui-order-2"]');
+  await page.waitForSelector('[data-page=event-stream] #stream-events tbody tr');
+  const versions = await page.$$eval('#stream-events tbody tr', (trs) => trs.map((tr) => tr.dataset.key));
+  assert.deepEqual(versions, ['1', '0']);
+  assert.match(await page.textContent('#event-stream-snapshot'), /"total": 20/);
+  await page.click('#stream-events tbody tr[data-key="1"] summary');
+  assert.match(await page.textContent('#stream-events tbody tr[data-key="1"]'), /"by": "card"/);
+  assert.equal(await page.getAttribute('#stream-events tbody tr[data-key="0"] a[href^="#/trace/"]', 'href'), '#/trace/ui-flow-2');
+  await shot(page, 'event-stream');
+
+  // An unknown stream says so.
+  await page.goto(`${base}/ui/#/events/ui-never-written`);
+  await page.waitForSelector('.banner[data-code=event_stream_not_found]');
+  await page.done();
+});
+
+test('the causal trace lists what one correlation id touched, effects under their causes, with links', async () => {
+  await call('POST', '/v1/queues', { name: 'ui-trace-work' });
+  const sent = await call('POST', '/v1/queues/ui-trace-work/messages',
+    { messages: [{ body: 'reserve stock', correlation_id: 'ui-trace-7' }] });
+  const messageId = sent.results[0].id;
+  const appended = await call('POST', '/v1/events/streams/ui-stock-7', { expected_version: 'any',
+    events: [{ id: 'ui-reserved-7', type: 'StockReserved', data: { sku: 'a' }, correlation_id: 'ui-trace-7', causation_id: messageId }] });
+  assert.equal(appended.first_version, 0);
+  const job = await call('POST', '/v1/jobs', { queue: 'ui-trace-jobs', type: 'ship', payload: { order: 7 },
+    correlation_id: 'ui-trace-7', causation_id: 'ui-reserved-7' });
+
+  const page = await open('trace', { allowErrors: [/status of 400/] });
+  await page.fill('#trace-form input[name=id]', 'ui-trace-7');
+  await page.click('#trace-form button[type=submit]');
+  await page.waitForSelector('[data-page=trace-of] #trace-status[data-count="3"]');
+  const rows = await page.$$eval('#trace-entries tbody tr', (trs) => trs.map((tr) => [tr.dataset.kind, tr.dataset.depth]));
+  assert.deepEqual(rows, [['message', '0'], ['event', '1'], ['job', '2']], 'causes first, each effect one deeper');
+  assert.equal(await page.getAttribute('#trace-entries tr[data-kind=message] td:nth-child(4) a', 'href'), '#/queues/ui-trace-work');
+  assert.equal(await page.getAttribute('#trace-entries tr[data-kind=event] td:nth-child(4) a', 'href'), '#/events/ui-stock-7');
+  assert.equal(await page.getAttribute('#trace-entries tr[data-kind=job] td:nth-child(3) a', 'href'), `#/jobs/${job.id}`);
+  const indent = (kind) => page.$eval(`#trace-entries tr[data-kind=${kind}] .trace-id a, #trace-entries tr[data-kind=${kind}] .trace-id > span.mono`,
+    (el) => el.getBoundingClientRect().left);
+  assert.ok(await indent('job') > await indent('event') && await indent('event') > await indent('message'), 'effects are indented under causes');
+  assert.equal(await page.title(), 'Trace ui-trace-7 · Sluice');
+  await shot(page, 'trace');
+
+  // A link from the job's entry leads to the job.
+  await page.click(`#trace-entries a[href="#/jobs/${job.id}"]`);
+  await page.waitForSelector('[data-page=job]');
+  // An id nothing carried says so; one over the limit gets the server's refusal explained.
+  await page.goto(`${base}/ui/#/trace/ui-nothing-here`);
+  await page.waitForSelector('#trace-status[data-count="0"]');
+  assert.match(await page.textContent('#trace-status'), /Nothing has carried correlation id ui-nothing-here/);
+  await page.goto(`${base}/ui/#/trace/${'x'.repeat(300)}`);
+  await page.waitForSelector('.banner[data-code=invalid_argument]');
+  // 9 and 0 reach the ninth and tenth pages of the bar (the trace and alerts).
+  await page.click('h1');
+  await page.keyboard.press('9');
+  await page.waitForSelector('[data-page=trace]');
+  await page.keyboard.press('0');
+  await page.waitForSelector('[data-page=alerts]');
+  await page.done();
+});

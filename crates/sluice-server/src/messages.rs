@@ -11,7 +11,7 @@ use sluice_api::{
 use sluice_core::limits::{BATCH_ENTRIES_MAX, PEEK_MESSAGES_MAX};
 use sluice_core::{EntryError, NewMessage};
 use sluice_services::idempotency::{Fill, FillField, Template, Ticket};
-use sluice_services::trace::{self, TraceKind};
+use sluice_services::trace;
 use sluice_store::{Conflict, EntryResults, Refused, StoredOutcome, VisibilityRule, Write, WriteOutcome};
 use utoipa::IntoParams;
 
@@ -137,8 +137,7 @@ pub async fn send(
             ));
         }
         let ids = sent.iter().map(|s| s.as_ref().ok().map(|s| s.id.to_string()));
-        let traced = trace::entries(TraceKind::Message, &format!("queue:{name}"), links.into_iter().zip(ids));
-        state.services.traces().record(traced).await;
+        state.services.traces().record_messages(&name, links.into_iter().zip(ids)).await;
         for (i, outcome) in positions.into_iter().zip(sent) {
             results[i] = Some(match outcome {
                 Ok(sent) => {
@@ -220,8 +219,7 @@ async fn send_committed(
                 if let Some(WriteOutcome::Sent(sent)) = outcomes.first() {
                     let links = accepted.iter().map(trace::message_links);
                     let ids = sent.iter().map(|s| Some(s.id.to_string()));
-                    let traced = trace::entries(TraceKind::Message, &format!("queue:{name}"), links.zip(ids));
-                    state.services.traces().record(traced).await;
+                    state.services.traces().record_messages(name, links.zip(ids)).await;
                 }
                 let stored: Vec<StoredOutcome> = outcomes.iter().map(StoredOutcome::from).collect();
                 return crate::idempotency::committed_answer(&template, &stored);

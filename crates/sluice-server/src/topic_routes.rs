@@ -17,7 +17,7 @@ use sluice_core::filter::FilterScope;
 use sluice_core::message::AttributeData;
 use sluice_core::{AttributeValue, ValidationError};
 use sluice_services::schemas::{ATTRIBUTE_TYPE, ATTRIBUTE_VERSION};
-use sluice_services::trace::{self, ATTRIBUTE_CAUSATION_ID, ATTRIBUTE_CORRELATION_ID, TraceKind};
+use sluice_services::trace::{ATTRIBUTE_CAUSATION_ID, ATTRIBUTE_CORRELATION_ID};
 use utoipa::IntoParams;
 
 use crate::AppState;
@@ -468,15 +468,10 @@ pub async fn publish(
         });
     }
     let origin = origin(&state, &headers);
-    let links: Vec<_> = publications.iter().map(|p| trace::publication_links(&p.attributes)).collect();
     if let Some(axum::Extension(ticket)) = ticket {
         let planned = state.topics().plan_publish_all(&name, publications.clone(), &origin).await?;
-        let ids: Vec<_> = planned.results.iter().map(published_id).collect();
         match publish_committed(&state, &ticket, planned, results.clone(), &positions).await? {
-            Some(response) => {
-                record_publishes(&state, &name, links, ids).await;
-                return Ok(response);
-            }
+            Some(response) => return Ok(response),
             // Nothing was applied: a claiming request runs again, and publishes this way.
             None if ticket.is_optimistic() => return Ok(crate::idempotency::claim_lost()),
             // A copy its queue refuses: published the usual way (dead-lettered or dropped,
@@ -484,19 +479,9 @@ pub async fn publish(
             None => {}
         }
     }
+    // The topics service lists a correlated publish and its copies in the trace.
     let published = state.topics().publish(&name, publications, &origin).await?;
-    record_publishes(&state, &name, links, published.iter().map(published_id).collect()).await;
     Ok(axum::Json(publish_answer(results, &positions, published)).into_response())
-}
-
-fn published_id(outcome: &Result<Published, PublishError>) -> Option<String> {
-    outcome.as_ref().ok().map(|p| p.message_id.clone())
-}
-
-/// The trace entries of the published messages that carried a correlation id.
-async fn record_publishes(state: &AppState, topic: &str, links: Vec<Option<trace::Links>>, ids: Vec<Option<String>>) {
-    let traced = trace::entries(TraceKind::Publish, &format!("topic:{topic}"), links.into_iter().zip(ids));
-    state.services.traces().record(traced).await;
 }
 
 /// A publish under an idempotency key: every copy and the answer in one commit, so that a crash
@@ -520,8 +505,8 @@ async fn publish_committed(
     let mut writes = std::mem::take(&mut planned.writes);
     writes.extend(ticket.commit_write(template.clone()));
     match state.store().commit_all(writes).await {
-        Ok(Ok(_)) => {
-            state.topics().count_planned(&planned);
+        Ok(Ok(outcomes)) => {
+            state.topics().applied(planned, &outcomes).await;
             crate::idempotency::committed_answer(&template, &[]).map(Some)
         }
         Ok(Err(Refused { conflict: Conflict::RecordExists, .. })) => Ok(Some(crate::idempotency::claim_lost())),

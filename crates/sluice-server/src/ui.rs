@@ -41,6 +41,8 @@ const ASSETS: &[(&str, &str, &[u8])] = &[
     ("js/pages/streams.js", JS, include_bytes!("../ui/js/pages/streams.js")),
     ("js/pages/jobs.js", JS, include_bytes!("../ui/js/pages/jobs.js")),
     ("js/pages/sagas.js", JS, include_bytes!("../ui/js/pages/sagas.js")),
+    ("js/pages/events.js", JS, include_bytes!("../ui/js/pages/events.js")),
+    ("js/pages/trace.js", JS, include_bytes!("../ui/js/pages/trace.js")),
     ("js/pages/alerts.js", JS, include_bytes!("../ui/js/pages/alerts.js")),
 ];
 

@@ -149,8 +149,8 @@ impl Services {
             status: store,
         });
         let schemas = Schemas::new(store.clone(), clock.clone());
-        let topics = Arc::new(Topics::new(store.clone(), config.arns, clock.clone(), schemas.clone()));
         let traces = Arc::new(Traces::new(store.clone(), clock.clone(), config.trace_retention_ms));
+        let topics = Arc::new(Topics::new(store.clone(), config.arns, clock.clone(), schemas.clone(), traces.clone()));
         Arc::new(Services {
             schemas,
             schedules: Schedules::new(store.clone(), clock.clone(), topics.clone()),

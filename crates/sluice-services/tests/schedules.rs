@@ -499,3 +499,32 @@ async fn two_nodes_over_one_postgresql_database() {
     tokio::spawn(connection);
     client.batch_execute(&format!("DROP SCHEMA {schema} CASCADE")).await.expect("drop schema");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ticks_of_a_correlated_schedule_are_listed_in_its_trace() {
+    let backend = Embedded::new();
+    let clock = ManualClock::new(T0_MS);
+    let store = backend.open(&clock);
+    store.create_queue("q", QueueAttributes::default()).await.expect("queue");
+    store.create_stream("st", sluice_core::stream::StreamConfig::default()).await.expect("stream");
+    let node = services(&store, &clock);
+    let mut into_queue = every("into-queue", 10 * SECOND, queue("q"), CatchUp::None);
+    into_queue.message.envelope.correlation_id = Some("nightly".into());
+    let mut into_stream = every("into-stream", 10 * SECOND, Target::Stream("st".into()), CatchUp::None);
+    into_stream.message.envelope.correlation_id = Some("nightly".into());
+    node.schedules().create(into_queue, &origin()).await.unwrap();
+    node.schedules().create(into_stream, &origin()).await.unwrap();
+    node.schedules().create(every("plain", 10 * SECOND, queue("q"), CatchUp::None), &origin()).await.unwrap();
+    let running = node.start();
+    settles_at(&store, "q", 2).await;
+    clock.advance_to(T0_MS + 10 * SECOND);
+    settles_at(&store, "q", 4).await;
+    stop(&node, running).await;
+
+    let trace = node.traces().read("nightly").await.unwrap();
+    let mut targets: Vec<_> = trace.entries.iter().map(|(e, depth)| (e.target.clone(), *depth)).collect();
+    targets.sort();
+    let expected = [("queue:q", 0), ("queue:q", 0), ("stream:st", 0), ("stream:st", 0)];
+    assert_eq!(targets, expected.map(|(t, d)| (t.to_string(), d)), "two ticks each, the plain schedule not");
+    assert!(trace.entries.iter().filter(|(e, _)| e.target == "stream:st").all(|(e, _)| e.id.starts_with("0/")));
+}

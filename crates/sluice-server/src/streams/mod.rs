@@ -249,7 +249,7 @@ pub async fn append(
                 format!("store answered {} of {} records", appended.len(), positions.len()),
             ));
         }
-        let ids = appended.iter().map(|a| a.as_ref().ok().filter(|a| !a.duplicate).map(record_id));
+        let ids = appended.iter().map(|a| a.as_ref().ok().filter(|a| !a.duplicate).map(trace::record_id));
         let traced = trace::entries(TraceKind::Record, &format!("stream:{name}"), links.into_iter().zip(ids));
         state.services.traces().record(traced).await;
         for (i, outcome) in positions.into_iter().zip(appended) {
@@ -316,7 +316,7 @@ async fn append_committed(
             Ok(outcomes) => {
                 if let Some(WriteOutcome::Appended(appended)) = outcomes.first() {
                     let links = accepted.iter().map(trace::record_links);
-                    let ids = appended.iter().map(|a| (!a.duplicate).then(|| record_id(a)));
+                    let ids = appended.iter().map(|a| (!a.duplicate).then(|| trace::record_id(a)));
                     let traced = trace::entries(TraceKind::Record, &format!("stream:{name}"), links.zip(ids));
                     state.services.traces().record(traced).await;
                 }
@@ -341,10 +341,6 @@ async fn append_committed(
 }
 
 /// A record's id in the trace: `partition/offset`.
-fn record_id(a: &sluice_store::Appended) -> String {
-    format!("{}/{}", a.partition, a.offset)
-}
-
 fn failed(error: sluice_api::ErrorBody) -> AppendResult {
     AppendResult { partition: None, offset: None, timestamp_ms: None, duplicate: false, error: Some(error) }
 }

@@ -635,3 +635,65 @@ async fn sns_answers_as_aws_words_them() {
     assert_eq!(effective["healthyRetryPolicy"]["numRetries"], 3);
     assert_eq!(effective["requestPolicy"]["headerContentType"], "text/csv");
 }
+
+/// The native trace of `correlation_id`: each entry's `(kind, target, depth)`.
+async fn traced(sqs: &Sqs, correlation_id: &str) -> Vec<(String, String, u64)> {
+    let request = axum::http::Request::get(format!("/v1/trace/{correlation_id}")).body(axum::body::Body::empty());
+    let reply = sqs.send(request.unwrap()).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let trace = reply.json();
+    let entries = trace["entries"].as_array().unwrap().iter();
+    entries
+        .map(|e| {
+            (e["kind"].as_str().unwrap().into(), e["target"].as_str().unwrap().into(), e["depth"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn sqs_sends_and_sns_publishes_with_a_correlation_attribute_are_traced_with_their_copies() {
+    let sqs = Sqs::start();
+    let arn = create_topic("orders").ok(&sqs).await.text_at("TopicArn");
+    for q in ["work", "copies"] {
+        sqs.create(q, json!({})).await;
+    }
+    subscribe(&arn, "sqs", &queue_arn("copies")).ok(&sqs).await;
+    let correlated = json!({ "sluice.correlation_id": { "DataType": "String", "StringValue": "flow-1" } });
+    let sent = sqs
+        .ok("SendMessage", json!({ "QueueUrl": url("work"), "MessageBody": "one", "MessageAttributes": correlated }))
+        .await;
+    let batch = json!({ "QueueUrl": url("work"), "Entries": [
+        { "Id": "a", "MessageBody": "two", "MessageAttributes": correlated },
+        { "Id": "b", "MessageBody": "not traced" },
+    ]});
+    assert_eq!(sqs.ok("SendMessageBatch", batch).await["Successful"].as_array().unwrap().len(), 2);
+    let first = sent["MessageId"].as_str().unwrap();
+    let published = publish(&arn, "placed")
+        .message_attributes(&[("sluice.correlation_id", "String", "flow-1"), ("sluice.causation_id", "String", first)])
+        .ok(&sqs)
+        .await;
+    publish(&arn, "not traced").ok(&sqs).await;
+
+    let mut entries = traced(&sqs, "flow-1").await;
+    // The first send is the root, the publish its effect and the copy the publish's; the batch's
+    // correlated send is a root of its own.
+    let copy = entries.iter().position(|e| e.0 == "message" && e.1 == "queue:copies").expect("the copy is traced");
+    assert_eq!(entries.remove(copy), ("message".into(), "queue:copies".into(), 2));
+    entries.sort();
+    assert_eq!(
+        entries,
+        vec![
+            ("message".into(), "queue:work".into(), 0),
+            ("message".into(), "queue:work".into(), 0),
+            ("publish".into(), "topic:orders".into(), 1),
+        ]
+    );
+    // The copy carries the publish as its cause for a native consumer.
+    let request = axum::http::Request::post("/v1/queues/copies/receive")
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(json!({ "max": 10 }).to_string()))
+        .unwrap();
+    let got = sqs.send(request).await.json();
+    let copy = got["messages"].as_array().unwrap().iter().find(|m| m["correlation_id"] == "flow-1").cloned();
+    assert_eq!(copy.expect("a correlated copy")["causation_id"], published.text_at("MessageId").as_str());
+}

@@ -342,8 +342,9 @@ export function start() {
       if (search) { event.preventDefault(); search.focus(); }
     } else if (event.key === 'p') setPaused(!paused);
     else if (event.key === 't') toggleTheme();
-    else if (/^[1-9]$/.test(event.key)) {
-      const link = document.querySelectorAll('#nav a')[Number(event.key) - 1];
+    else if (/^[0-9]$/.test(event.key)) {
+      // 1 to 9 open the first nine pages of the bar, 0 the tenth.
+      const link = document.querySelectorAll('#nav a')[(Number(event.key) + 9) % 10];
       if (link) location.hash = link.getAttribute('href');
     }
   });

@@ -14,6 +14,8 @@ import './pages/topics.js';
 import './pages/streams.js';
 import './pages/jobs.js';
 import './pages/sagas.js';
+import './pages/events.js';
+import './pages/trace.js';
 import './pages/alerts.js';
 
 start();

@@ -16,6 +16,7 @@ use super::plan::{Plan, plan};
 use super::record::{Definition, JobTarget, SCHEDULE_KIND, ScheduleRecord, Target};
 use super::{SCHEDULE_ATTRIBUTE, SCHEDULE_REFRESH_MS, SCHEDULE_RETRY_MS, SCHEDULED_AT_ATTRIBUTE, Schedules};
 use crate::topics::{Origin, Publication};
+use crate::trace::CommitLinks;
 
 /// What became of one schedule's turn.
 enum Turn {
@@ -165,8 +166,13 @@ impl Schedules {
             value: bytes.clone(),
         }];
         writes.extend(sends);
+        let links = CommitLinks::of(&writes);
         match self.store.commit_all(writes).await {
-            Ok(Ok(_)) => Ok(bytes),
+            Ok(Ok(outcomes)) => {
+                // A tick that carries a correlation id is listed in its trace.
+                self.topics.traces().record(links.entries(&outcomes)).await;
+                Ok(bytes)
+            }
             Ok(Err(Refused { write: 0, conflict: Conflict::RecordChanged })) => Err(Unswapped::Changed),
             Ok(Err(refused)) => {
                 tracing::warn!(schedule = name, "a tick's message was refused: {}", refused.conflict);

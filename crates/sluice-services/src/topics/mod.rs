@@ -39,6 +39,7 @@ use sluice_clock::Clock;
 use sluice_store::Store;
 
 use crate::schemas::Schemas;
+use crate::trace::Traces;
 
 pub use attributes::fifo_topic_value;
 pub use checks::Publication;
@@ -90,15 +91,28 @@ pub struct Topics {
     sequence: AtomicU64,
     /// Checks publishes to topics with `SchemaValidation`.
     schemas: Arc<Schemas>,
+    /// Where a correlated publish and its copies into queues are listed.
+    traces: Arc<Traces>,
 }
 
 impl Topics {
-    pub fn new(store: Arc<dyn Store>, arns: Arns, clock: Arc<dyn Clock>, schemas: Arc<Schemas>) -> Topics {
-        Topics { store, clock, arns, cache: Mutex::new(HashMap::new()), sequence: AtomicU64::new(0), schemas }
+    pub fn new(
+        store: Arc<dyn Store>,
+        arns: Arns,
+        clock: Arc<dyn Clock>,
+        schemas: Arc<Schemas>,
+        traces: Arc<Traces>,
+    ) -> Topics {
+        Topics { store, clock, arns, cache: Mutex::new(HashMap::new()), sequence: AtomicU64::new(0), schemas, traces }
     }
 
     pub fn arns(&self) -> &Arns {
         &self.arns
+    }
+
+    /// Where publishes are traced, for the services that send through topics' copies.
+    pub(crate) fn traces(&self) -> &Arc<Traces> {
+        &self.traces
     }
 
     /// The next FIFO sequence number: increasing on this node, and above the clock in

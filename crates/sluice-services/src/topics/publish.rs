@@ -21,7 +21,7 @@ use sluice_core::filter::MessageView;
 use sluice_core::limits::FIFO_SUFFIX;
 use sluice_core::message::AttributeData;
 use sluice_core::{AttributeValue, EntryError, MessageEnvelope, NewMessage};
-use sluice_store::{StoreError, Write};
+use sluice_store::{StoreError, Write, WriteOutcome};
 use tokio::task::JoinSet;
 
 use super::checks::{Checked, Publication, check};
@@ -31,6 +31,7 @@ use super::model::{Protocol, SubscriptionRecord};
 use super::push::{MessageType, PUSH_FORMAT, PushDelivery};
 use super::{Live, Origin, SIGNING_CERT_FILE, Snapshot, Topics};
 use crate::schemas::{ATTRIBUTE_TYPE, ATTRIBUTE_VERSION, Violation};
+use crate::trace::{self, CommitLinks, Links, TraceEntry, TraceKind};
 
 /// The system attributes a copy carries in its queue (the names the SQS layer shows).
 const SENDER_ID: &str = "SenderId";
@@ -56,6 +57,9 @@ struct Accepted {
     message_id: String,
     sequence_number: Option<String>,
     dedup_id: Option<String>,
+    /// Its correlation and causation ids, when it carries a correlation id (then it and its
+    /// copies into queues are traced).
+    links: Option<Links>,
 }
 
 impl Accepted {
@@ -103,13 +107,16 @@ impl Topics {
 
         // Send every queue's copies at once.
         let mut sends = JoinSet::new();
+        let mut copy_links = BTreeMap::new();
         for (queue, messages) in copies(&call, &accepted, &by_queue) {
+            copy_links.insert(queue.clone(), messages.iter().map(trace::message_links).collect::<Vec<_>>());
             let store = self.store.clone();
             sends.spawn(async move {
                 let results = store.send(&queue, messages).await;
                 (queue, results)
             });
         }
+        let mut traced = Vec::new();
         let mut refused: Vec<(Delivery, Refusal)> = Vec::new();
         while let Some(joined) = sends.join_next().await {
             let (queue, outcome) = match joined {
@@ -126,6 +133,13 @@ impl Topics {
             let copies = &by_queue[queue.as_str()];
             match outcome {
                 Ok(entries) => {
+                    let ids = entries.iter().map(|e| e.as_ref().ok().map(|sent| sent.id.to_string()));
+                    let links = copy_links.remove(&queue).unwrap_or_default();
+                    traced.extend(trace::entries(
+                        TraceKind::Message,
+                        &format!("queue:{queue}"),
+                        links.into_iter().zip(ids),
+                    ));
                     for (copy, entry) in copies.iter().zip(entries) {
                         match entry {
                             Ok(_) => {}
@@ -178,13 +192,17 @@ impl Topics {
                         .increment(failed[a] as u64);
                     Err(PublishError::QueueFull { delivered: matched[a] - failed[a], matched: matched[a], queue })
                 }
-                (None, None) => Ok(Published {
-                    message_id: message.message_id,
-                    sequence_number: message.sequence_number,
-                    deliveries: matched[a],
-                }),
+                (None, None) => {
+                    traced.extend(publish_entry(topic, &message));
+                    Ok(Published {
+                        message_id: message.message_id,
+                        sequence_number: message.sequence_number,
+                        deliveries: matched[a],
+                    })
+                }
             });
         }
+        self.traces.record(traced).await;
         Ok(results.into_iter().map(|r| r.expect("every message was answered")).collect())
     }
 }
@@ -198,6 +216,10 @@ pub struct PlannedPublish {
     /// One send per queue with a matching subscription, to commit all together.
     pub writes: Vec<Write>,
     deliveries: usize,
+    /// The publishes' trace entries, and the links of the copies (whose ids the commit gives),
+    /// for [`Topics::applied`].
+    traced: Vec<TraceEntry>,
+    copy_links: CommitLinks,
 }
 
 impl Topics {
@@ -216,10 +238,12 @@ impl Topics {
         let (mut results, accepted) = self.accept_all(&snapshot, publications).await?;
         let call = self.call(topic, &snapshot, origin);
         let (matched, by_queue) = route(&snapshot, &accepted);
-        let writes = copies(&call, &accepted, &by_queue)
+        let writes: Vec<Write> = copies(&call, &accepted, &by_queue)
             .into_iter()
             .map(|(queue, messages)| Write::Send { queue, messages })
             .collect();
+        let copy_links = CommitLinks::of(&writes);
+        let traced = accepted.iter().filter_map(|message| publish_entry(topic, message)).collect();
         for (a, message) in accepted.into_iter().enumerate() {
             results[message.index] = Some(Ok(Published {
                 message_id: message.message_id,
@@ -231,14 +255,20 @@ impl Topics {
             results: results.into_iter().map(|r| r.expect("every message was answered")).collect(),
             writes,
             deliveries: matched.iter().sum(),
+            traced,
+            copy_links,
         })
     }
 
-    /// Counts a planned publish whose commit was applied, as `publish` counts its own.
-    pub fn count_planned(&self, plan: &PlannedPublish) {
+    /// Counts and traces a planned publish whose commit was applied (its `outcomes` start with
+    /// the plan's writes, in order), as `publish` counts and traces its own.
+    pub async fn applied(&self, plan: PlannedPublish, outcomes: &[WriteOutcome]) {
         let published = plan.results.iter().filter(|r| r.is_ok()).count();
         metrics::counter!("sluice_topic_messages_published_total").increment(published as u64);
         metrics::counter!("sluice_topic_deliveries_total").increment(plan.deliveries as u64);
+        let mut traced = plan.traced;
+        traced.extend(plan.copy_links.entries(outcomes));
+        self.traces.record(traced).await;
     }
 
     /// Checks every message (its schema first, on a topic that validates them) and gives the
@@ -313,6 +343,7 @@ impl Topics {
         Ok(Accepted {
             index,
             message_id: publication.message_id.clone().unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
+            links: trace::publication_links(&publication.attributes),
             publication,
             default_text,
             per_protocol,
@@ -350,6 +381,11 @@ fn route<'s>(snapshot: &'s Snapshot, accepted: &[Accepted]) -> (Vec<usize>, BTre
 }
 
 /// Every copy to send, built, by queue.
+/// A correlated publish's trace entry.
+fn publish_entry(topic: &str, message: &Accepted) -> Option<TraceEntry> {
+    Some(message.links.as_ref()?.entry(TraceKind::Publish, &message.message_id, format!("topic:{topic}")))
+}
+
 fn copies(
     call: &Call<'_>,
     accepted: &[Accepted],
@@ -417,8 +453,7 @@ impl Call<'_> {
             };
             // The worker lists a delivered push in the publication's trace.
             let mut copy = delivery.to_message();
-            copy.envelope.correlation_id =
-                crate::trace::publication_links(&message.publication.attributes).map(|l| l.correlation_id);
+            copy.envelope.correlation_id = message.links.as_ref().map(|l| l.correlation_id.clone());
             return copy;
         }
         let p = &message.publication;
@@ -441,11 +476,16 @@ impl Call<'_> {
             // Refused at subscribe; a queue recreated as FIFO since refuses the copy.
             (false, true) => (p.group_id.clone(), None),
         };
+        // A correlated publish's copies carry its correlation id and name it as their cause.
+        let correlation_id = message.links.as_ref().map(|l| l.correlation_id.clone());
+        if correlation_id.is_some() {
+            system_attributes.extend([trace::causation_attribute(message.message_id.clone())]);
+        }
         NewMessage {
             body: body.into_bytes(),
             attributes,
             system_attributes,
-            envelope: MessageEnvelope { group_id, ..Default::default() },
+            envelope: MessageEnvelope { group_id, correlation_id, ..Default::default() },
             dedup_id,
             ..Default::default()
         }

@@ -19,6 +19,7 @@ use sluice_store::{
 use super::publish::Published;
 use super::push::{MessageType, PushDelivery};
 use super::*;
+use crate::trace::{ATTRIBUTE_CORRELATION_ID, TRACE_RETENTION_MS_DEFAULT, TraceKind, Traces};
 
 struct Fixture {
     topics: Topics,
@@ -45,6 +46,14 @@ fn schemas(store: &Arc<dyn Store>) -> Arc<crate::schemas::Schemas> {
     crate::schemas::Schemas::new(store.clone(), Arc::new(sluice_clock::SystemClock))
 }
 
+fn traces(store: &Arc<dyn Store>) -> Arc<Traces> {
+    Arc::new(Traces::new(store.clone(), Arc::new(sluice_clock::SystemClock), TRACE_RETENTION_MS_DEFAULT))
+}
+
+fn topics_over(store: &Arc<dyn Store>) -> Topics {
+    Topics::new(store.clone(), arns(), Arc::new(sluice_clock::SystemClock), schemas(store), traces(store))
+}
+
 fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let embedded = Arc::new(
@@ -52,12 +61,7 @@ fn fixture() -> Fixture {
             .unwrap(),
     );
     let store: Arc<dyn Store> = embedded.clone();
-    Fixture {
-        topics: Topics::new(store.clone(), arns(), Arc::new(sluice_clock::SystemClock), schemas(&store)),
-        store,
-        embedded,
-        _dir: dir,
-    }
+    Fixture { topics: topics_over(&store), store, embedded, _dir: dir }
 }
 
 fn attrs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -441,7 +445,8 @@ async fn a_store_failure_for_one_subscription_is_reported_and_the_others_get_the
         rates: f.store.clone(),
         status: f.store.clone(),
     };
-    let failing = Topics::new(Arc::new(failing), arns(), Arc::new(sluice_clock::SystemClock), schemas(&f.store));
+    let failing: Arc<dyn Store> = Arc::new(failing);
+    let failing = topics_over(&failing);
     failing.create_topic("t", false, BTreeMap::new(), BTreeMap::new()).await.unwrap();
     for q in ["a", "broken", "b"] {
         f.queue(q, false).await;
@@ -459,7 +464,7 @@ async fn a_store_failure_for_one_subscription_is_reported_and_the_others_get_the
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_node_sees_a_new_subscription_within_the_cache_time() {
     let f = fixture();
-    let other = Topics::new(f.store.clone(), arns(), Arc::new(sluice_clock::SystemClock), schemas(&f.store));
+    let other = topics_over(&f.store);
     f.topics.create_topic("t", false, BTreeMap::new(), BTreeMap::new()).await.unwrap();
     f.queue("q", false).await;
     assert_eq!(
@@ -473,4 +478,38 @@ async fn another_node_sees_a_new_subscription_within_the_cache_time() {
     let results = other.publish("t", vec![publication("there", &[])], &origin()).await.unwrap();
     assert_eq!(results[0].as_ref().unwrap().deliveries, 1, "the other node read the subscriptions again");
     assert_eq!(f.bodies("q").await.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_correlated_publish_and_its_copies_are_traced_and_the_copies_name_it_as_their_cause() {
+    let f = fixture();
+    f.topics.create_topic("orders", false, BTreeMap::new(), BTreeMap::new()).await.unwrap();
+    for q in ["billing", "audit"] {
+        f.queue(q, false).await;
+        f.subscribe("orders", q, &[]).await;
+    }
+    let published =
+        f.publish_one("orders", publication("placed", &[(ATTRIBUTE_CORRELATION_ID, text("String", "order-9"))])).await;
+    f.publish_one("orders", publication("not correlated", &[])).await;
+
+    let trace = traces(&f.store).read("order-9").await.unwrap();
+    let listed: Vec<_> = trace.entries.iter().map(|(e, depth)| (e.kind, e.target.clone(), *depth)).collect();
+    assert_eq!(listed.len(), 3, "the publish and one copy per queue, the other publish not: {listed:?}");
+    assert_eq!(listed[0], (TraceKind::Publish, "topic:orders".to_string(), 0));
+    assert_eq!(trace.entries[0].0.id, published.message_id);
+    let mut copies: Vec<_> = listed[1..].to_vec();
+    copies.sort_by(|a, b| a.1.cmp(&b.1));
+    assert_eq!(
+        copies,
+        vec![(TraceKind::Message, "queue:audit".into(), 1), (TraceKind::Message, "queue:billing".into(), 1)]
+    );
+    for q in ["billing", "audit"] {
+        let got = f.drain(q).await;
+        let content =
+            &got.iter().find(|m| m.message.content.envelope.correlation_id.is_some()).unwrap().message.content;
+        assert_eq!(content.envelope.correlation_id.as_deref(), Some("order-9"));
+        assert_eq!(crate::trace::causation_id(&content.system_attributes), Some(published.message_id.clone()));
+        let entry = trace.entries.iter().find(|(e, _)| e.target == format!("queue:{q}")).unwrap();
+        assert_eq!(entry.0.causation_id.as_deref(), Some(published.message_id.as_str()));
+    }
 }

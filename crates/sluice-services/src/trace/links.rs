@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use sluice_core::message::AttributeData;
 use sluice_core::stream::NewRecord;
 use sluice_core::{AttributeValue, NewMessage};
+use sluice_store::{Appended, Write, WriteOutcome};
 
 use super::model::{TraceEntry, TraceKind};
 
@@ -85,6 +86,65 @@ pub fn entries(
     written: impl IntoIterator<Item = (Option<Links>, Option<String>)>,
 ) -> Vec<TraceEntry> {
     written.into_iter().filter_map(|(links, id)| Some(links?.entry(kind, id?, target))).collect()
+}
+
+/// A stream record's id in a trace: `partition/offset`.
+pub fn record_id(a: &Appended) -> String {
+    format!("{}/{}", a.partition, a.offset)
+}
+
+/// The links of a commit's sends and appends, read before the commit takes its writes, so
+/// that once it is applied its messages and records are listed with the ids it gave them.
+#[derive(Debug, Default)]
+pub struct CommitLinks(Vec<Option<WriteLinks>>);
+
+/// A send's or an append's kind of entry, its target and each item's links.
+#[derive(Debug)]
+struct WriteLinks {
+    kind: TraceKind,
+    target: String,
+    links: Vec<Option<Links>>,
+}
+
+impl CommitLinks {
+    pub fn of(writes: &[Write]) -> CommitLinks {
+        CommitLinks(
+            writes
+                .iter()
+                .map(|w| match w {
+                    Write::Send { queue, messages } => Some(WriteLinks {
+                        kind: TraceKind::Message,
+                        target: format!("queue:{queue}"),
+                        links: messages.iter().map(message_links).collect(),
+                    }),
+                    Write::Append { stream, records } => Some(WriteLinks {
+                        kind: TraceKind::Record,
+                        target: format!("stream:{stream}"),
+                        links: records.iter().map(record_links).collect(),
+                    }),
+                    _ => None,
+                })
+                .collect(),
+        )
+    }
+
+    /// The entries of what the applied commit wrote; `outcomes` are its writes' in order. A
+    /// FIFO or dedup duplicate wrote nothing new and is not listed again.
+    pub fn entries(self, outcomes: &[WriteOutcome]) -> Vec<TraceEntry> {
+        let mut out = Vec::new();
+        for (links, outcome) in self.0.into_iter().zip(outcomes) {
+            let Some(WriteLinks { kind, target, links }) = links else { continue };
+            let ids: Vec<Option<String>> = match outcome {
+                WriteOutcome::Sent(sent) => sent.iter().map(|s| Some(s.id.to_string())).collect(),
+                WriteOutcome::Appended(appended) => {
+                    appended.iter().map(|a| (!a.duplicate).then(|| record_id(a))).collect()
+                }
+                WriteOutcome::Recorded => continue,
+            };
+            out.extend(entries(kind, &target, links.into_iter().zip(ids)));
+        }
+        out
+    }
 }
 
 #[cfg(test)]

@@ -28,8 +28,8 @@ pub use model::{
 };
 
 pub use links::{
-    ATTRIBUTE_CAUSATION_ID, ATTRIBUTE_CORRELATION_ID, Links, causation_attribute, causation_id, entries, message_links,
-    publication_links, record_links,
+    ATTRIBUTE_CAUSATION_ID, ATTRIBUTE_CORRELATION_ID, CommitLinks, Links, causation_attribute, causation_id, entries,
+    message_links, publication_links, record_id, record_links,
 };
 
 use model::{TRACE_SWEEP_PAGE_MAX, key_at_ms};
@@ -58,6 +58,12 @@ impl Traces {
 
     pub fn retention_ms(&self) -> u64 {
         self.retention_ms
+    }
+
+    /// Records the messages of a send to `queue` that carried a correlation id: each one's
+    /// links beside its id (`None` for one the queue refused).
+    pub async fn record_messages(&self, queue: &str, sent: impl IntoIterator<Item = (Option<Links>, Option<String>)>) {
+        self.record(entries(TraceKind::Message, &format!("queue:{queue}"), sent)).await
     }
 
     /// Records `entries` (their times set to now) in one commit. Never fails the caller: a

@@ -65,7 +65,7 @@ registerPage({
         { id: 'id', label: 'Instance', value: (i) => i.id, cell: (i) => h('a', { href: `#/sagas/${enc(i.id)}`, class: 'mono' }, i.id) },
         { id: 'saga', label: 'Saga', value: (i) => i.saga, cell: (i) => [i.saga, h('span', { class: 'muted' }, ` v${i.version}`)] },
         { id: 'status', label: 'Status', value: (i) => i.status, cell: statusBadge },
-        { id: 'correlation', label: 'Correlation id', value: (i) => i.correlation_id, cell: (i) => h('code', {}, i.correlation_id) },
+        { id: 'correlation', label: 'Correlation id', value: (i) => i.correlation_id, cell: (i) => h('a', { href: `#/trace/${enc(i.correlation_id)}`, class: 'mono' }, i.correlation_id) },
         { id: 'steps', label: 'Steps done', num: true, value: (i) => i.steps.filter((s) => s.status === 'succeeded').length, cell: (i) => `${num(i.steps.filter((s) => s.status === 'succeeded').length)} / ${num(i.steps.length)}` },
         { id: 'created', label: 'Started', value: (i) => ms(i.created_at), cell: (i) => when(i.created_at) },
         { id: 'finished', label: 'Finished', value: (i) => ms(i.finished_at), cell: (i) => when(i.finished_at) },
@@ -204,7 +204,7 @@ registerPage({
         fill(about, keyValues([
           ['Status', statusBadge(instance)],
           ['Saga', h('a', { href: listHash({ saga: instance.saga }) }, `${instance.saga} (version ${instance.version})`)],
-          ['Correlation id', h('code', {}, instance.correlation_id)],
+          ['Correlation id', h('a', { href: `#/trace/${enc(instance.correlation_id)}`, class: 'mono', title: 'Its causal trace' }, instance.correlation_id)],
           ['Why', instance.error ? h('span', { class: 'error-text' }, instance.error) : '–'],
           ['Started', at(instance.created_at)],
           ['Changed', at(instance.updated_at)],

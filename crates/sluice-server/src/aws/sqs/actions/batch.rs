@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sluice_services::trace;
 
 use super::messages;
 use super::send::{Digests, SendEntry, send_error, sequence_number};
@@ -145,10 +146,13 @@ pub async fn send_message_batch(ctx: &Ctx<'_>, input: Value) -> Outcome {
     } else {
         let (ids, prepared): (Vec<String>, Vec<_>) = ready.into_iter().unzip();
         let (messages, digests): (Vec<_>, Vec<_>) = prepared.into_iter().map(|p| (p.message, p.digests)).unzip();
+        let links: Vec<_> = messages.iter().map(trace::message_links).collect();
         let results = ctx.store().send(&name, messages).await?;
         if results.len() != ids.len() {
             return Err(AwsError::internal());
         }
+        let sent = results.iter().map(|r| r.as_ref().ok().map(|sent| sent.id.to_string()));
+        ctx.state.services.traces().record_messages(&name, links.into_iter().zip(sent)).await;
         for ((id, digests), result) in ids.into_iter().zip(digests).zip(results) {
             match result {
                 Ok(sent) => successful.push(SendBatchResult {

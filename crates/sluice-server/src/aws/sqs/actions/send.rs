@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sluice_core::message::AttributeData;
 use sluice_core::{AttributeValue, EntryError, MessageEnvelope, NewMessage, Sent};
+use sluice_services::trace;
 
 use super::{Ctx, is_fifo_name, output};
 use crate::aws::common::AwsError;
@@ -233,7 +234,10 @@ pub async fn send_message(ctx: &Ctx<'_>, input: Value) -> Outcome {
     if let Some((_, violation)) = crate::schema_routes::refuse_invalid(ctx.state, &name, &mut entry).await?.pop() {
         return Err(AwsError::invalid_parameter_value(violation.to_string()));
     }
+    let links = trace::message_links(&prepared.message);
     let mut results = ctx.store().send(&name, vec![prepared.message]).await?;
+    let id = results.first().and_then(|r| r.as_ref().ok()).map(|sent| sent.id.to_string());
+    ctx.state.services.traces().record_messages(&name, [(links, id)]).await;
     match results.pop() {
         Some(Ok(sent)) => output(SendMessageOutput {
             message_id: sent.id.to_string(),
