@@ -171,7 +171,7 @@ pub struct UpdateQueueRequest {
     pub rate_limit: Option<Option<RateLimit>>,
 }
 
-fn double_option<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+pub(crate) fn double_option<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
 where
     D: Deserializer<'de>,
     T: Deserialize<'de>,

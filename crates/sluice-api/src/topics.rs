@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::{Attribute, ErrorBody};
+use crate::{Attribute, ErrorBody, RateLimit};
 
 /// `POST /v1/topics`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -40,6 +40,11 @@ pub struct CreateTopicRequest {
     /// (the topic attribute `SchemaValidation`); default false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema_validation: Option<bool>,
+    /// A token bucket on publishes (the topic attribute `RateLimit`): each message takes one;
+    /// past it a message is refused as `rate_limited` (429 with `Retry-After` when every
+    /// message of the call is). Absent: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
 }
 
 /// `PATCH /v1/topics/{name}`: the settings given change, the others stay (all in one write).
@@ -62,6 +67,10 @@ pub struct UpdateTopicRequest {
     /// Check publishes against the schema registry (the topic attribute `SchemaValidation`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema_validation: Option<bool>,
+    /// Absent: unchanged. `null`: remove the limit. An object: set it.
+    #[serde(default, deserialize_with = "crate::double_option", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<RateLimit>)]
+    pub rate_limit: Option<Option<RateLimit>>,
 }
 
 /// How many subscriptions a topic has.
@@ -90,6 +99,9 @@ pub struct Topic {
     /// Publishes are checked against the schema registry.
     #[serde(default)]
     pub schema_validation: bool,
+    /// The token bucket on publishes, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
     /// Present on a single topic (`GET /v1/topics/{name}`), absent in lists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subscriptions: Option<SubscriptionCounts>,

@@ -383,6 +383,11 @@ pub fn publish_error(e: &sluice_services::topics::PublishError, prefix: &str) ->
             message: e.to_string(),
             details: Some(json!({ "delivered": delivered, "matched": matched, "queue": queue })),
         },
+        P::RateLimited { retry_after_ms } => ErrorBody {
+            code: ErrorCode::RateLimited.as_str().to_string(),
+            message: e.to_string(),
+            details: Some(json!({ "retry_after_ms": retry_after_ms })),
+        },
         P::Incomplete { delivered, matched, cause } => {
             tracing::warn!(%cause, delivered, matched, "a publish reached only some of its subscriptions");
             ErrorBody {

@@ -38,6 +38,11 @@ type JsonResult<T> = Result<axum::Json<T>, ApiError>;
 /// Page size when the client does not give one.
 const LIST_LIMIT_DEFAULT: u32 = 100;
 
+/// The topic attribute `RateLimit` of the native `rate_limit` (checked when it is set).
+fn rate_limit_attribute(limit: sluice_api::RateLimit) -> String {
+    serde_json::json!({ "per_second": limit.per_second, "burst": limit.burst }).to_string()
+}
+
 fn topic(record: &TopicRecord, arn: String, counts: Option<SubscriptionCounts>) -> Topic {
     Topic {
         name: record.name.clone(),
@@ -48,6 +53,7 @@ fn topic(record: &TopicRecord, arn: String, counts: Option<SubscriptionCounts>) 
         attributes: record.attributes.clone(),
         tags: record.tags.clone(),
         schema_validation: record.schema_validation(),
+        rate_limit: record.rate_limit().map(|l| sluice_api::RateLimit { per_second: l.per_second, burst: l.burst }),
         subscriptions: counts,
         created_at: rfc3339(record.created_at_ms),
         created_at_ms: record.created_at_ms,
@@ -149,6 +155,9 @@ pub async fn create_topic(
     if let Some(on) = request.schema_validation {
         attributes.insert(sluice_services::topics::SCHEMA_VALIDATION.into(), on.to_string());
     }
+    if let Some(limit) = request.rate_limit {
+        attributes.insert(sluice_services::topics::RATE_LIMIT.into(), rate_limit_attribute(limit));
+    }
     if let Some(name) = request.display_name {
         attributes.insert("DisplayName".into(), name);
     }
@@ -222,6 +231,10 @@ pub async fn update_topic(
     }
     if let Some(on) = request.schema_validation {
         changes.insert(sluice_services::topics::SCHEMA_VALIDATION.into(), on.to_string());
+    }
+    if let Some(limit) = request.rate_limit {
+        // `null` removes it: an empty attribute value removes an optional attribute.
+        changes.insert(sluice_services::topics::RATE_LIMIT.into(), limit.map(rate_limit_attribute).unwrap_or_default());
     }
     if let Some(display_name) = request.display_name {
         changes.insert("DisplayName".into(), display_name);
@@ -387,6 +400,7 @@ pub async fn unsubscribe(
         (status = 200, description = "Per-message results, in order: `id` once the message is durable in every matching subscription's queue, else `error` (`invalid_argument`, or `publish_incomplete` when the store refused some copies: retry)", body = PublishResponse),
         (status = 400, description = "No messages, or more than 100", body = ErrorResponse),
         (status = 404, description = "`topic_not_found`", body = ErrorResponse),
+        (status = 429, description = "`rate_limited`: the topic's `rate_limit` refused every message (`Retry-After`; when it refused only some, they carry the error in their place)", body = ErrorResponse),
     )
 )]
 pub async fn publish(
@@ -470,6 +484,9 @@ pub async fn publish(
     let origin = origin(&state, &headers);
     if let Some(axum::Extension(ticket)) = ticket {
         let planned = state.topics().plan_publish_all(&name, publications.clone(), &origin).await?;
+        if let Some(refusal) = all_rate_limited(positions.len() == count, &planned.results) {
+            return Err(refusal);
+        }
         match publish_committed(&state, &ticket, planned, results.clone(), &positions).await? {
             Some(response) => return Ok(response),
             // Nothing was applied: a claiming request runs again, and publishes this way.
@@ -481,7 +498,35 @@ pub async fn publish(
     }
     // The topics service lists a correlated publish and its copies in the trace.
     let published = state.topics().publish(&name, publications, &origin).await?;
-    Ok(axum::Json(publish_answer(results, &positions, published)).into_response())
+    if let Some(refusal) = all_rate_limited(positions.len() == count, &published) {
+        return Err(refusal);
+    }
+    let retry_after = published.iter().find_map(|p| match p {
+        Err(PublishError::RateLimited { retry_after_ms }) => Some(retry_after_ms.div_ceil(1000).max(1)),
+        _ => None,
+    });
+    let mut response = axum::Json(publish_answer(results, &positions, published)).into_response();
+    if let Some(seconds) = retry_after {
+        response.headers_mut().insert(axum::http::header::RETRY_AFTER, seconds.into());
+    }
+    Ok(response)
+}
+
+/// The whole call's refusal (429 `rate_limited` with `Retry-After`) when the topic's rate limit
+/// refused every message of it (`every_checked`: none was refused before publishing).
+fn all_rate_limited(every_checked: bool, outcomes: &[Result<Published, PublishError>]) -> Option<ApiError> {
+    let mut wait_ms = 0;
+    for outcome in outcomes {
+        let Err(PublishError::RateLimited { retry_after_ms }) = outcome else { return None };
+        wait_ms = wait_ms.max(*retry_after_ms);
+    }
+    if !every_checked || outcomes.is_empty() {
+        return None;
+    }
+    let error =
+        ApiError::new(ErrorCode::RateLimited, format!("the topic's rate limit is reached: retry in {wait_ms} ms"))
+            .with_retry_after(wait_ms.div_ceil(1000).max(1));
+    Some(error.with_details(serde_json::json!({ "retry_after_ms": wait_ms })))
 }
 
 /// A publish under an idempotency key: every copy and the answer in one commit, so that a crash

@@ -2,7 +2,8 @@
 //! participants that are real HTTP services on port 0 (and a queue step answered through
 //! `Sagas::reply`): the happy path with templates and the headers participants deduplicate by,
 //! a step that fails for good and the reverse compensation it starts, retries after 503 on the
-//! clock's backoff, a cancel, and an attempt in flight across a restart.
+//! clock's backoff, a cancel, an attempt in flight across a restart, and the alert a failed
+//! compensation raises (also over PostgreSQL when `SLUICE_TEST_PG_URL` is set).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,6 +22,9 @@ use sluice_services::topics::Arns;
 use sluice_services::{Services, ServicesConfig};
 use sluice_store::ReceiveRequest;
 use sluice_store::prelude::*;
+
+#[path = "common/pg.rs"]
+mod pg;
 
 const T0_MS: u64 = 1_767_225_600_000;
 
@@ -299,14 +303,27 @@ async fn a_cancel_compensates_what_completed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compensation_that_fails_leaves_the_instance_failed_with_an_alert_until_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0_MS);
+    compensation_failure_alerts(open(dir.path(), &clock), clock).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compensation_that_fails_alerts_until_retried_on_postgresql() {
+    let Some((store, schema)) = pg::store().await else { return };
+    compensation_failure_alerts(store, ManualClock::new(T0_MS)).await;
+    schema.drop_schema().await;
+}
+
+/// A failed compensation raises the built-in `saga-failed` alert, which names the instance and
+/// resolves once a retried compensation goes through.
+async fn compensation_failure_alerts(store: Arc<dyn Store>, clock: ManualClock) {
     use sluice_services::alerts::{BUILTIN_SAGA_RULE, Status};
     let (participant, url) = Participant::start().await;
     // The charge is declined and the release refused for good (a 4xx is not retried).
     participant.script.lock().unwrap().insert("charge".into(), vec![402]);
     participant.script.lock().unwrap().insert("release".into(), vec![400]);
-    let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new(T0_MS);
-    let node = node(open(dir.path(), &clock), &clock);
+    let node = node(store, &clock);
     let (sagas, alerts) = (node.services.sagas(), node.services.alerts());
     sagas.define("order", order_steps(&url)).await.unwrap();
     let started = sagas.start("order", json!({ "sku": "b-7", "amount": 42 }), None).await.unwrap();

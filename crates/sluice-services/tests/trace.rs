@@ -20,6 +20,9 @@ use sluice_services::{Services, ServicesConfig};
 use sluice_store::prelude::*;
 use sluice_store::{ReceiveRequest, ReceivedMessage};
 
+#[path = "common/pg.rs"]
+mod pg;
+
 const T0_MS: u64 = 1_767_225_600_000;
 const HOUR_MS: u64 = 60 * 60 * 1000;
 const REPLIES: &str = "trace-replies";
@@ -128,21 +131,7 @@ async fn a_sagas_trace_on_the_embedded_store() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sagas_trace_on_postgresql() {
-    let Some(url) = std::env::var("SLUICE_TEST_PG_URL").ok().filter(|u| !u.is_empty()) else {
-        eprintln!("SLUICE_TEST_PG_URL is not set: skipped (set it to run against PostgreSQL)");
-        return;
-    };
-    let schema = format!("sluice_test_{}", uuid::Uuid::now_v7().simple());
-    let options = sluice_postgres::PostgresOptions {
-        schema: Some(schema.clone()),
-        pool_connections_max: 4,
-        ..Default::default()
-    };
-    let store = sluice_postgres::PostgresStore::connect(&url, options)
-        .await
-        .unwrap_or_else(|e| panic!("SLUICE_TEST_PG_URL={url} is set but unusable: {e}"));
-    scenario(Arc::new(store), ManualClock::new(T0_MS)).await;
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
-    tokio::spawn(connection);
-    client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE")).await.expect("drop the schema");
+    let Some((store, schema)) = pg::store().await else { return };
+    scenario(store, ManualClock::new(T0_MS)).await;
+    schema.drop_schema().await;
 }

@@ -335,6 +335,14 @@ fn topic_commands_fan_out_into_queues() {
     assert_eq!(listed["topics"].as_array().unwrap().len(), 2);
     let got = server.cli(&["topic", "get", "orders"]).ok().to_owned();
     assert!(got.contains("team=core"), "{got}");
+    let limited = server.cli(&["topic", "update", "orders", "--rate-limit", "1/1"]).ok().to_owned();
+    assert!(limited.lines().any(|l| l.trim_start().starts_with("rate limit") && l.ends_with("1/s, burst 1")), "{limited}");
+    server.cli(&["topic", "publish", "orders", "within the limit"]).ok();
+    let refused = server.cli(&["topic", "publish", "orders", "past it"]).failed().to_owned();
+    assert!(refused.contains("rate_limited"), "{refused}");
+    let unlimited = server.cli(&["topic", "update", "orders", "--rate-limit", "none", "--json"]).json();
+    assert!(unlimited.get("rate_limit").is_none(), "{unlimited}");
+    server.cli(&["receive", "billing", "--max", "10"]).ok();
 
     let missing = server.cli(&["topic", "publish", "nope", "x"]).failed().to_owned();
     assert!(missing.contains("(topic_not_found)") && missing.contains("sluice topic list"), "{missing}");

@@ -140,6 +140,41 @@ async fn a_rate_limit_refuses_past_its_bucket() {
     assert_eq!(queue["rate_limit"], json!({"per_second": 1, "burst": 2}));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topics_rate_limit_refuses_past_its_bucket() {
+    let s = TestServer::start();
+    let limit = json!({"per_second": 1, "burst": 2});
+    let created = s.expect("POST", "/v1/topics", Some(json!({"name": "t", "rate_limit": limit})), 201).await;
+    assert_eq!(created["rate_limit"], limit);
+    assert_eq!(created["attributes"]["RateLimit"], r#"{"per_second":1,"burst":2}"#);
+    let app = s.clone_app();
+    let publish =
+        |bodies: &[&str]| json!({ "messages": bodies.iter().map(|b| json!({"body": b})).collect::<Vec<_>>() });
+    let (status, headers, answer) = post(&app, "/v1/topics/t/publish", publish(&["a", "b", "c"])).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer["results"][1]["id"].is_string(), "{answer}");
+    assert_eq!(answer["results"][2]["error"]["code"], "rate_limited", "{answer}");
+    assert!(answer["results"][2]["error"]["details"]["retry_after_ms"].as_u64().unwrap() <= 1000);
+    assert!(headers.contains_key("retry-after"), "a partly refused publish says when to retry");
+    let (status, headers, answer) = post(&app, "/v1/topics/t/publish", publish(&["d"])).await;
+    assert_eq!((status.as_u16(), answer["error"]["code"].as_str()), (429, Some("rate_limited")), "{answer}");
+    assert!(headers.contains_key("retry-after"));
+    let refused = r#"sluice_rejected_total{resource="topic:t",reason="rate_limited"}"#;
+    let (_, _, metrics) = s.raw(Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    let metrics = String::from_utf8(metrics).unwrap();
+    assert!(metrics.lines().any(|l| l.starts_with(refused) && l.ends_with(" 2")), "{metrics}");
+
+    // A bad limit is refused with its field; `null` removes the limit.
+    let bad = json!({"rate_limit": {"per_second": 0, "burst": 1}});
+    let answer = s.expect("PATCH", "/v1/topics/t", Some(bad), 400).await;
+    assert_eq!(answer["error"]["details"]["field"], "rate_limit.per_second", "{answer}");
+    let patched = s.expect("PATCH", "/v1/topics/t", Some(json!({"rate_limit": null})), 200).await;
+    assert!(patched.get("rate_limit").is_none(), "{patched}");
+    let (status, _, answer) = post(&app, "/v1/topics/t/publish", publish(&["e", "f", "g"])).await;
+    assert_eq!(status, 200);
+    assert!(answer["results"].as_array().unwrap().iter().all(|r| r["id"].is_string()), "{answer}");
+}
+
 /// A server held at its backlog watermark by hand (the sampler is not running in these
 /// tests): the low band is refused with Retry-After, the high band taken; past the hard
 /// watermark the normal band is refused too.

@@ -697,3 +697,18 @@ async fn sqs_sends_and_sns_publishes_with_a_correlation_attribute_are_traced_wit
     let copy = got["messages"].as_array().unwrap().iter().find(|m| m["correlation_id"] == "flow-1").cloned();
     assert_eq!(copy.expect("a correlated copy")["causation_id"], published.text_at("MessageId").as_str());
 }
+
+#[tokio::test]
+async fn a_topics_rate_limit_throttles_sns_publishes() {
+    let sqs = Sqs::start();
+    let limit = r#"{"per_second": 1, "burst": 1}"#;
+    let arn = create_topic("limited").attributes(&[("RateLimit", limit)]).ok(&sqs).await.text_at("TopicArn");
+    let attributes = ok(&sqs, "GetTopicAttributes", &[("TopicArn", &arn)]).await;
+    assert_eq!(attribute(&attributes, "RateLimit").as_deref(), Some(r#"{"per_second":1,"burst":1}"#));
+    publish(&arn, "first").ok(&sqs).await;
+    let (status, code, message) = publish(&arn, "second").err(&sqs).await;
+    assert_eq!((status, code.as_str()), (429, "Throttled"), "{message}");
+    let bad =
+        set_attribute("SetTopicAttributes", &arn, "RateLimit", r#"{"per_second": 0, "burst": 1}"#).err(&sqs).await;
+    assert_eq!((bad.0, bad.1.as_str()), (400, "InvalidParameter"), "{}", bad.2);
+}

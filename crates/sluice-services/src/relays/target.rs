@@ -435,8 +435,11 @@ async fn send<'r>(
                             // Not acknowledged: some copies may be durable; the row is published
                             // again later (at least once).
                             Err(PublishError::Incomplete { cause, .. }) => return Err(cause.to_string()),
-                            // A subscription's queue is full: published again later, as above.
-                            Err(e @ PublishError::QueueFull { .. }) => return Err(e.to_string()),
+                            // A subscription's queue is full, or the topic's rate limit is
+                            // reached: published again later, as above.
+                            Err(e @ (PublishError::QueueFull { .. } | PublishError::RateLimited { .. })) => {
+                                return Err(e.to_string());
+                            }
                         });
                     }
                     results

@@ -6,10 +6,11 @@ use serde_json::Value;
 use sluice_core::delivery::{DeliveryPolicy, TopicDeliveryPolicy};
 use sluice_core::filter::{FilterPolicy, FilterScope, SnsCall};
 use sluice_core::limits::{FIFO_SUFFIX, TAG_KEY_LEN_MAX, TAG_VALUE_LEN_MAX, TAGS_MAX};
+use sluice_core::rate::RateLimit;
 
 use super::error::{Invalid, TAG_LIMIT_EXCEEDED};
 use super::limits::{TOPIC_ATTRIBUTE_BYTES_MAX, TOPIC_NAME_LEN_MAX};
-use super::model::{Arns, CONTENT_BASED_DEDUPLICATION, FIFO_TOPIC, SCHEMA_VALIDATION};
+use super::model::{Arns, CONTENT_BASED_DEDUPLICATION, FIFO_TOPIC, RATE_LIMIT, SCHEMA_VALIDATION};
 
 /// 1 to 256 characters of ASCII letters, digits, `-` and `_`; a FIFO topic's name ends in
 /// `.fifo` and only a FIFO topic's may.
@@ -106,6 +107,7 @@ pub fn check_topic_attribute(fifo: bool, name: &str, value: &str) -> Result<Stri
         },
         CONTENT_BASED_DEDUPLICATION if fifo => boolean(name, value),
         SCHEMA_VALIDATION => boolean(name, value),
+        RATE_LIMIT => rate_limit(value),
         "FifoThroughputScope" if fifo => match value {
             "Topic" | "MessageGroup" => Ok(value.to_string()),
             _ => Err(value_error(name, "must be Topic or MessageGroup")),
@@ -113,6 +115,20 @@ pub fn check_topic_attribute(fifo: bool, name: &str, value: &str) -> Result<Stri
         _ if KEPT_TOPIC_ATTRIBUTES.contains(&name) => Ok(value.to_string()),
         _ => Err(attribute_name_error(name)),
     }
+}
+
+/// A `RateLimit` value, `{"per_second": N, "burst": M}`, kept in its canonical form (`""`
+/// removes the limit).
+fn rate_limit(value: &str) -> Result<String, Invalid> {
+    if value.is_empty() {
+        return Ok(String::new());
+    }
+    let limit: RateLimit = serde_json::from_str(value)
+        .map_err(|e| value_error(RATE_LIMIT, &format!("must be {{\"per_second\": N, \"burst\": M}} ({e})")))?;
+    limit.validate("rate_limit").map_err(|e| {
+        Invalid::new(e.field.clone(), e.to_string(), format!("Invalid parameter: Attributes Reason: RateLimit: {e}"))
+    })?;
+    Ok(serde_json::to_string(&limit).expect("a rate limit serializes"))
 }
 
 fn boolean(name: &str, value: &str) -> Result<String, Invalid> {

@@ -88,4 +88,7 @@ pub enum PublishError {
     /// `Incomplete`). Retrying later, once the queue's consumers made room, can succeed.
     #[error("the message reached {delivered} of {matched} matching subscriptions: queue {queue:?} is full")]
     QueueFull { delivered: usize, matched: usize, queue: String },
+    /// The topic's `RateLimit` had no token left for the message: nothing was published.
+    #[error("the topic's rate limit is reached: retry in {retry_after_ms} ms")]
+    RateLimited { retry_after_ms: u64 },
 }

@@ -46,7 +46,7 @@ pub use checks::Publication;
 pub use envelope::SIGNING_CERT_FILE;
 pub use error::{Invalid, PublishError, TAG_LIMIT_EXCEEDED, TopicError};
 pub use model::{
-    ArnError, Arns, Protocol, SCHEMA_VALIDATION, SUBSCRIPTION_KIND, SubscriptionRecord, TopicRecord,
+    ArnError, Arns, Protocol, RATE_LIMIT, SCHEMA_VALIDATION, SUBSCRIPTION_KIND, SubscriptionRecord, TopicRecord,
     decode_subscription,
 };
 pub use publish::{PlannedPublish, Published};

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use sluice_core::filter::FilterScope;
+use sluice_core::rate::RateLimit;
 
 use super::error::TopicError;
 
@@ -26,6 +27,10 @@ pub const CONTENT_BASED_DEDUPLICATION: &str = "ContentBasedDeduplication";
 /// Sluice's own topic attribute (not AWS's): publishes are checked against the schema
 /// registry; `true` or `false`, settable over SNS and the native API alike.
 pub const SCHEMA_VALIDATION: &str = "SchemaValidation";
+/// Sluice's own topic attribute: a token bucket on publishes, as JSON
+/// `{"per_second": N, "burst": M}` (the native API's `rate_limit`); each published message
+/// takes one token, shared by every node of the store.
+pub const RATE_LIMIT: &str = "RateLimit";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopicRecord {
@@ -46,6 +51,11 @@ impl TopicRecord {
 
     pub fn schema_validation(&self) -> bool {
         self.attributes.get(SCHEMA_VALIDATION).is_some_and(|v| v == "true")
+    }
+
+    /// The token bucket on publishes, if any (the attribute was checked when it was set).
+    pub fn rate_limit(&self) -> Option<RateLimit> {
+        serde_json::from_str(self.attributes.get(RATE_LIMIT)?).ok()
     }
 }
 

@@ -28,7 +28,7 @@ use super::checks::{Checked, Publication, check};
 use super::envelope::{self, Notification};
 use super::error::{Invalid, PublishError, TopicError};
 use super::model::{Protocol, SubscriptionRecord};
-use super::push::{MessageType, PUSH_FORMAT, PushDelivery};
+use super::push::{MessageType, PUSH_FORMAT, PUSH_QUEUE_PREFIX, PushDelivery};
 use super::{Live, Origin, SIGNING_CERT_FILE, Snapshot, Topics};
 use crate::schemas::{ATTRIBUTE_TYPE, ATTRIBUTE_VERSION, Violation};
 use crate::trace::{self, CommitLinks, Links, TraceEntry, TraceKind};
@@ -109,7 +109,9 @@ impl Topics {
         let mut sends = JoinSet::new();
         let mut copy_links = BTreeMap::new();
         for (queue, messages) in copies(&call, &accepted, &by_queue) {
-            copy_links.insert(queue.clone(), messages.iter().map(trace::message_links).collect::<Vec<_>>());
+            let links =
+                if traced_queue(&queue) { messages.iter().map(trace::message_links).collect() } else { Vec::new() };
+            copy_links.insert(queue.clone(), links);
             let store = self.store.clone();
             sends.spawn(async move {
                 let results = store.send(&queue, messages).await;
@@ -242,7 +244,7 @@ impl Topics {
             .into_iter()
             .map(|(queue, messages)| Write::Send { queue, messages })
             .collect();
-        let copy_links = CommitLinks::of(&writes);
+        let copy_links = CommitLinks::of_where(&writes, traced_queue);
         let traced = accepted.iter().filter_map(|message| publish_entry(topic, message)).collect();
         for (a, message) in accepted.into_iter().enumerate() {
             results[message.index] = Some(Ok(Published {
@@ -294,6 +296,23 @@ impl Topics {
             match self.accept(snapshot, index, publication) {
                 Ok(message) => accepted.push(message),
                 Err(invalid) => results[index] = Some(Err(PublishError::Invalid(invalid))),
+            }
+        }
+        if let Some(limit) = snapshot.topic.rate_limit()
+            && !accepted.is_empty()
+        {
+            // One token per message that passed its checks; the first ones go ahead.
+            let topic = &snapshot.topic.name;
+            let taken = self.store.take_tokens(&format!("topic:{topic}"), limit, accepted.len() as u64).await?;
+            let granted = usize::try_from(taken.granted).unwrap_or(usize::MAX).min(accepted.len());
+            let retry_after_ms = taken.retry_after_ms.unwrap_or(1);
+            let refused = accepted.split_off(granted);
+            if !refused.is_empty() {
+                metrics::counter!("sluice_rejected_total", "resource" => format!("topic:{topic}"), "reason" => "rate_limited")
+                    .increment(refused.len() as u64);
+            }
+            for message in refused {
+                results[message.index] = Some(Err(PublishError::RateLimited { retry_after_ms }));
             }
         }
         Ok((results, accepted))
@@ -381,6 +400,12 @@ fn route<'s>(snapshot: &'s Snapshot, accepted: &[Accepted]) -> (Vec<usize>, BTre
 }
 
 /// Every copy to send, built, by queue.
+/// Whether a copy in `queue` is listed in the trace: a push subscription's own queue is not
+/// (the push is listed once its endpoint took it).
+fn traced_queue(queue: &str) -> bool {
+    !queue.starts_with(PUSH_QUEUE_PREFIX)
+}
+
 /// A correlated publish's trace entry.
 fn publish_entry(topic: &str, message: &Accepted) -> Option<TraceEntry> {
     Some(message.links.as_ref()?.entry(TraceKind::Publish, &message.message_id, format!("topic:{topic}")))

@@ -108,11 +108,16 @@ struct WriteLinks {
 
 impl CommitLinks {
     pub fn of(writes: &[Write]) -> CommitLinks {
+        CommitLinks::of_where(writes, |_| true)
+    }
+
+    /// As [`CommitLinks::of`], listing only the sends to queues `traced` names.
+    pub fn of_where(writes: &[Write], traced: impl Fn(&str) -> bool) -> CommitLinks {
         CommitLinks(
             writes
                 .iter()
                 .map(|w| match w {
-                    Write::Send { queue, messages } => Some(WriteLinks {
+                    Write::Send { queue, messages } if traced(queue) => Some(WriteLinks {
                         kind: TraceKind::Message,
                         target: format!("queue:{queue}"),
                         links: messages.iter().map(message_links).collect(),

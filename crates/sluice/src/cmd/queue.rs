@@ -85,7 +85,7 @@ struct AttributeArgs {
 }
 
 /// `PER_SECOND`, `PER_SECOND/BURST` or `none`.
-fn parse_rate_limit(text: &str) -> Result<Bound<RateLimit>, String> {
+pub(crate) fn parse_rate_limit(text: &str) -> Result<Bound<RateLimit>, String> {
     if text == "none" {
         return Ok(Bound(None));
     }
@@ -100,7 +100,7 @@ fn parse_rate_limit(text: &str) -> Result<Bound<RateLimit>, String> {
 /// A flag that sets a bound or, with `none`, removes it. (A newtype, because clap reads a
 /// field of `Option<Option<_>>` as a flag whose value may be left out.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Bound<T = u64>(Option<T>);
+pub(crate) struct Bound<T = u64>(pub(crate) Option<T>);
 
 /// A depth bound: a number, or `none` for no bound.
 fn parse_bound(text: &str) -> Result<Bound, String> {

@@ -6,10 +6,11 @@ use std::io::Read;
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use sluice_api::{
-    Attribute, CreateTopicRequest, FilterPolicyScope, PublishMessage, PublishRequest, SubscribeRequest, Subscription,
-    Topic, UpdateTopicRequest,
+    Attribute, CreateTopicRequest, FilterPolicyScope, PublishMessage, PublishRequest, RateLimit, SubscribeRequest,
+    Subscription, Topic, UpdateTopicRequest,
 };
 
+use super::queue::{Bound, parse_rate_limit};
 use super::{ClientArgs, parse_attribute, parse_tag};
 use crate::output;
 use crate::report::hinted;
@@ -62,6 +63,10 @@ struct CreateArgs {
     /// (`sluice schema register`): `true` or `false`.
     #[arg(long, value_name = "BOOL")]
     schema_validation: Option<bool>,
+    /// A token bucket on publishes, shared by every node: `PER_SECOND` (burst the same) or
+    /// `PER_SECOND/BURST`, e.g. `100/500`; past it messages are refused as rate_limited.
+    #[arg(long, value_name = "PER_SECOND[/BURST]", value_parser = parse_rate_limit)]
+    rate_limit: Option<Bound<RateLimit>>,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -69,7 +74,7 @@ struct CreateArgs {
 /// Change a topic's settings; those not given keep their current values.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  sluice topic update orders --schema-validation true\n  sluice topic update orders --display-name 'Order events'\n  sluice topic update orders --display-name ''"
+    after_help = "Examples:\n  sluice topic update orders --schema-validation true\n  sluice topic update orders --display-name 'Order events'\n  sluice topic update orders --display-name ''\n  sluice topic update orders --rate-limit 100/500\n  sluice topic update orders --rate-limit none"
 )]
 struct UpdateArgs {
     name: String,
@@ -83,6 +88,9 @@ struct UpdateArgs {
     /// FIFO topics: deduplicate publishes without --dedup-id by the SHA-256 of their body.
     #[arg(long, value_name = "BOOL")]
     content_based_dedup: Option<bool>,
+    /// A token bucket on publishes: `PER_SECOND`, `PER_SECOND/BURST`, or `none` to remove it.
+    #[arg(long, value_name = "PER_SECOND[/BURST]|none", value_parser = parse_rate_limit)]
+    rate_limit: Option<Bound<RateLimit>>,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -226,6 +234,7 @@ async fn create(args: CreateArgs) -> Result<()> {
         display_name: args.display_name.clone(),
         tags: (!args.tags.is_empty()).then(|| args.tags.iter().cloned().collect()),
         schema_validation: args.schema_validation,
+        rate_limit: args.rate_limit.and_then(|b| b.0),
         ..Default::default()
     };
     let created = args.client.client()?.create_topic(&request).await?;
@@ -265,6 +274,7 @@ async fn update(args: UpdateArgs) -> Result<()> {
         content_based_dedup: args.content_based_dedup,
         display_name: args.display_name.clone(),
         schema_validation: args.schema_validation,
+        rate_limit: args.rate_limit.map(|b| b.0),
         ..Default::default()
     };
     if request == UpdateTopicRequest::default() {
@@ -285,6 +295,7 @@ fn print_topic(t: &Topic, json: bool) -> Result<()> {
         ("fifo", t.fifo.to_string()),
         ("content-based dedup", t.content_based_dedup.map_or("-".to_owned(), |b| b.to_string())),
         ("schema validation", t.schema_validation.to_string()),
+        ("rate limit", t.rate_limit.map_or("-".to_owned(), |r| format!("{}/s, burst {}", r.per_second, r.burst))),
         ("attributes", output::pairs(&t.attributes)),
         ("tags", output::pairs(&t.tags)),
         ("subscriptions", counts.map_or("-".to_owned(), |c| c.confirmed.to_string())),

@@ -171,7 +171,7 @@ pub async fn publish(ctx: &Ctx<'_>, input: Value) -> Outcome {
         Some(Err(PublishError::Invalid(invalid))) => Err(topic_error(TopicError::Invalid(invalid))),
         Some(Err(PublishError::Schema(violation))) => Err(schema_refusal(&violation)),
         Some(Err(e @ PublishError::Incomplete { .. })) => Err(incomplete(&e)),
-        Some(Err(e @ PublishError::QueueFull { .. })) => Err(throttled(&e)),
+        Some(Err(e @ (PublishError::QueueFull { .. } | PublishError::RateLimited { .. }))) => Err(throttled(&e)),
         None => Err(errors::internal("The request processing has failed because of an unknown error.")),
     }
 }
@@ -289,7 +289,7 @@ pub async fn publish_batch(ctx: &Ctx<'_>, input: Value) -> Outcome {
                     PublishError::Invalid(invalid) => topic_error(TopicError::Invalid(invalid.clone())),
                     PublishError::Schema(violation) => schema_refusal(violation),
                     PublishError::Incomplete { .. } => incomplete(&e),
-                    PublishError::QueueFull { .. } => throttled(&e),
+                    PublishError::QueueFull { .. } | PublishError::RateLimited { .. } => throttled(&e),
                 };
                 failed.push(error.entry(&id));
             }
