@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
-use crate::ErrorBody;
+use crate::{ErrorBody, RateLimit};
 
 /// `POST /v1/streams`. Omitted settings take their defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -35,6 +35,11 @@ pub struct CreateStreamRequest {
     /// `version` (`schema_validation_failed` per entry); default false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema_validation: Option<bool>,
+    /// A token bucket on appends: each record takes one; past it a record is refused as
+    /// `rate_limited` (429 with `Retry-After` when every record of the call is). Absent: no
+    /// limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
 }
 
 /// `PATCH /v1/streams/{name}`. Omitted settings stay; `"retention_bytes": null` removes the
@@ -55,6 +60,10 @@ pub struct UpdateStreamRequest {
     pub segment_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema_validation: Option<bool>,
+    /// Absent: unchanged. `null`: remove the limit. An object: set it.
+    #[serde(default, deserialize_with = "double_option", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<RateLimit>)]
+    pub rate_limit: Option<Option<RateLimit>>,
 }
 
 fn double_option<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
@@ -85,6 +94,9 @@ pub struct Stream {
     /// Appends are checked against the schema registry.
     #[serde(default)]
     pub schema_validation: bool,
+    /// The token bucket on appends, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
     pub created_at: String,
     pub created_at_ms: u64,
     /// Per partition: `first_offset`, `next_offset`, `bytes`.

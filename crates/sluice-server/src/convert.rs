@@ -65,7 +65,7 @@ pub fn queue(view: &QueueView) -> api::Queue {
         max_depth_bytes: a.max_depth_bytes,
         overflow: overflow_to_api(a.overflow),
         expired_to_dlq: a.expired_to_dlq,
-        rate_limit: a.rate_limit.map(|r| api::RateLimit { per_second: r.per_second, burst: r.burst }),
+        rate_limit: a.rate_limit.map(rate_limit_to_api),
         created_at: rfc3339(view.created_at),
         created_at_ms: view.created_at,
         counts: api::QueueCounts {
@@ -108,6 +108,10 @@ pub fn refusals_to_api(r: RefusalCounts) -> api::Refusals {
 
 pub fn rate_limit_from_api(r: api::RateLimit) -> sluice_core::rate::RateLimit {
     sluice_core::rate::RateLimit { per_second: r.per_second, burst: r.burst }
+}
+
+pub fn rate_limit_to_api(r: sluice_core::rate::RateLimit) -> api::RateLimit {
+    api::RateLimit { per_second: r.per_second, burst: r.burst }
 }
 
 /// A send answer's depth, from the depth a send reported with the queue's limits.

@@ -53,7 +53,7 @@ fn topic(record: &TopicRecord, arn: String, counts: Option<SubscriptionCounts>) 
         attributes: record.attributes.clone(),
         tags: record.tags.clone(),
         schema_validation: record.schema_validation(),
-        rate_limit: record.rate_limit().map(|l| sluice_api::RateLimit { per_second: l.per_second, burst: l.burst }),
+        rate_limit: record.rate_limit().map(crate::convert::rate_limit_to_api),
         subscriptions: counts,
         created_at: rfc3339(record.created_at_ms),
         created_at_ms: record.created_at_ms,

@@ -336,7 +336,10 @@ fn topic_commands_fan_out_into_queues() {
     let got = server.cli(&["topic", "get", "orders"]).ok().to_owned();
     assert!(got.contains("team=core"), "{got}");
     let limited = server.cli(&["topic", "update", "orders", "--rate-limit", "1/1"]).ok().to_owned();
-    assert!(limited.lines().any(|l| l.trim_start().starts_with("rate limit") && l.ends_with("1/s, burst 1")), "{limited}");
+    assert!(
+        limited.lines().any(|l| l.trim_start().starts_with("rate limit") && l.ends_with("1/s, burst 1")),
+        "{limited}"
+    );
     server.cli(&["topic", "publish", "orders", "within the limit"]).ok();
     let refused = server.cli(&["topic", "publish", "orders", "past it"]).failed().to_owned();
     assert!(refused.contains("rate_limited"), "{refused}");
@@ -755,6 +758,18 @@ fn stream_commands_append_read_follow_and_manage_groups() {
     let listed = server.cli(&["stream", "list"]).ok().to_owned();
     let row: Vec<&str> = listed.lines().nth(1).unwrap().split_whitespace().collect();
     assert_eq!(&row[..3], ["orders", "2", "7"], "{listed}");
+    server.cli(&["stream", "update", "orders", "--rate-limit", "1/1"]).ok();
+    let shown = server.cli(&["stream", "get", "orders"]).ok().to_owned();
+    assert!(shown.lines().any(|l| l.trim_start().starts_with("rate limit") && l.ends_with("1/s, burst 1")), "{shown}");
+    server.cli(&["stream", "append", "orders", "within the limit"]).ok();
+    assert!(server.cli(&["stream", "append", "orders", "past it"]).failed().contains("rate_limited"));
+    assert!(
+        server
+            .cli(&["stream", "update", "orders", "--rate-limit", "none", "--json"])
+            .json()
+            .get("rate_limit")
+            .is_none()
+    );
     assert_eq!(server.cli(&["stream", "delete", "orders"]).ok(), "deleted stream orders\n");
     assert!(server.cli(&["stream", "get", "orders"]).failed().contains("(stream_not_found)"));
     assert_eq!(server.cli(&["stream", "list"]).ok(), "", "nothing on stdout; the hint goes to stderr");

@@ -23,6 +23,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::TimeMs;
+use crate::rate::RateLimit;
 use crate::validation::ValidationError;
 use limits::*;
 
@@ -38,6 +39,10 @@ pub struct StreamConfig {
     /// version (checked at the door, by the services; the log does not act on it).
     #[serde(default)]
     pub schema_validation: bool,
+    /// A token bucket on appends (checked at the door, by the server, like schemas): each
+    /// record takes one token, shared by every node of the store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl Default for StreamConfig {
@@ -49,6 +54,7 @@ impl Default for StreamConfig {
             record_bytes_max: RECORD_BYTES_MAX_DEFAULT,
             segment_bytes: SEGMENT_BYTES_DEFAULT,
             schema_validation: false,
+            rate_limit: None,
         }
     }
 }
@@ -64,6 +70,8 @@ pub struct StreamConfigPatch {
     pub record_bytes_max: Option<u64>,
     pub segment_bytes: Option<u64>,
     pub schema_validation: Option<bool>,
+    /// `Some(None)` removes the rate limit.
+    pub rate_limit: Option<Option<RateLimit>>,
 }
 
 fn range(field: &str, value: u64, min: u64, max: u64) -> Result<(), ValidationError> {
@@ -82,6 +90,9 @@ impl StreamConfig {
         }
         range("record_bytes_max", self.record_bytes_max, 1, RECORD_BYTES_LIMIT)?;
         range("segment_bytes", self.segment_bytes, SEGMENT_BYTES_MIN, SEGMENT_BYTES_MAX)?;
+        if let Some(limit) = &self.rate_limit {
+            limit.validate("rate_limit")?;
+        }
         Ok(())
     }
 
@@ -94,6 +105,7 @@ impl StreamConfig {
             record_bytes_max: patch.record_bytes_max.unwrap_or(self.record_bytes_max),
             segment_bytes: patch.segment_bytes.unwrap_or(self.segment_bytes),
             schema_validation: patch.schema_validation.unwrap_or(self.schema_validation),
+            rate_limit: patch.rate_limit.unwrap_or(self.rate_limit),
         };
         if next.partitions < self.partitions {
             return Err(ValidationError::new(

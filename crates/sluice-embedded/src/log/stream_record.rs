@@ -91,6 +91,7 @@ mod tests {
                 record_bytes_max: 1_048_576,
                 segment_bytes: 67_108_864,
                 schema_validation,
+                rate_limit: None,
             },
             created_at: 1_700_000_000_000,
         }
@@ -131,6 +132,12 @@ mod tests {
         older_bytes.extend(older.as_bytes());
         assert_eq!(decode(&older_bytes).unwrap(), record(false));
         assert!(decode(&[3, b'{', b'}']).unwrap_err().contains("format 3"));
+        // A rate limit (added after the fixture) is written only when set, and read back.
+        let mut limited = record(true);
+        limited.config.rate_limit = Some(sluice_core::rate::RateLimit { per_second: 5, burst: 9 });
+        let written = encode(&limited);
+        assert!(String::from_utf8_lossy(&written).contains(r#""rate_limit":{"per_second":5,"burst":9}"#));
+        assert_eq!(decode(&written).unwrap(), limited);
         assert!(decode(&[]).is_err());
     }
 }

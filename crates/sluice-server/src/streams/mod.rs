@@ -15,6 +15,7 @@ use sluice_api::{
     AppendRequest, AppendResponse, AppendResult, CreateStreamRequest, ErrorCode, ErrorResponse, ReadResponse, Stream,
     StreamList, UpdateStreamRequest,
 };
+use sluice_core::EntryError;
 use sluice_core::stream::limits::{APPEND_RECORDS_MAX, READ_RECORDS_DEFAULT};
 use sluice_core::stream::{StreamConfig, StreamConfigPatch};
 use sluice_services::idempotency::{Fill, FillField, Template, Ticket};
@@ -80,6 +81,7 @@ fn config(r: &CreateStreamRequest) -> StreamConfig {
         record_bytes_max: r.record_bytes_max.unwrap_or(d.record_bytes_max),
         segment_bytes: r.segment_bytes.unwrap_or(d.segment_bytes),
         schema_validation: r.schema_validation.unwrap_or(d.schema_validation),
+        rate_limit: r.rate_limit.map(crate::convert::rate_limit_from_api),
     }
 }
 
@@ -160,6 +162,7 @@ pub async fn update_stream(
         record_bytes_max: request.record_bytes_max,
         segment_bytes: request.segment_bytes,
         schema_validation: request.schema_validation,
+        rate_limit: request.rate_limit.map(|l| l.map(crate::convert::rate_limit_from_api)),
     };
     let view = state.store().update_stream(&name, patch).await?;
     state.services.schemas().forget_stream(&name);
@@ -186,6 +189,7 @@ pub async fn delete_stream(State(state): State<AppState>, Path(name): Path<Strin
         (status = 400, description = "`empty_batch`, `batch_too_large`, `invalid_json`", body = ErrorResponse),
         (status = 404, description = "`stream_not_found`", body = ErrorResponse),
         (status = 413, description = "`payload_too_large`", body = ErrorResponse),
+        (status = 429, description = "`rate_limited`: the stream's `rate_limit` refused every record (`Retry-After`; when it refused only some, they carry the error in their place)", body = ErrorResponse),
     )
 )]
 pub async fn append(
@@ -219,9 +223,10 @@ pub async fn append(
             Err(e) => results[i] = Some(failed(entry_validation_error(&e.within(&format!("records[{i}]"))))),
         }
     }
-    // The schema check at the door: a refused record is answered in its place, the others
-    // are appended.
-    if !accepted.is_empty() && state.services.schemas().stream_validates(&name).await? {
+    // The checks at the door: a refused record is answered in its place, the others are
+    // appended.
+    let door = state.services.schemas().stream_door(&name).await?;
+    if !accepted.is_empty() && door.schema_validation {
         let schemas = state.services.schemas();
         let mut kept = (Vec::with_capacity(accepted.len()), Vec::with_capacity(accepted.len()));
         for (record, i) in accepted.into_iter().zip(positions) {
@@ -234,6 +239,27 @@ pub async fn append(
             }
         }
         (accepted, positions) = kept;
+    }
+    let mut retry_after = None;
+    if let Some(limit) = door.rate_limit
+        && !accepted.is_empty()
+    {
+        let every_record = positions.len() == count;
+        let refused = rate_limited(&state, &name, limit, &mut accepted, &mut positions).await?;
+        if let Some(retry_after_ms) = refused.first().map(|(_, ms)| *ms) {
+            if accepted.is_empty() && every_record {
+                let error = ApiError::new(
+                    ErrorCode::RateLimited,
+                    format!("the stream's rate limit is reached: retry in {retry_after_ms} ms"),
+                )
+                .with_retry_after(retry_after_ms.div_ceil(1000).max(1));
+                return Err(error.with_details(serde_json::json!({ "retry_after_ms": retry_after_ms })));
+            }
+            retry_after = Some(retry_after_ms.div_ceil(1000).max(1));
+        }
+        for (i, retry_after_ms) in refused {
+            results[i] = Some(failed(crate::error::entry_error(&EntryError::RateLimited { retry_after_ms })));
+        }
     }
     if let Some(axum::Extension(ticket)) = ticket {
         return append_committed(&state, &name, &ticket, results, positions, accepted).await;
@@ -265,7 +291,33 @@ pub async fn append(
             });
         }
     }
-    Ok(axum::Json(AppendResponse { results: results.into_iter().flatten().collect() }).into_response())
+    let mut response = axum::Json(AppendResponse { results: results.into_iter().flatten().collect() }).into_response();
+    if let Some(seconds) = retry_after {
+        response.headers_mut().insert(axum::http::header::RETRY_AFTER, seconds.into());
+    }
+    Ok(response)
+}
+
+/// Takes a token per record from the stream's bucket: the first records go ahead, the others
+/// leave `accepted` and are returned with their positions and the wait, counted as refusals.
+async fn rate_limited(
+    state: &AppState,
+    name: &str,
+    limit: sluice_core::rate::RateLimit,
+    accepted: &mut Vec<sluice_core::stream::NewRecord>,
+    positions: &mut Vec<usize>,
+) -> Result<Vec<(usize, u64)>, ApiError> {
+    let resource = format!("stream:{name}");
+    let taken = state.store().take_tokens(&resource, limit, accepted.len() as u64).await?;
+    let granted = usize::try_from(taken.granted).unwrap_or(usize::MAX).min(accepted.len());
+    accepted.truncate(granted);
+    let refused = positions.split_off(granted);
+    if !refused.is_empty() {
+        metrics::counter!("sluice_rejected_total", "resource" => resource, "reason" => "rate_limited")
+            .increment(refused.len() as u64);
+    }
+    let wait = taken.retry_after_ms.unwrap_or(1);
+    Ok(refused.into_iter().map(|i| (i, wait)).collect())
 }
 
 /// An append under an idempotency key: the records and the answer in one commit

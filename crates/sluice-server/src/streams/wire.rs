@@ -116,6 +116,7 @@ pub fn stream(v: StreamView) -> api::Stream {
         record_bytes_max: v.config.record_bytes_max,
         segment_bytes: v.config.segment_bytes,
         schema_validation: v.config.schema_validation,
+        rate_limit: v.config.rate_limit.map(crate::convert::rate_limit_to_api),
         created_at: rfc3339(v.created_at),
         created_at_ms: v.created_at,
         partition_details,

@@ -3,7 +3,8 @@
 //! answers and headers; `drop_head` and `reject_to_dlq` move messages with their reason; a
 //! policy that would drop without a dead-letter queue is refused; rate limits answer
 //! `rate_limited`; load shedding refuses low priorities first (503 `shedding`) while high ones
-//! are taken, and `/readyz` and `/metrics` say so; every refusal is counted.
+//! are taken, and `/readyz` and `/metrics` say so; every refusal is counted. Topics and streams
+//! have rate limits of their own.
 
 use std::sync::Arc;
 
@@ -173,6 +174,39 @@ async fn a_topics_rate_limit_refuses_past_its_bucket() {
     let (status, _, answer) = post(&app, "/v1/topics/t/publish", publish(&["e", "f", "g"])).await;
     assert_eq!(status, 200);
     assert!(answer["results"].as_array().unwrap().iter().all(|r| r["id"].is_string()), "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streams_rate_limit_refuses_past_its_bucket() {
+    let s = TestServer::start();
+    let limit = json!({"per_second": 1, "burst": 2});
+    let created = s.expect("POST", "/v1/streams", Some(json!({"name": "st", "rate_limit": limit})), 201).await;
+    assert_eq!(created["rate_limit"], limit);
+    let app = s.clone_app();
+    let append = |bodies: &[&str]| json!({ "records": bodies.iter().map(|b| json!({"body": b})).collect::<Vec<_>>() });
+    let (status, headers, answer) = post(&app, "/v1/streams/st/records", append(&["a", "b", "c"])).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!((answer["results"][0]["offset"].clone(), answer["results"][1]["offset"].clone()), (json!(0), json!(1)));
+    assert_eq!(answer["results"][2]["error"]["code"], "rate_limited", "{answer}");
+    assert!(headers.contains_key("retry-after"), "a partly refused append says when to retry");
+    let (status, headers, answer) = post(&app, "/v1/streams/st/records", append(&["d"])).await;
+    assert_eq!((status.as_u16(), answer["error"]["code"].as_str()), (429, Some("rate_limited")), "{answer}");
+    assert!(headers.contains_key("retry-after"));
+    let read = s.expect("GET", "/v1/streams/st/partitions/0/records?from_offset=0", None, 200).await;
+    assert_eq!(read["records"].as_array().unwrap().len(), 2, "a refused record is not appended: {read}");
+    let (_, _, metrics) = s.raw(Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    let metrics = String::from_utf8(metrics).unwrap();
+    let refused = r#"sluice_rejected_total{resource="stream:st",reason="rate_limited"}"#;
+    assert!(metrics.lines().any(|l| l.starts_with(refused) && l.ends_with(" 2")), "{metrics}");
+
+    let bad = json!({"rate_limit": {"per_second": 1, "burst": 0}});
+    let answer = s.expect("PATCH", "/v1/streams/st", Some(bad), 400).await;
+    assert_eq!(answer["error"]["details"]["field"], "rate_limit.burst", "{answer}");
+    let patched = s.expect("PATCH", "/v1/streams/st", Some(json!({"rate_limit": null})), 200).await;
+    assert!(patched.get("rate_limit").is_none(), "{patched}");
+    let (status, _, answer) = post(&app, "/v1/streams/st/records", append(&["e", "f", "g"])).await;
+    assert_eq!(status, 200);
+    assert!(answer["results"].as_array().unwrap().iter().all(|r| r["offset"].is_u64()), "{answer}");
 }
 
 /// A server held at its backlog watermark by hand (the sampler is not running in these

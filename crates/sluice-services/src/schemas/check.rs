@@ -79,8 +79,15 @@ pub(super) struct Caches {
     latest: Mutex<HashMap<String, (u32, u64)>>,
     /// Queue → (validates; when it was read).
     queues: Mutex<HashMap<String, (bool, u64)>>,
-    /// Stream → (validates; when it was read).
-    streams: Mutex<HashMap<String, (bool, u64)>>,
+    /// Stream → (what its door checks; when it was read).
+    streams: Mutex<HashMap<String, (StreamDoor, u64)>>,
+}
+
+/// What a stream's appends are checked against before the log sees them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamDoor {
+    pub schema_validation: bool,
+    pub rate_limit: Option<sluice_core::rate::RateLimit>,
 }
 
 impl Caches {
@@ -262,18 +269,26 @@ impl Schemas {
     /// Whether appends to `stream` are checked (cached); an unknown stream is not (its append
     /// answers `stream_not_found` anyway).
     pub async fn stream_validates(&self, stream: &str) -> Result<bool, StoreError> {
+        Ok(self.stream_door(stream).await?.schema_validation)
+    }
+
+    /// A stream's checks at the door (its schema validation and rate limit), as read at most
+    /// a cache time ago.
+    pub async fn stream_door(&self, stream: &str) -> Result<StreamDoor, StoreError> {
         let now = self.clock.now_ms();
-        if let Some(v) = fresh(&self.caches.streams, stream, now) {
-            return Ok(v);
+        if let Some(door) = fresh(&self.caches.streams, stream, now) {
+            return Ok(door);
         }
-        let validates = match self.store.get_stream(stream).await {
-            Ok(view) => view.config.schema_validation,
+        let door = match self.store.get_stream(stream).await {
+            Ok(view) => {
+                StreamDoor { schema_validation: view.config.schema_validation, rate_limit: view.config.rate_limit }
+            }
             Err(LogError::Store(e)) => return Err(e),
             // Not found, or a store without streams: nothing to check.
-            Err(_) => false,
+            Err(_) => StreamDoor::default(),
         };
-        put(&self.caches.streams, stream, (validates, now));
-        Ok(validates)
+        put(&self.caches.streams, stream, (door, now));
+        Ok(door)
     }
 
     /// Forgets what is cached about a stream, after it was created, changed or deleted here.

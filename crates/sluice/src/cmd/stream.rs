@@ -9,11 +9,12 @@ use anyhow::{Context, Result, bail};
 use base64::Engine;
 use clap::Subcommand;
 use sluice_api::{
-    AppendRecord, CreateGroupRequest, CreateStreamRequest, GroupMode, GroupStart, SeekRequest, StartName, Stream,
-    StreamGroup, StreamRecord, UpdateStreamRequest,
+    AppendRecord, CreateGroupRequest, CreateStreamRequest, GroupMode, GroupStart, RateLimit, SeekRequest, StartName,
+    Stream, StreamGroup, StreamRecord, UpdateStreamRequest,
 };
 use sluice_client::streams::From;
 
+use super::queue::{Bound, parse_rate_limit};
 use super::{ClientArgs, parse_duration_ms, parse_tag};
 use crate::output;
 
@@ -69,6 +70,10 @@ struct CreateArgs {
     /// (`sluice schema register`): `true` or `false` [default: false].
     #[arg(long, value_name = "BOOL")]
     schema_validation: Option<bool>,
+    /// A token bucket on appends, shared by every node: `PER_SECOND` (burst the same) or
+    /// `PER_SECOND/BURST`, e.g. `1000/5000`; past it records are refused as rate_limited.
+    #[arg(long, value_name = "PER_SECOND[/BURST]", value_parser = parse_rate_limit)]
+    rate_limit: Option<Bound<RateLimit>>,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -77,7 +82,8 @@ struct CreateArgs {
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   sluice stream update orders --schema-validation true
-  sluice stream update orders --retention 30d --partitions 16")]
+  sluice stream update orders --retention 30d --partitions 16
+  sluice stream update orders --rate-limit 1000/5000")]
 struct UpdateArgs {
     name: String,
     /// More partitions (they can only grow; keys then map to other partitions, as in Kafka).
@@ -91,6 +97,9 @@ struct UpdateArgs {
     /// see the change within a second.
     #[arg(long, value_name = "BOOL")]
     schema_validation: Option<bool>,
+    /// A token bucket on appends: `PER_SECOND`, `PER_SECOND/BURST`, or `none` to remove it.
+    #[arg(long, value_name = "PER_SECOND[/BURST]|none", value_parser = parse_rate_limit)]
+    rate_limit: Option<Bound<RateLimit>>,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -298,6 +307,7 @@ async fn create(a: CreateArgs) -> Result<()> {
         record_bytes_max: a.record_bytes_max,
         segment_bytes: a.segment_bytes,
         schema_validation: a.schema_validation,
+        rate_limit: a.rate_limit.and_then(|b| b.0),
     };
     let created = a.client.client()?.create_stream(&request).await?;
     if a.client.json {
@@ -344,6 +354,7 @@ fn print_stream(s: &Stream) {
         ("record bytes max", s.record_bytes_max.to_string()),
         ("segment bytes", s.segment_bytes.to_string()),
         ("schema validation", s.schema_validation.to_string()),
+        ("rate limit", s.rate_limit.map_or("-".to_owned(), |r| format!("{}/s, burst {}", r.per_second, r.burst))),
         ("created at", s.created_at.clone()),
     ]));
     println!();
@@ -394,6 +405,7 @@ async fn update(a: UpdateArgs) -> Result<()> {
         retention_ms: a.retention,
         record_bytes_max: a.record_bytes_max,
         schema_validation: a.schema_validation,
+        rate_limit: a.rate_limit.map(|b| b.0),
         ..Default::default()
     };
     if request == UpdateStreamRequest::default() {
