@@ -76,6 +76,7 @@ fn job_id(text: &str) -> Result<JobId, ApiError> {
         (status = 200, description = "The unique key is held within its window: the existing job, nothing enqueued", body = Job),
         (status = 400, description = "A field breaks a rule (`invalid_argument`, `details.field`), or the payload breaks its type's schema while a queue of the job queue's name has `schema_validation` (`schema_validation_failed`, `details.pointer`)", body = ErrorResponse),
         (status = 413, description = "The body is too large", body = ErrorResponse),
+        (status = 429, description = "`rate_limited`: a queue of the job queue's name has a `rate_limit` and its bucket for enqueues (`job_queue:NAME`) is empty (`Retry-After`)", body = ErrorResponse),
     )
 )]
 pub async fn enqueue(
@@ -84,9 +85,11 @@ pub async fn enqueue(
     Json(request): Json<EnqueueJobRequest>,
 ) -> Result<Response, ApiError> {
     // Job queues have no attributes of their own: a Sluice queue of the same name with
-    // schema_validation has its jobs' payloads checked against their type's latest schema.
+    // schema_validation has its jobs' payloads checked against their type's latest schema,
+    // and its rate_limit limits the enqueues (a bucket of their own, `job_queue:NAME`).
     let schemas = state.services.schemas();
-    if schemas.queue_validates(&request.queue).await?
+    let door = schemas.queue_door(&request.queue).await?;
+    if door.schema_validation
         && let Err(violation) = schemas.check_value(Some(&request.job_type), None, &request.payload).await?
     {
         return Err(crate::error::violation_error(&violation));
@@ -104,7 +107,22 @@ pub async fn enqueue(
         job.unique_for_ms = Some(ticket.kept_for_ms().clamp(1, JOB_UNIQUE_FOR_MS_MAX));
     }
     // A job's priority is its band while the server sheds.
-    crate::shed::admit(&state, &format!("job_queue:{}", job.queue), job.priority)?;
+    let resource = format!("job_queue:{}", job.queue);
+    crate::shed::admit(&state, &resource, job.priority)?;
+    if let Some(limit) = door.rate_limit {
+        let taken = state.store().take_tokens(&resource, limit, 1).await?;
+        if taken.granted == 0 {
+            metrics::counter!("sluice_rejected_total", "resource" => resource, "reason" => "rate_limited").increment(1);
+            let wait_ms = taken.retry_after_ms.unwrap_or(1);
+            let error = ApiError::new(
+                ErrorCode::RateLimited,
+                format!("the job queue's rate limit is reached: retry in {wait_ms} ms"),
+            );
+            return Err(error
+                .with_retry_after(wait_ms.div_ceil(1000).max(1))
+                .with_details(serde_json::json!({ "retry_after_ms": wait_ms })));
+        }
+    }
     let enqueued = jobs(&state).enqueue(job).await?;
     if let Some(links) = links.filter(|_| enqueued.created) {
         let entry = links.entry(

@@ -4,7 +4,7 @@
 //! policy that would drop without a dead-letter queue is refused; rate limits answer
 //! `rate_limited`; load shedding refuses low priorities first (503 `shedding`) while high ones
 //! are taken, and `/readyz` and `/metrics` say so; every refusal is counted. Topics and streams
-//! have rate limits of their own.
+//! have rate limits of their own; a queue's limits its job queue's enqueues.
 
 use std::sync::Arc;
 
@@ -207,6 +207,36 @@ async fn a_streams_rate_limit_refuses_past_its_bucket() {
     let (status, _, answer) = post(&app, "/v1/streams/st/records", append(&["e", "f", "g"])).await;
     assert_eq!(status, 200);
     assert!(answer["results"].as_array().unwrap().iter().all(|r| r["offset"].is_u64()), "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queues_rate_limit_limits_the_enqueues_of_its_job_queue_in_a_bucket_of_their_own() {
+    let s = TestServer::start();
+    s.create_queue(json!({"name": "mail", "rate_limit": {"per_second": 1, "burst": 2}})).await;
+    let app = s.clone_app();
+    let job = json!({"queue": "mail", "type": "send", "payload": {}});
+    for _ in 0..2 {
+        let (status, _, answer) = post(&app, "/v1/jobs", job.clone()).await;
+        assert_eq!(status, 202, "{answer}");
+    }
+    let (status, headers, answer) = post(&app, "/v1/jobs", job.clone()).await;
+    assert_eq!((status.as_u16(), answer["error"]["code"].as_str()), (429, Some("rate_limited")), "{answer}");
+    assert!(headers.contains_key("retry-after"));
+    assert!(answer["error"]["details"]["retry_after_ms"].as_u64().unwrap() <= 1000, "{answer}");
+    let listed = s.expect("GET", "/v1/jobs?queue=mail", None, 200).await;
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 2, "the refused job was not enqueued");
+    // The queue's own sends take from the queue's bucket, not the job queue's.
+    let (status, _, answer) = post(&app, "/v1/queues/mail/messages", send_body(&[("a", 0), ("b", 0)])).await;
+    assert_eq!(status, 200);
+    assert!(answer["results"].as_array().unwrap().iter().all(|r| r["id"].is_string()), "{answer}");
+    let (_, _, metrics) = s.raw(Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    let metrics = String::from_utf8(metrics).unwrap();
+    let refused = r#"sluice_rejected_total{resource="job_queue:mail",reason="rate_limited"}"#;
+    assert!(metrics.lines().any(|l| l.starts_with(refused) && l.ends_with(" 1")), "{metrics}");
+    // Without the limit, enqueues go ahead at once.
+    s.expect("PATCH", "/v1/queues/mail", Some(json!({"rate_limit": null})), 200).await;
+    let (status, _, _) = post(&app, "/v1/jobs", job).await;
+    assert_eq!(status, 202);
 }
 
 /// A server held at its backlog watermark by hand (the sampler is not running in these

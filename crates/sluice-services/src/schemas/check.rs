@@ -77,10 +77,19 @@ impl std::fmt::Display for Violation {
 pub(super) struct Caches {
     /// Type → (latest version, 0 when none; when it was read).
     latest: Mutex<HashMap<String, (u32, u64)>>,
-    /// Queue → (validates; when it was read).
-    queues: Mutex<HashMap<String, (bool, u64)>>,
+    /// Queue → (what its door checks; when it was read).
+    queues: Mutex<HashMap<String, (QueueDoor, u64)>>,
     /// Stream → (what its door checks; when it was read).
     streams: Mutex<HashMap<String, (StreamDoor, u64)>>,
+}
+
+/// What a queue's settings ask of the writes checked at the door: its messages' schemas and,
+/// for the job queue of the same name (job queues have no settings of their own), its
+/// `rate_limit` on enqueues.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueDoor {
+    pub schema_validation: bool,
+    pub rate_limit: Option<sluice_core::rate::RateLimit>,
 }
 
 /// What a stream's appends are checked against before the log sees them.
@@ -248,17 +257,26 @@ impl Schemas {
     /// Whether sends into `queue` are checked (cached); an unknown queue is not (its send
     /// answers `queue_not_found` anyway).
     pub async fn queue_validates(&self, queue: &str) -> Result<bool, StoreError> {
+        Ok(self.queue_door(queue).await?.schema_validation)
+    }
+
+    /// A queue's checks at the door, as read at most a cache time ago (none for a queue that
+    /// does not exist).
+    pub async fn queue_door(&self, queue: &str) -> Result<QueueDoor, StoreError> {
         let now = self.clock.now_ms();
-        if let Some(v) = fresh(&self.caches.queues, queue, now) {
-            return Ok(v);
+        if let Some(door) = fresh(&self.caches.queues, queue, now) {
+            return Ok(door);
         }
-        let validates = match self.store.get_queue(queue).await {
-            Ok(view) => view.attributes.schema_validation,
-            Err(StoreError::Broker(BrokerError::QueueNotFound(_))) => false,
+        let door = match self.store.get_queue(queue).await {
+            Ok(view) => QueueDoor {
+                schema_validation: view.attributes.schema_validation,
+                rate_limit: view.attributes.rate_limit,
+            },
+            Err(StoreError::Broker(BrokerError::QueueNotFound(_))) => QueueDoor::default(),
             Err(e) => return Err(e),
         };
-        put(&self.caches.queues, queue, (validates, now));
-        Ok(validates)
+        put(&self.caches.queues, queue, (door, now));
+        Ok(door)
     }
 
     /// Forgets what is cached about a queue, after it was created, changed or deleted here.

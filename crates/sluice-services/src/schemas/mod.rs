@@ -25,7 +25,7 @@ use sluice_clock::Clock;
 use sluice_core::ValidationError;
 use sluice_store::{Conflict, RECORD_LIST_LIMIT_MAX, Refused, Store, StoreError, Write};
 
-pub use check::{ATTRIBUTE_TYPE, ATTRIBUTE_VERSION, StreamDoor, Violation};
+pub use check::{ATTRIBUTE_TYPE, ATTRIBUTE_VERSION, QueueDoor, StreamDoor, Violation};
 pub use compat::Incompatibility;
 pub use record::{
     Compatibility, SCHEMA_BYTES_MAX, SCHEMA_TYPE_LEN_MAX, SCHEMA_TYPES_MAX, SCHEMA_VERSIONS_MAX, TypeRecord,
