@@ -284,6 +284,7 @@ test('topics show their subscriptions with filter policies and backlogs', async 
   assert.match(text, /"invoice"/);
   assert.match(text, /billing/);
   assert.match(text, /confirmed/);
+  assert.match(await page.textContent('[data-page=topic]'), /Rate limitnone/);
   await shot(page, 'topic');
   await page.done();
 });
@@ -331,7 +332,7 @@ test('dark mode follows the system and the toggle, and small screens keep everyt
 });
 
 test('streams show partitions, offsets and group lag, and the record browser reads a partition from an offset', async () => {
-  await call('POST', '/v1/streams', { name: 'orders-log', partitions: 3 });
+  await call('POST', '/v1/streams', { name: 'orders-log', partitions: 3, rate_limit: { per_second: 500, burst: 900 } });
   const records = Array.from({ length: 25 }, (_, i) => ({ partition: 0, key: `customer-${i}`, type: 'order.created',
     headers: { source: 'web' }, body: JSON.stringify({ order: i, total: 100 + i }) }));
   records.push(...['first', 'second', 'third'].map((body) => ({ partition: 1, body })));
@@ -361,6 +362,7 @@ test('streams show partitions, offsets and group lag, and the record browser rea
   assert.deepEqual((await cells(page, '#stream-partitions tr[data-key="0"]')).slice(0, 4), ['0', '0', '25', '25']);
   assert.deepEqual((await cells(page, '#stream-partitions tr[data-key="1"]')).slice(0, 4), ['1', '0', '3', '3']);
   assert.deepEqual((await cells(page, '#stream-partitions tr[data-key="2"]')).slice(0, 4), ['2', '0', '0', '0']);
+  assert.match(await page.textContent('[data-page=stream]'), /Rate limit500\/s, burst 900/);
   // Group, partition, committed offset, next offset, lag.
   assert.deepEqual((await cells(page, '#stream-lag tr[data-key="billing/0"]')).slice(0, 5), ['billing', '0', '20', '25', '5']);
   assert.deepEqual((await cells(page, '#stream-lag tr[data-key="billing/1"]')).slice(0, 5), ['billing', '1', '3', '3', '0']);

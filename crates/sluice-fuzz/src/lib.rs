@@ -126,4 +126,35 @@ fn sluice_api_types(body: &[u8]) {
     let _ = serde_json::from_slice::<api::VisibilityRequest>(body);
     let _ = serde_json::from_slice::<api::NackRequest>(body);
     let _ = serde_json::from_slice::<api::RedriveRequest>(body);
+    // The second half of the toolbox: streams, events, jobs, sagas, topics, schedules,
+    // schemas, relays and alerts.
+    let _ = serde_json::from_slice::<api::events::AppendEventsRequest>(body);
+    let _ = serde_json::from_slice::<api::streams::AppendRequest>(body);
+    let _ = serde_json::from_slice::<api::schemas::CheckSchemaRequest>(body);
+    let _ = serde_json::from_slice::<api::events::CheckpointRequest>(body);
+    let _ = serde_json::from_slice::<api::jobs::ClaimJobsRequest>(body);
+    let _ = serde_json::from_slice::<api::streams::CommitRequest>(body);
+    let _ = serde_json::from_slice::<api::jobs::CompleteJobRequest>(body);
+    let _ = serde_json::from_slice::<api::alerts::CreateAlertRuleRequest>(body);
+    let _ = serde_json::from_slice::<api::events::CreateEventSubscriptionRequest>(body);
+    let _ = serde_json::from_slice::<api::streams::CreateGroupRequest>(body);
+    let _ = serde_json::from_slice::<api::relays::CreateRelayRequest>(body);
+    let _ = serde_json::from_slice::<api::schedules::CreateScheduleRequest>(body);
+    let _ = serde_json::from_slice::<api::streams::CreateStreamRequest>(body);
+    let _ = serde_json::from_slice::<api::topics::CreateTopicRequest>(body);
+    let _ = serde_json::from_slice::<api::sagas::DefineSagaRequest>(body);
+    let _ = serde_json::from_slice::<api::jobs::EnqueueJobRequest>(body);
+    let _ = serde_json::from_slice::<api::jobs::FailJobRequest>(body);
+    let _ = serde_json::from_slice::<api::events::FetchEventsRequest>(body);
+    let _ = serde_json::from_slice::<api::streams::FetchRequest>(body);
+    let _ = serde_json::from_slice::<api::jobs::HeartbeatRequest>(body);
+    let _ = serde_json::from_slice::<api::topics::PublishRequest>(body);
+    let _ = serde_json::from_slice::<api::events::PutSnapshotRequest>(body);
+    let _ = serde_json::from_slice::<api::streams::ReceiptsRequest>(body);
+    let _ = serde_json::from_slice::<api::schemas::RegisterSchemaRequest>(body);
+    let _ = serde_json::from_slice::<api::streams::SeekRequest>(body);
+    let _ = serde_json::from_slice::<api::sagas::StartSagaRequest>(body);
+    let _ = serde_json::from_slice::<api::topics::SubscribeRequest>(body);
+    let _ = serde_json::from_slice::<api::streams::UpdateStreamRequest>(body);
+    let _ = serde_json::from_slice::<api::topics::UpdateTopicRequest>(body);
 }

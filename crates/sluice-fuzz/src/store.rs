@@ -5,14 +5,21 @@
 //! messages, receipts) and then answers as an empty queue would, so that a request's parsing,
 //! conversion and validation run in full and nothing accumulates between fuzz inputs. Records
 //! are checked and forgotten: every record read finds nothing. Jobs are checked by a board
-//! made for each enqueue and dropped after it: every other job call finds no job.
+//! made for each enqueue and dropped after it: every other job call finds no job. Events are
+//! checked and decided against an empty log, and forgotten.
 
 use async_trait::async_trait;
 use sluice_core::broker::{MoveOutcome, QueueStats, QueueView};
+use sluice_core::events::{
+    AppendError, Decision, ExpectedVersion, NewEvent, StreamState, decide_append, validate_stream_id,
+};
 use sluice_core::jobs::{ClaimSpec, JobBoard, JobError, JobId, NewJob, QueueJobStats};
 use sluice_core::limits::FIFO_SUFFIX;
 use sluice_core::name::validate_queue_name;
 use sluice_core::{EntryError, MessageId, NewMessage, QueueAttributes, QueueAttributesPatch, Receipt, Sent};
+use sluice_store::{
+    AllEvents, AllRead, AppendedEvents, EventError, EventStore, StreamEvents, StreamRead, validate_append_events,
+};
 use sluice_store::{
     ClaimedJob, CommitStore, Committed, Conflict, EnqueuedJob, EntryResults, HeartbeatAnswer, JobListRequest, JobPage,
     JobStore, JobView, NackEntry, PeekedMessage, QueueStore, ReceiveRequest, ReceivedMessage, Record, RecordStore,
@@ -120,8 +127,53 @@ impl QueueStore for ParseOnlyStore {
 impl sluice_store::LogStore for ParseOnlyStore {}
 impl sluice_store::RateStore for ParseOnlyStore {}
 
-/// Keeps no events: every event store call is refused (`EventError::Unsupported`).
-impl sluice_store::EventStore for ParseOnlyStore {}
+/// An empty log of events: an append is checked and decided against a stream never written
+/// (so `expected_version` rules run), then forgotten; every stream read finds no stream and
+/// `$all` holds nothing.
+#[async_trait]
+impl EventStore for ParseOnlyStore {
+    async fn append_events(
+        &self,
+        stream_id: &str,
+        expected: ExpectedVersion,
+        events: Vec<NewEvent>,
+    ) -> Result<AppendedEvents, EventError> {
+        validate_append_events(stream_id, &events)?;
+        let ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
+        let first_version = match decide_append(&StreamState::NONE, expected, &ids, None)? {
+            Decision::Append { first_version } | Decision::Duplicate { first_version } => first_version,
+        };
+        let count = events.len() as u64;
+        Ok(AppendedEvents {
+            first_version,
+            last_version: first_version + count - 1,
+            first_position: 0,
+            last_position: count - 1,
+            duplicate: false,
+        })
+    }
+
+    async fn read_stream(&self, stream_id: &str, read: StreamRead) -> Result<StreamEvents, EventError> {
+        validate_stream_id(stream_id)?;
+        read.validate()?;
+        Err(AppendError::StreamNotFound.into())
+    }
+
+    async fn read_all(&self, read: AllRead) -> Result<AllEvents, EventError> {
+        read.validate()?;
+        Ok(AllEvents { events: Vec::new(), next_position: read.from_position, head: 0 })
+    }
+
+    async fn delete_event_stream(&self, stream_id: &str, _hard: bool) -> Result<(), EventError> {
+        validate_stream_id(stream_id)?;
+        Err(AppendError::StreamNotFound.into())
+    }
+
+    async fn event_stream_version(&self, stream_id: &str) -> Result<Option<u64>, EventError> {
+        validate_stream_id(stream_id)?;
+        Ok(None)
+    }
+}
 
 #[async_trait]
 impl RecordStore for ParseOnlyStore {

@@ -234,10 +234,10 @@ async fn a_queue_step_waits_for_its_reply_and_survives_a_restart_in_flight() {
     first.services.sagas().define("ship", steps).await.unwrap();
     let started = first.services.sagas().start("ship", json!({ "sku": "b-7" }), Some("o-9".into())).await.unwrap();
     until(&first, &started.id, |i| i.steps[1].in_flight.is_some()).await;
-    let message = store
-        .receive("warehouse", ReceiveRequest { max: 1, wait_ms: Some(0), visibility_timeout_ms: None })
-        .await
-        .unwrap();
+    // The attempt is recorded in flight before its message is sent (so that a crash between
+    // the two sends it again): the message follows within moments.
+    let request = ReceiveRequest { max: 1, wait_ms: Some(5_000), visibility_timeout_ms: None };
+    let message = store.receive("warehouse", request).await.unwrap();
     assert_eq!(message.len(), 1);
     let content = &message[0].message.content;
     assert_eq!(serde_json::from_slice::<Value>(&content.body).unwrap(), json!({ "sku": "b-7" }));

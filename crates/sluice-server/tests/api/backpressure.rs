@@ -19,6 +19,13 @@ use tower::ServiceExt;
 
 use crate::support::TestServer;
 
+/// `sluice_rejected_total{resource, reason="rate_limited"}` as `/metrics` shows it now.
+async fn rate_limited(s: &TestServer, resource: &str) -> Option<f64> {
+    let (_, _, metrics) = s.raw(Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    let series = format!(r#"sluice_rejected_total{{resource="{resource}",reason="rate_limited"}} "#);
+    String::from_utf8(metrics).unwrap().lines().find_map(|l| l.strip_prefix(series.as_str())?.parse().ok())
+}
+
 fn send_body(bodies: &[(&str, u8)]) -> Value {
     json!({ "messages": bodies.iter().map(|(b, p)| json!({"body": b, "priority": p})).collect::<Vec<_>>() })
 }
@@ -160,10 +167,7 @@ async fn a_topics_rate_limit_refuses_past_its_bucket() {
     let (status, headers, answer) = post(&app, "/v1/topics/t/publish", publish(&["d"])).await;
     assert_eq!((status.as_u16(), answer["error"]["code"].as_str()), (429, Some("rate_limited")), "{answer}");
     assert!(headers.contains_key("retry-after"));
-    let refused = r#"sluice_rejected_total{resource="topic:t",reason="rate_limited"}"#;
-    let (_, _, metrics) = s.raw(Request::get("/metrics").body(Body::empty()).unwrap()).await;
-    let metrics = String::from_utf8(metrics).unwrap();
-    assert!(metrics.lines().any(|l| l.starts_with(refused) && l.ends_with(" 2")), "{metrics}");
+    assert_eq!(rate_limited(&s, "topic:t").await, Some(2.0));
 
     // A bad limit is refused with its field; `null` removes the limit.
     let bad = json!({"rate_limit": {"per_second": 0, "burst": 1}});
@@ -194,10 +198,7 @@ async fn a_streams_rate_limit_refuses_past_its_bucket() {
     assert!(headers.contains_key("retry-after"));
     let read = s.expect("GET", "/v1/streams/st/partitions/0/records?from_offset=0", None, 200).await;
     assert_eq!(read["records"].as_array().unwrap().len(), 2, "a refused record is not appended: {read}");
-    let (_, _, metrics) = s.raw(Request::get("/metrics").body(Body::empty()).unwrap()).await;
-    let metrics = String::from_utf8(metrics).unwrap();
-    let refused = r#"sluice_rejected_total{resource="stream:st",reason="rate_limited"}"#;
-    assert!(metrics.lines().any(|l| l.starts_with(refused) && l.ends_with(" 2")), "{metrics}");
+    assert_eq!(rate_limited(&s, "stream:st").await, Some(2.0));
 
     let bad = json!({"rate_limit": {"per_second": 1, "burst": 0}});
     let answer = s.expect("PATCH", "/v1/streams/st", Some(bad), 400).await;
@@ -229,10 +230,7 @@ async fn a_queues_rate_limit_limits_the_enqueues_of_its_job_queue_in_a_bucket_of
     let (status, _, answer) = post(&app, "/v1/queues/mail/messages", send_body(&[("a", 0), ("b", 0)])).await;
     assert_eq!(status, 200);
     assert!(answer["results"].as_array().unwrap().iter().all(|r| r["id"].is_string()), "{answer}");
-    let (_, _, metrics) = s.raw(Request::get("/metrics").body(Body::empty()).unwrap()).await;
-    let metrics = String::from_utf8(metrics).unwrap();
-    let refused = r#"sluice_rejected_total{resource="job_queue:mail",reason="rate_limited"}"#;
-    assert!(metrics.lines().any(|l| l.starts_with(refused) && l.ends_with(" 1")), "{metrics}");
+    assert_eq!(rate_limited(&s, "job_queue:mail").await, Some(1.0));
     // Without the limit, enqueues go ahead at once.
     s.expect("PATCH", "/v1/queues/mail", Some(json!({"rate_limit": null})), 200).await;
     let (status, _, _) = post(&app, "/v1/jobs", job).await;

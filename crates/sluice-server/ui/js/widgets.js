@@ -126,6 +126,11 @@ export function keyValues(pairs) {
   return h('dl', { class: 'kv' }, pairs.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v ?? '–')]));
 }
 
+/** A token bucket: `100/s, burst 500`, or `none`. */
+export function rateLimitText(limit) {
+  return limit ? `${num(limit.per_second)}/s, burst ${num(limit.burst)}` : 'none';
+}
+
 export function badge(text, tone = '') {
   return h('span', { class: tone ? `badge ${tone}` : 'badge' }, text);
 }

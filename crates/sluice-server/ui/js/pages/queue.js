@@ -4,7 +4,7 @@
 
 import { age, api, confirmAction, enc, fill, h, num, rate, registerPage, toast } from '../core.js';
 import { lineChart } from '../chart.js';
-import { badge, card, keyValues, messageBrowser } from '../widgets.js';
+import { badge, card, keyValues, messageBrowser, rateLimitText } from '../widgets.js';
 
 registerPage({
   id: 'queue',
@@ -98,6 +98,10 @@ registerPage({
           ['Largest message', `${num(queue.message_bytes_max)} bytes`],
           ['Receive wait', age(queue.receive_wait_ms)],
           ['Dead letters', queue.dead_letter ? `to ${queue.dead_letter.queue} after ${queue.dead_letter.max_receive_count} receives` : 'kept here'],
+          ['Depth limit', queue.max_depth_messages || queue.max_depth_bytes
+            ? `${[queue.max_depth_messages ? `${num(queue.max_depth_messages)} messages` : null, queue.max_depth_bytes ? `${num(queue.max_depth_bytes)} bytes` : null].filter(Boolean).join(' or ')}, then ${queue.overflow}`
+            : 'none'],
+          ['Rate limit', rateLimitText(queue.rate_limit)],
           ['FIFO', queue.fifo ? `yes, dedup ${age(queue.dedup_window_ms)} per ${queue.dedup_scope}${queue.content_based_dedup ? ', by content' : ''}` : 'no'],
           ['Tags', Object.entries(queue.tags).map(([k, v]) => `${k}=${v}`).join(', ') || '–'],
           ['Created', new Date(queue.created_at_ms).toLocaleString()],

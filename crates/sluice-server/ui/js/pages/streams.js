@@ -4,7 +4,7 @@
 // partition from an offset (key, type, headers, timestamp, body) and pages older and newer.
 
 import { age, ago, api, bytes, enc, fill, h, listAll, num, registerPage, time } from '../core.js';
-import { badge, bodyCell, card, dataTable, errorBanner, keyValues } from '../widgets.js';
+import { badge, bodyCell, card, dataTable, errorBanner, keyValues, rateLimitText } from '../widgets.js';
 
 /** Records a partition keeps: offsets never move, so it is the span from first to next. */
 const kept = (p) => p.next_offset - p.first_offset;
@@ -178,6 +178,7 @@ registerPage({
           ['Retention', retention(stream)],
           ['Largest record', bytes(stream.record_bytes_max)],
           ['Segment size', bytes(stream.segment_bytes)],
+          ['Rate limit', rateLimitText(stream.rate_limit)],
           ['Created', time(stream.created_at_ms)],
         ]));
         try {

@@ -3,7 +3,7 @@
 // endpoints the circuit breaker's state on the node that answers.
 
 import { api, enc, fill, h, listAll, num, registerPage } from '../core.js';
-import { badge, dataTable, keyValues } from '../widgets.js';
+import { badge, dataTable, keyValues, rateLimitText } from '../widgets.js';
 
 const breakerTone = { closed: 'ok', open: 'bad', half_open: 'warn' };
 
@@ -98,6 +98,7 @@ registerPage({
           ['Kind', topic.fifo ? `FIFO${topic.content_based_dedup ? ', content-based dedup' : ''}` : 'standard'],
           ['Display name', topic.display_name || '–'],
           ['Subscriptions', `${num(topic.subscriptions?.confirmed)} confirmed, ${num(topic.subscriptions?.pending)} pending`],
+          ['Rate limit', rateLimitText(topic.rate_limit)],
           ['Delivery policy', topic.attributes.DeliveryPolicy ? h('code', {}, topic.attributes.DeliveryPolicy) : 'SNS default (3 retries, 20 s apart)'],
           ['Created', new Date(topic.created_at_ms).toLocaleString()],
         ]));
