@@ -132,15 +132,19 @@ async fn call(sagas: &Arc<Sagas>, client: &reqwest::Client, instance: SagaInstan
         TraceEntry::new(TraceKind::SagaStep, &attempt_id, &instance.correlation_id, format!("saga:{}", instance.saga))
             .caused_by(Some(&instance.id))
             .detail(Some(&detail));
-    sagas.traces.record(vec![entry]).await;
-    let outcome = match &dispatch.call {
-        StepCall::Http { url, method, body } => {
-            Some(http(sagas, client, &instance, &dispatch, url, method, body.as_ref()).await)
-        }
-        StepCall::Queue { queue, body, reply_queue, .. } => {
-            send(sagas, &instance, &dispatch, queue, body, reply_queue.as_deref()).await
+    // The attempt's trace entry is written beside the call, not before it: a step waits for
+    // the attempt recorded in flight (durable, before this call), not for the trace's index.
+    let made = async {
+        match &dispatch.call {
+            StepCall::Http { url, method, body } => {
+                Some(http(sagas, client, &instance, &dispatch, url, method, body.as_ref()).await)
+            }
+            StepCall::Queue { queue, body, reply_queue, .. } => {
+                send(sagas, &instance, &dispatch, queue, body, reply_queue.as_deref()).await
+            }
         }
     };
+    let ((), outcome) = tokio::join!(sagas.traces.record(vec![entry]), made);
     let Some(outcome) = outcome else { return };
     let applied = sagas
         .update(&instance.id, |i, d, now| {
