@@ -445,9 +445,22 @@ fn queue_full_details(
 pub fn retry_after_s(e: &EntryError) -> Option<u64> {
     match e {
         EntryError::QueueFull { .. } => Some(QUEUE_FULL_RETRY_AFTER_S),
-        EntryError::RateLimited { retry_after_ms } => Some(retry_after_ms.div_ceil(1000).max(1)),
+        EntryError::RateLimited { retry_after_ms } => Some(retry_after_secs(*retry_after_ms)),
         _ => None,
     }
+}
+
+/// A wait in milliseconds as a `Retry-After` in whole seconds (rounded up, at least 1).
+pub fn retry_after_secs(ms: u64) -> u64 {
+    ms.div_ceil(1000).max(1)
+}
+
+/// A whole call refused by `what`'s rate limit ("the stream's", ...): 429 `rate_limited`, with
+/// `Retry-After` and `details.retry_after_ms`.
+pub fn rate_limited(what: &str, retry_after_ms: u64) -> ApiError {
+    ApiError::new(ErrorCode::RateLimited, format!("{what} rate limit is reached: retry in {retry_after_ms} ms"))
+        .with_retry_after(retry_after_secs(retry_after_ms))
+        .with_details(json!({ "retry_after_ms": retry_after_ms }))
 }
 
 /// A per-entry error found by the server before the store saw the entry.

@@ -502,7 +502,7 @@ pub async fn publish(
         return Err(refusal);
     }
     let retry_after = published.iter().find_map(|p| match p {
-        Err(PublishError::RateLimited { retry_after_ms }) => Some(retry_after_ms.div_ceil(1000).max(1)),
+        Err(PublishError::RateLimited { retry_after_ms }) => Some(crate::error::retry_after_secs(*retry_after_ms)),
         _ => None,
     });
     let mut response = axum::Json(publish_answer(results, &positions, published)).into_response();
@@ -523,10 +523,7 @@ fn all_rate_limited(every_checked: bool, outcomes: &[Result<Published, PublishEr
     if !every_checked || outcomes.is_empty() {
         return None;
     }
-    let error =
-        ApiError::new(ErrorCode::RateLimited, format!("the topic's rate limit is reached: retry in {wait_ms} ms"))
-            .with_retry_after(wait_ms.div_ceil(1000).max(1));
-    Some(error.with_details(serde_json::json!({ "retry_after_ms": wait_ms })))
+    Some(crate::error::rate_limited("the topic's", wait_ms))
 }
 
 /// A publish under an idempotency key: every copy and the answer in one commit, so that a crash

@@ -20,6 +20,7 @@
 //!   its sweep, bounds).
 //! - `sagas`: the saga orchestrator: definitions and instances as store records, each attempt
 //!   recorded by compare-and-swap before its call, HTTP and queue steps, replies.
+//! - `rate_limits`: the token buckets taken at a door (topics, streams, job queues), counted.
 //! - `relays`: outbox relays, publishing the rows of an application's own database (store
 //!   records for configuration and state; one node per relay by lease).
 //!
@@ -39,6 +40,7 @@ pub mod alerts;
 pub mod events;
 pub mod idempotency;
 pub mod jobs;
+pub mod rate_limits;
 pub mod redrive;
 pub mod relays;
 pub mod sagas;

@@ -110,17 +110,9 @@ pub async fn enqueue(
     let resource = format!("job_queue:{}", job.queue);
     crate::shed::admit(&state, &resource, job.priority)?;
     if let Some(limit) = door.rate_limit {
-        let taken = state.store().take_tokens(&resource, limit, 1).await?;
-        if taken.granted == 0 {
-            metrics::counter!("sluice_rejected_total", "resource" => resource, "reason" => "rate_limited").increment(1);
-            let wait_ms = taken.retry_after_ms.unwrap_or(1);
-            let error = ApiError::new(
-                ErrorCode::RateLimited,
-                format!("the job queue's rate limit is reached: retry in {wait_ms} ms"),
-            );
-            return Err(error
-                .with_retry_after(wait_ms.div_ceil(1000).max(1))
-                .with_details(serde_json::json!({ "retry_after_ms": wait_ms })));
+        let admitted = sluice_services::rate_limits::admit(&**state.store(), &resource, limit, 1).await?;
+        if admitted.granted == 0 {
+            return Err(crate::error::rate_limited("the job queue's", admitted.retry_after_ms));
         }
     }
     let enqueued = jobs(&state).enqueue(job).await?;

@@ -244,21 +244,21 @@ pub async fn append(
     if let Some(limit) = door.rate_limit
         && !accepted.is_empty()
     {
+        // One token per record that passed its checks; the first ones are appended.
         let every_record = positions.len() == count;
-        let refused = rate_limited(&state, &name, limit, &mut accepted, &mut positions).await?;
-        if let Some(retry_after_ms) = refused.first().map(|(_, ms)| *ms) {
+        let resource = format!("stream:{name}");
+        let admitted = sluice_services::rate_limits::admit(&**state.store(), &resource, limit, accepted.len()).await?;
+        accepted.truncate(admitted.granted);
+        let refused = positions.split_off(admitted.granted);
+        if !refused.is_empty() {
             if accepted.is_empty() && every_record {
-                let error = ApiError::new(
-                    ErrorCode::RateLimited,
-                    format!("the stream's rate limit is reached: retry in {retry_after_ms} ms"),
-                )
-                .with_retry_after(retry_after_ms.div_ceil(1000).max(1));
-                return Err(error.with_details(serde_json::json!({ "retry_after_ms": retry_after_ms })));
+                return Err(crate::error::rate_limited("the stream's", admitted.retry_after_ms));
             }
-            retry_after = Some(retry_after_ms.div_ceil(1000).max(1));
+            retry_after = Some(crate::error::retry_after_secs(admitted.retry_after_ms));
         }
-        for (i, retry_after_ms) in refused {
-            results[i] = Some(failed(crate::error::entry_error(&EntryError::RateLimited { retry_after_ms })));
+        let refusal = EntryError::RateLimited { retry_after_ms: admitted.retry_after_ms };
+        for i in refused {
+            results[i] = Some(failed(crate::error::entry_error(&refusal)));
         }
     }
     if let Some(axum::Extension(ticket)) = ticket {
@@ -296,28 +296,6 @@ pub async fn append(
         response.headers_mut().insert(axum::http::header::RETRY_AFTER, seconds.into());
     }
     Ok(response)
-}
-
-/// Takes a token per record from the stream's bucket: the first records go ahead, the others
-/// leave `accepted` and are returned with their positions and the wait, counted as refusals.
-async fn rate_limited(
-    state: &AppState,
-    name: &str,
-    limit: sluice_core::rate::RateLimit,
-    accepted: &mut Vec<sluice_core::stream::NewRecord>,
-    positions: &mut Vec<usize>,
-) -> Result<Vec<(usize, u64)>, ApiError> {
-    let resource = format!("stream:{name}");
-    let taken = state.store().take_tokens(&resource, limit, accepted.len() as u64).await?;
-    let granted = usize::try_from(taken.granted).unwrap_or(usize::MAX).min(accepted.len());
-    accepted.truncate(granted);
-    let refused = positions.split_off(granted);
-    if !refused.is_empty() {
-        metrics::counter!("sluice_rejected_total", "resource" => resource, "reason" => "rate_limited")
-            .increment(refused.len() as u64);
-    }
-    let wait = taken.retry_after_ms.unwrap_or(1);
-    Ok(refused.into_iter().map(|i| (i, wait)).collect())
 }
 
 /// An append under an idempotency key: the records and the answer in one commit

@@ -107,10 +107,12 @@ impl Topics {
 
         // Send every queue's copies at once.
         let mut sends = JoinSet::new();
+        // Only a correlated publish's copies are traced: the others skip reading their links.
+        let correlated = accepted.iter().any(|m| m.links.is_some());
         let mut copy_links = BTreeMap::new();
         for (queue, messages) in copies(&call, &accepted, &by_queue) {
-            let links =
-                if traced_queue(&queue) { messages.iter().map(trace::message_links).collect() } else { Vec::new() };
+            let traced = correlated && traced_queue(&queue);
+            let links = if traced { messages.iter().map(trace::message_links).collect() } else { Vec::new() };
             copy_links.insert(queue.clone(), links);
             let store = self.store.clone();
             sends.spawn(async move {
@@ -244,7 +246,8 @@ impl Topics {
             .into_iter()
             .map(|(queue, messages)| Write::Send { queue, messages })
             .collect();
-        let copy_links = CommitLinks::of_where(&writes, traced_queue);
+        let correlated = accepted.iter().any(|m| m.links.is_some());
+        let copy_links = CommitLinks::of_where(&writes, |queue| correlated && traced_queue(queue));
         let traced = accepted.iter().filter_map(|message| publish_entry(topic, message)).collect();
         for (a, message) in accepted.into_iter().enumerate() {
             results[message.index] = Some(Ok(Published {
@@ -302,17 +305,11 @@ impl Topics {
             && !accepted.is_empty()
         {
             // One token per message that passed its checks; the first ones go ahead.
-            let topic = &snapshot.topic.name;
-            let taken = self.store.take_tokens(&format!("topic:{topic}"), limit, accepted.len() as u64).await?;
-            let granted = usize::try_from(taken.granted).unwrap_or(usize::MAX).min(accepted.len());
-            let retry_after_ms = taken.retry_after_ms.unwrap_or(1);
-            let refused = accepted.split_off(granted);
-            if !refused.is_empty() {
-                metrics::counter!("sluice_rejected_total", "resource" => format!("topic:{topic}"), "reason" => "rate_limited")
-                    .increment(refused.len() as u64);
-            }
-            for message in refused {
-                results[message.index] = Some(Err(PublishError::RateLimited { retry_after_ms }));
+            let resource = format!("topic:{}", snapshot.topic.name);
+            let admitted = crate::rate_limits::admit(&*self.store, &resource, limit, accepted.len()).await?;
+            for message in accepted.split_off(admitted.granted) {
+                results[message.index] =
+                    Some(Err(PublishError::RateLimited { retry_after_ms: admitted.retry_after_ms }));
             }
         }
         Ok((results, accepted))
