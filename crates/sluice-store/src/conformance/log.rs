@@ -305,6 +305,9 @@ pub async fn shared_groups_keep_key_order_and_dead_letter_exhausted_records(b: &
     let f2 = s.fetch("s", "g", member("m2", 10, 0)).await.unwrap();
     assert_eq!(f2.records.len(), 1);
     assert_eq!(f2.records[0].record.body, b"a2");
+    // a2 is done, so b1 is the only record that can time out into the dead-letter queue.
+    let a2 = f2.records[0].receipt.clone().unwrap();
+    assert!(s.ack_shared("s", "g", vec![a2]).await.unwrap()[0].is_ok(), "a2 is acknowledged");
     // b1 is released (not a failure), then times out twice: dead-lettered with its last error.
     let released = s.release_shared("s", "g", vec![receipt("b1")], None).await.unwrap();
     assert_eq!(released, vec![Ok(())]);
