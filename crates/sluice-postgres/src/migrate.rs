@@ -19,6 +19,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration { version: 7, name: "jobs", sql: include_str!("../migrations/0007_jobs.sql") },
     Migration { version: 8, name: "backpressure", sql: include_str!("../migrations/0008_backpressure.sql") },
     Migration { version: 9, name: "events", sql: include_str!("../migrations/0009_events.sql") },
+    Migration { version: 10, name: "bounded_sql_send", sql: include_str!("../migrations/0010_bounded_sql_send.sql") },
 ];
 
 #[derive(Debug, Clone, Copy)]

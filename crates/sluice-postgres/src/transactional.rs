@@ -28,8 +28,14 @@ pub enum TransactionalSendError {
     SystemAttributes,
     /// `sluice_send` refused the message (unknown queue, too large, delay beyond retention) or
     /// the database failed. The caller's transaction is aborted, as after any failed statement.
-    #[error("sluice_send failed: {0}")]
+    #[error("sluice_send failed: {}", database_message(.0))]
     Database(#[from] tokio_postgres::Error),
+}
+
+/// The database's own message ("sluice_send: queue 'q' is full ..."), which `Display` of
+/// `tokio_postgres::Error` leaves out ("db error").
+fn database_message(e: &tokio_postgres::Error) -> String {
+    e.as_db_error().map_or_else(|| e.to_string(), |db| db.message().to_owned())
 }
 
 /// Enqueues `message` on `queue` as part of `tx`. Returns the new message's id; the message is

@@ -172,3 +172,91 @@ async fn the_sql_function_validates_like_the_broker() {
     assert_eq!(store.get_queue("q").await.unwrap().stats.in_flight, 1, "no refused send enqueued anything");
     assert_eq!(store.get_queue("q").await.unwrap().stats.visible, 0);
 }
+
+/// `sluice_send` into a queue with a depth limit follows the queue's `overflow` as a send
+/// through Sluice does: `reject` aborts the caller's transaction, `drop_head` moves the oldest
+/// message to the dead-letter queue, `reject_to_dlq` sends the new one there; each counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sql_function_keeps_a_queues_depth_limit() {
+    use sluice_core::DeadLetter;
+    use sluice_core::overflow::{Overflow, REASON_DROP_HEAD, REASON_REJECT_TO_DLQ};
+    let url = pg_url_or_skip!();
+    let schema = support::TestSchema::new(&url);
+    let store = schema.connect().await;
+    store.create_queue("dlq", QueueAttributes::default()).await.unwrap();
+    for overflow in Overflow::ALL {
+        let name = format!("bounded-{}", overflow.as_str());
+        let attributes = QueueAttributes {
+            max_depth_messages: Some(2),
+            overflow,
+            dead_letter: Some(DeadLetter { queue: "dlq".into(), max_receive_count: 5 }),
+            ..Default::default()
+        };
+        store.create_queue(&name, attributes).await.unwrap();
+    }
+    let mut client = schema.client().await;
+    // Two fit in each queue, sent from SQL and through the store.
+    for overflow in Overflow::ALL {
+        let name = format!("bounded-{}", overflow.as_str());
+        let tx = client.transaction().await.unwrap();
+        send_in_transaction(&tx, &name, &text("first")).await.unwrap();
+        tx.commit().await.unwrap();
+        store.send(&name, vec![text("second")]).await.unwrap()[0].clone().unwrap();
+    }
+
+    // reject: the third send fails with SQLSTATE 53400 and takes the caller's transaction with it.
+    let tx = client.transaction().await.unwrap();
+    let err = send_in_transaction(&tx, "bounded-reject", &text("third")).await.unwrap_err();
+    let TransactionalSendError::Database(db) = &err else { panic!("{err}") };
+    assert_eq!(db.code(), Some(&tokio_postgres::error::SqlState::CONFIGURATION_LIMIT_EXCEEDED), "{err}");
+    assert!(err.to_string().contains("is full"), "{err}");
+    tx.rollback().await.unwrap();
+    assert_eq!(store.get_queue("bounded-reject").await.unwrap().stats.depth_messages(), 2);
+
+    // drop_head: "first" moves to the DLQ when the transaction commits, not before.
+    let tx = client.transaction().await.unwrap();
+    send_in_transaction(&tx, "bounded-drop_head", &text("third")).await.unwrap();
+    assert!(store.peek("dlq", 10).await.unwrap().is_empty(), "nothing moves before the commit");
+    tx.commit().await.unwrap();
+    let mut kept: Vec<Vec<u8>> =
+        store.peek("bounded-drop_head", 10).await.unwrap().into_iter().map(|p| p.message.content.body).collect();
+    kept.sort();
+    assert_eq!(kept, [b"second".to_vec(), b"third".to_vec()]);
+    let q = store.get_queue("bounded-drop_head").await.unwrap();
+    assert_eq!(q.stats.refusals.drop_head, 1);
+
+    // reject_to_dlq: "third" goes to the DLQ instead.
+    let tx = client.transaction().await.unwrap();
+    send_in_transaction(&tx, "bounded-reject_to_dlq", &text("third")).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(store.get_queue("bounded-reject_to_dlq").await.unwrap().stats.depth_messages(), 2);
+    assert_eq!(store.get_queue("bounded-reject_to_dlq").await.unwrap().stats.refusals.rejected_to_dlq, 1);
+
+    let mut dead: Vec<(String, String, String)> = store
+        .peek("dlq", 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| {
+            let m = p.message;
+            let source = m.meta.dead_letter_source.clone().unwrap_or_default();
+            let error = m.meta.last_error.clone().unwrap_or_default();
+            (source, String::from_utf8(m.content.body).unwrap(), error)
+        })
+        .collect();
+    dead.sort();
+    assert_eq!(
+        dead,
+        [
+            ("bounded-drop_head".to_string(), "first".to_string(), REASON_DROP_HEAD.to_string()),
+            ("bounded-reject_to_dlq".to_string(), "third".to_string(), REASON_REJECT_TO_DLQ.to_string()),
+        ]
+    );
+    // Once a message is in flight it is not dropped: with both held, the send is refused.
+    let held = store.receive("bounded-drop_head", recv(0)).await.unwrap();
+    assert_eq!(held.len(), 2);
+    let tx = client.transaction().await.unwrap();
+    let err = send_in_transaction(&tx, "bounded-drop_head", &text("fourth")).await.unwrap_err();
+    assert!(err.to_string().contains("is full"), "{err}");
+    tx.rollback().await.unwrap();
+}
