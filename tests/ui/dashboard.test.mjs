@@ -332,7 +332,7 @@ test('dark mode follows the system and the toggle, and small screens keep everyt
 });
 
 test('streams show partitions, offsets and group lag, and the record browser reads a partition from an offset', async () => {
-  await call('POST', '/v1/streams', { name: 'orders-log', partitions: 3, rate_limit: { per_second: 500, burst: 900 } });
+  await call('POST', '/v1/streams', { name: 'orders-log', partitions: 3, rate_limit: { per_second: 500, burst: 900 }, max_depth_messages: 100000 });
   const records = Array.from({ length: 25 }, (_, i) => ({ partition: 0, key: `customer-${i}`, type: 'order.created',
     headers: { source: 'web' }, body: JSON.stringify({ order: i, total: 100 + i }) }));
   records.push(...['first', 'second', 'third'].map((body) => ({ partition: 1, body })));
@@ -363,6 +363,7 @@ test('streams show partitions, offsets and group lag, and the record browser rea
   assert.deepEqual((await cells(page, '#stream-partitions tr[data-key="1"]')).slice(0, 4), ['1', '0', '3', '3']);
   assert.deepEqual((await cells(page, '#stream-partitions tr[data-key="2"]')).slice(0, 4), ['2', '0', '0', '0']);
   assert.match(await page.textContent('[data-page=stream]'), /Rate limit500\/s, burst 900/);
+  assert.match(await page.textContent('[data-page=stream]'), /Depth limit100,000 records, then appends are refused/);
   // Group, partition, committed offset, next offset, lag.
   assert.deepEqual((await cells(page, '#stream-lag tr[data-key="billing/0"]')).slice(0, 5), ['billing', '0', '20', '25', '5']);
   assert.deepEqual((await cells(page, '#stream-lag tr[data-key="billing/1"]')).slice(0, 5), ['billing', '1', '3', '3', '0']);

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
-use crate::{ErrorBody, RateLimit};
+use crate::{ErrorBody, Overflow, RateLimit};
 
 /// `POST /v1/streams`. Omitted settings take their defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -40,6 +40,18 @@ pub struct CreateStreamRequest {
     /// limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<RateLimit>,
+    /// Most records the whole stream keeps (every partition); an append past it is refused as
+    /// `queue_full` (429 with `Retry-After` when every record of the call is) until retention
+    /// makes room. Absent: no bound but retention's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth_messages: Option<u64>,
+    /// Most bytes the whole stream keeps, as `partition_details[].bytes` counts them; at least
+    /// `record_bytes_max` + 4 KiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth_bytes: Option<u64>,
+    /// Only `reject` (the default) on a stream: its oldest records go by retention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overflow: Option<Overflow>,
 }
 
 /// `PATCH /v1/streams/{name}`. Omitted settings stay; `"retention_bytes": null` removes the
@@ -64,6 +76,16 @@ pub struct UpdateStreamRequest {
     #[serde(default, deserialize_with = "double_option", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<RateLimit>)]
     pub rate_limit: Option<Option<RateLimit>>,
+    /// Absent: unchanged. `null`: remove the bound. A number: set it.
+    #[serde(default, deserialize_with = "double_option", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<u64>)]
+    pub max_depth_messages: Option<Option<u64>>,
+    /// Absent: unchanged. `null`: remove the bound. A number: set it.
+    #[serde(default, deserialize_with = "double_option", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<u64>)]
+    pub max_depth_bytes: Option<Option<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overflow: Option<Overflow>,
 }
 
 fn double_option<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
@@ -97,6 +119,18 @@ pub struct Stream {
     /// The token bucket on appends, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<RateLimit>,
+    /// The depth limits, if any, with what the stream keeps now (`depth_messages`,
+    /// `depth_bytes`: over every partition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth_messages: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth_bytes: Option<u64>,
+    #[serde(default)]
+    pub overflow: Overflow,
+    #[serde(default)]
+    pub depth_messages: u64,
+    #[serde(default)]
+    pub depth_bytes: u64,
     pub created_at: String,
     pub created_at_ms: u64,
     /// Per partition: `first_offset`, `next_offset`, `bytes`.

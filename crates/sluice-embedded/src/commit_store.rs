@@ -107,8 +107,8 @@ impl CommitStore for EmbeddedStore {
 fn check(e: &Engine, writes: &[Write], now: u64) -> Result<Result<(), Refused>, StoreError> {
     // Records as the commit's earlier writes leave them (`None`: deleted).
     let mut written: HashMap<(&str, &str), Option<&[u8]>> = HashMap::new();
-    // Dedup ids that earlier appends of the commit take, per stream.
-    let mut taken: HashMap<&str, usize> = HashMap::new();
+    // Dedup ids and depth that earlier appends of the commit take, per stream.
+    let mut taken: HashMap<&str, crate::log::Admitted> = HashMap::new();
     // What earlier sends of the commit do to each queue's depth, and the FIFO dedup keys they
     // take (a later send with one of them is a duplicate and adds nothing).
     let mut pending: HashMap<u64, PendingDepth> = HashMap::new();

@@ -426,7 +426,7 @@ pub fn entry_error(e: &EntryError) -> ErrorBody {
 /// consumers, which the server does not know, so one second, the smallest `Retry-After`.
 pub const QUEUE_FULL_RETRY_AFTER_S: u64 = 1;
 
-fn queue_full_details(
+pub(crate) fn queue_full_details(
     depth: sluice_core::overflow::Depth,
     max_messages: Option<u64>,
     max_bytes: Option<u64>,

@@ -173,10 +173,7 @@ pub async fn send(
         headers.insert(axum::http::header::RETRY_AFTER, seconds.into());
     }
     if let Some(d) = depth {
-        headers.insert(DEPTH_HEADER, d.depth.messages.into());
-        if let Some(max) = d.limits.max_messages {
-            headers.insert(DEPTH_MAX_HEADER, max.into());
-        }
+        depth_headers(headers, d);
     }
     Ok(response)
 }
@@ -194,15 +191,30 @@ async fn send_committed(
     mut positions: Vec<usize>,
     mut accepted: Vec<NewMessage>,
 ) -> Result<Response, ApiError> {
+    let count = results.len();
+    // Entries refused because the queue was full: when that is every entry, the whole call is
+    // the refusal (429, not stored, so a retry sends once there is room), as for a plain send.
+    let mut full: Vec<ErrorBody> = Vec::new();
     loop {
         if accepted.is_empty() {
             state.store().get_queue(name).await?;
+            if full.len() == count {
+                let first = full.swap_remove(0);
+                let mut error = ApiError::new(ErrorCode::QueueFull, first.message)
+                    .with_retry_after(crate::error::QUEUE_FULL_RETRY_AFTER_S);
+                error.details = first.details;
+                return Err(error);
+            }
         }
         let mut body = results.clone();
         let mut fills = Vec::with_capacity(positions.len());
         for (item, &i) in positions.iter().enumerate() {
             body[i] = Some(SendResult::sent(String::new()));
             fills.push(Fill { pointer: format!("/results/{i}/id"), write: 0, item, field: FillField::Id });
+        }
+        // A bounded queue's depth after the last message, as a plain send answers it.
+        if let Some(last) = positions.len().checked_sub(1) {
+            fills.push(Fill { pointer: String::new(), write: 0, item: last, field: FillField::Depth });
         }
         let body = serde_json::to_value(SendResponse { results: body.into_iter().flatten().collect(), depth: None })
             .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?;
@@ -222,12 +234,27 @@ async fn send_committed(
                     state.services.traces().record_messages(name, links.zip(ids)).await;
                 }
                 let stored: Vec<StoredOutcome> = outcomes.iter().map(StoredOutcome::from).collect();
-                return crate::idempotency::committed_answer(&template, &stored);
+                let mut response = crate::idempotency::committed_answer(&template, &stored)?;
+                // The depth headers of a plain send; a replay carries the body's `depth` only.
+                if let Some(WriteOutcome::Sent(sent)) = outcomes.first()
+                    && let Some(d) = sent.last().and_then(|s| s.depth)
+                {
+                    depth_headers(response.headers_mut(), d);
+                }
+                if !full.is_empty() {
+                    let seconds = crate::error::QUEUE_FULL_RETRY_AFTER_S;
+                    response.headers_mut().insert(axum::http::header::RETRY_AFTER, seconds.into());
+                }
+                return Ok(response);
             }
             Err(Refused { write: 0, conflict: Conflict::MessageRefused { message, error } }) if answer_write == 1 => {
                 let i = positions.remove(message);
                 accepted.remove(message);
-                results[i] = Some(SendResult::refused(entry_error_at(&error, &format!("messages[{i}]"))));
+                let refusal = entry_error_at(&error, &format!("messages[{i}]"));
+                if matches!(error, EntryError::QueueFull { .. }) {
+                    full.push(refusal.clone());
+                }
+                results[i] = Some(SendResult::refused(refusal));
             }
             Err(Refused { conflict: Conflict::RecordChanged, .. }) => return Err(crate::idempotency::in_use()),
             Err(Refused { conflict: Conflict::RecordExists, .. }) => return Ok(crate::idempotency::claim_lost()),
@@ -235,6 +262,13 @@ async fn send_committed(
                 return Err(ApiError::new(ErrorCode::Internal, format!("the send's commit was refused: {other:?}")));
             }
         }
+    }
+}
+
+fn depth_headers(headers: &mut axum::http::HeaderMap, d: sluice_core::overflow::DepthReport) {
+    headers.insert(DEPTH_HEADER, d.depth.messages.into());
+    if let Some(max) = d.limits.max_messages {
+        headers.insert(DEPTH_MAX_HEADER, max.into());
     }
 }
 

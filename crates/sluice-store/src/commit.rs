@@ -16,9 +16,9 @@ use crate::records::{RECORD_VALUE_BYTES_MAX, validate_record_key, validate_recor
 use crate::{Appended, StoreError};
 
 /// The most bytes the outcomes of one commit take in [`with_outcomes`]'s layout: at most
-/// `COMMIT_MESSAGES_MAX` sends and appends of at most 128 bytes each (an id, a sequence
-/// number or a place in JSON), and a few bytes per write.
-pub const OUTCOMES_BYTES_MAX: usize = COMMIT_MESSAGES_MAX * 128 + COMMIT_WRITES_MAX * 16;
+/// `COMMIT_MESSAGES_MAX` sends and appends of at most 320 bytes each (an id, a sequence
+/// number, a bounded queue's depth after it, or a place, in JSON), and a few bytes per write.
+pub const OUTCOMES_BYTES_MAX: usize = COMMIT_MESSAGES_MAX * 320 + COMMIT_WRITES_MAX * 16;
 /// The most bytes of its own a `Write::RecordOutcomes` value holds.
 pub const OUTCOME_PREFIX_BYTES_MAX: usize = RECORD_VALUE_BYTES_MAX - OUTCOMES_BYTES_MAX - 4;
 
@@ -167,6 +167,24 @@ pub struct StoredSent {
     pub id: String,
     pub seq: u64,
     pub duplicate: bool,
+    /// The queue's `reject_to_dlq` sent it to the dead-letter queue.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dead_lettered: bool,
+    /// The queue's depth after it, for a queue with a depth limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<StoredDepth>,
+}
+
+/// A bounded queue's depth after a send, with its limits (core's `DepthReport`), under the
+/// names the native API answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StoredDepth {
+    pub messages: u64,
+    pub bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth_messages: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -181,7 +199,20 @@ impl From<&WriteOutcome> for StoredOutcome {
     fn from(o: &WriteOutcome) -> Self {
         match o {
             WriteOutcome::Sent(sent) => StoredOutcome::Sent(
-                sent.iter().map(|s| StoredSent { id: s.id.to_string(), seq: s.seq, duplicate: s.duplicate }).collect(),
+                sent.iter()
+                    .map(|s| StoredSent {
+                        id: s.id.to_string(),
+                        seq: s.seq,
+                        duplicate: s.duplicate,
+                        dead_lettered: s.dead_lettered,
+                        depth: s.depth.map(|d| StoredDepth {
+                            messages: d.depth.messages,
+                            bytes: d.depth.bytes,
+                            max_depth_messages: d.limits.max_messages,
+                            max_depth_bytes: d.limits.max_bytes,
+                        }),
+                    })
+                    .collect(),
             ),
             WriteOutcome::Recorded => StoredOutcome::Recorded,
             WriteOutcome::Appended(places) => StoredOutcome::Appended(
@@ -239,7 +270,13 @@ mod tests {
         assert_eq!(read.len(), 3);
         assert_eq!(
             read[0],
-            StoredOutcome::Sent(vec![StoredSent { id: MessageId(1).to_string(), seq: 7, duplicate: false }])
+            StoredOutcome::Sent(vec![StoredSent {
+                id: MessageId(1).to_string(),
+                seq: 7,
+                duplicate: false,
+                dead_lettered: false,
+                depth: None
+            }])
         );
         assert_eq!(read[1], StoredOutcome::Recorded);
         assert_eq!(
@@ -247,12 +284,25 @@ mod tests {
             StoredOutcome::Appended(vec![StoredAppended { partition: 2, offset: 9, timestamp_ms: 5, duplicate: true }])
         );
         assert!(split_outcomes(b"\0\0\0\x09short").is_none());
+        // Outcomes stored before sends recorded dead-lettering and depth still read.
+        let older: StoredSent = serde_json::from_str(r#"{"id":"x","seq":1,"duplicate":false}"#).unwrap();
+        assert_eq!((older.dead_lettered, older.depth), (false, None));
     }
 
     #[test]
     fn the_largest_outcomes_fit_their_budget() {
+        use sluice_core::overflow::{Depth, DepthLimits, DepthReport};
+        let depth = DepthReport {
+            depth: Depth { messages: u64::MAX, bytes: u64::MAX },
+            limits: DepthLimits { max_messages: Some(u64::MAX), max_bytes: Some(u64::MAX), ..Default::default() },
+        };
         let sent = (0..COMMIT_MESSAGES_MAX as u64)
-            .map(|i| Sent { duplicate: true, ..Sent::new(u64::MAX - i, MessageId(u128::MAX - i as u128)) })
+            .map(|i| Sent {
+                duplicate: true,
+                dead_lettered: true,
+                depth: Some(depth),
+                ..Sent::new(u64::MAX - i, MessageId(u128::MAX - i as u128))
+            })
             .collect();
         let stored = with_outcomes(&[], &[WriteOutcome::Sent(sent)]);
         assert!(stored.len() <= OUTCOMES_BYTES_MAX + 4, "{} bytes", stored.len());

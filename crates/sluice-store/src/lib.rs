@@ -41,8 +41,8 @@ use sluice_core::{BrokerError, ValidationError};
 
 pub use commit::{
     COMMIT_MESSAGES_MAX, COMMIT_WRITES_MAX, CommitStore, Committed, Conflict, OUTCOME_PREFIX_BYTES_MAX,
-    OUTCOMES_BYTES_MAX, Refused, StoredAppended, StoredOutcome, StoredSent, Write, WriteOutcome, split_outcomes,
-    validate_commit, with_outcomes,
+    OUTCOMES_BYTES_MAX, Refused, StoredAppended, StoredDepth, StoredOutcome, StoredSent, Write, WriteOutcome,
+    split_outcomes, validate_commit, with_outcomes,
 };
 pub use events::{
     AllEvents, AllRead, AppendedEvents, Direction, EventError, EventStore, StoredEvent, StreamEvents, StreamRead,

@@ -770,6 +770,18 @@ fn stream_commands_append_read_follow_and_manage_groups() {
             .get("rate_limit")
             .is_none()
     );
+    // A depth bound at what the stream keeps: the next append is refused, the view says why.
+    let kept = server.cli(&["stream", "get", "orders", "--json"]).json()["depth_messages"].as_u64().unwrap();
+    server.cli(&["stream", "update", "orders", "--max-depth-messages", &kept.to_string()]).ok();
+    let shown = server.cli(&["stream", "get", "orders"]).ok().to_owned();
+    let bound = format!("{kept} records");
+    assert!(shown.lines().any(|l| l.trim_start().starts_with("depth") && l.contains(&bound)), "{shown}");
+    assert!(shown.lines().any(|l| l.trim_start().starts_with("max depth messages")), "{shown}");
+    let refused = server.cli(&["stream", "append", "orders", "one too many"]).failed().to_owned();
+    assert!(refused.contains("queue_full"), "{refused}");
+    let unbounded = server.cli(&["stream", "update", "orders", "--max-depth-messages", "none", "--json"]).json();
+    assert!(unbounded.get("max_depth_messages").is_none(), "{unbounded}");
+    server.cli(&["stream", "append", "orders", "room again"]).ok();
     assert_eq!(server.cli(&["stream", "delete", "orders"]).ok(), "deleted stream orders\n");
     assert!(server.cli(&["stream", "get", "orders"]).failed().contains("(stream_not_found)"));
     assert_eq!(server.cli(&["stream", "list"]).ok(), "", "nothing on stdout; the hint goes to stderr");

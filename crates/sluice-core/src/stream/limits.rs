@@ -20,6 +20,9 @@ pub const STREAM_RETENTION_MS_MAX: u64 = 10 * 365 * 24 * 60 * 60 * 1000;
 /// Retention by size, per partition (as Kafka's `retention.bytes`): none by default; at least
 /// one segment.
 pub const STREAM_RETENTION_BYTES_MIN: u64 = 4 * 1024;
+/// What a stream's `max_depth_bytes` must hold beyond `record_bytes_max`: the framing the
+/// embedded log writes around one record (a batch header and the record's fields' lengths).
+pub const STREAM_DEPTH_BYTES_SLACK: u64 = 4 * 1024;
 
 /// Largest record (key, body, headers and envelope fields), and the default per stream.
 pub const RECORD_BYTES_LIMIT: u64 = 1024 * 1024;

@@ -23,6 +23,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::TimeMs;
+use crate::overflow::Overflow;
 use crate::rate::RateLimit;
 use crate::validation::ValidationError;
 use limits::*;
@@ -43,6 +44,16 @@ pub struct StreamConfig {
     /// record takes one token, shared by every node of the store.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<RateLimit>,
+    /// At most this many records kept in the whole stream (every partition); an append past it
+    /// follows `overflow`. Retention makes room again. `None`: no bound but retention's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth_messages: Option<u64>,
+    /// At most this many bytes kept in the whole stream, as the stream's view counts them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth_bytes: Option<u64>,
+    /// What an append past a depth limit does: only `reject` on a stream (see [`Self::validate`]).
+    #[serde(default, skip_serializing_if = "Overflow::is_reject")]
+    pub overflow: Overflow,
 }
 
 impl Default for StreamConfig {
@@ -55,6 +66,9 @@ impl Default for StreamConfig {
             segment_bytes: SEGMENT_BYTES_DEFAULT,
             schema_validation: false,
             rate_limit: None,
+            max_depth_messages: None,
+            max_depth_bytes: None,
+            overflow: Overflow::Reject,
         }
     }
 }
@@ -72,6 +86,11 @@ pub struct StreamConfigPatch {
     pub schema_validation: Option<bool>,
     /// `Some(None)` removes the rate limit.
     pub rate_limit: Option<Option<RateLimit>>,
+    /// `Some(None)` removes the bound.
+    pub max_depth_messages: Option<Option<u64>>,
+    /// `Some(None)` removes the bound.
+    pub max_depth_bytes: Option<Option<u64>>,
+    pub overflow: Option<Overflow>,
 }
 
 fn range(field: &str, value: u64, min: u64, max: u64) -> Result<(), ValidationError> {
@@ -93,7 +112,40 @@ impl StreamConfig {
         if let Some(limit) = &self.rate_limit {
             limit.validate("rate_limit")?;
         }
+        if let Some(max) = self.max_depth_messages {
+            range("max_depth_messages", max, 1, u64::MAX)?;
+        }
+        if let Some(max) = self.max_depth_bytes {
+            // At least one record of the largest size fits, framing included.
+            range("max_depth_bytes", max, self.record_bytes_max + STREAM_DEPTH_BYTES_SLACK, u64::MAX)?;
+        }
+        if self.overflow != Overflow::Reject {
+            return Err(ValidationError::new(
+                "overflow",
+                format!(
+                    "a stream only rejects appends past its depth limit (\"reject\"), it cannot {} one: \
+                     its records are removed by retention (retention_ms, retention_bytes), whole segments at a time",
+                    if self.overflow == Overflow::DropHead {
+                        "move its oldest records to a dead-letter queue"
+                    } else {
+                        "send the new record to a dead-letter queue"
+                    },
+                ),
+            ));
+        }
         Ok(())
+    }
+
+    /// Whether a record that adds `messages` records and `bytes` bytes to a stream holding
+    /// `depth` fits its depth limits.
+    pub fn fits(&self, depth: crate::overflow::Depth, bytes: u64) -> bool {
+        self.max_depth_messages.is_none_or(|max| depth.messages < max)
+            && self.max_depth_bytes.is_none_or(|max| depth.bytes.saturating_add(bytes) <= max)
+    }
+
+    /// Whether the stream has a depth limit (appends then count what it holds).
+    pub fn bounded(&self) -> bool {
+        self.max_depth_messages.is_some() || self.max_depth_bytes.is_some()
     }
 
     /// The settings after `patch`, checked.
@@ -106,6 +158,9 @@ impl StreamConfig {
             segment_bytes: patch.segment_bytes.unwrap_or(self.segment_bytes),
             schema_validation: patch.schema_validation.unwrap_or(self.schema_validation),
             rate_limit: patch.rate_limit.unwrap_or(self.rate_limit),
+            max_depth_messages: patch.max_depth_messages.unwrap_or(self.max_depth_messages),
+            max_depth_bytes: patch.max_depth_bytes.unwrap_or(self.max_depth_bytes),
+            overflow: patch.overflow.unwrap_or(self.overflow),
         };
         if next.partitions < self.partitions {
             return Err(ValidationError::new(
@@ -171,6 +226,14 @@ pub enum RecordError {
     NoSuchPartition { partition: u32, partitions: u32 },
     #[error("the stream remembers {STREAM_DEDUP_ENTRIES_MAX} dedup ids at once; retry once older ones expire")]
     DedupFull,
+    /// The stream holds its `max_depth_messages` or `max_depth_bytes`: retry once retention
+    /// removed old records, or raise the limit.
+    #[error("the stream is full ({} records, {} bytes kept; at most {} records, {} bytes): retry later, or raise the limit", .depth.messages, .depth.bytes, limit_text(.max_messages), limit_text(.max_bytes))]
+    StreamFull { depth: crate::overflow::Depth, max_messages: Option<u64>, max_bytes: Option<u64> },
+}
+
+fn limit_text(limit: &Option<u64>) -> String {
+    limit.map_or_else(|| "any".to_owned(), |v| v.to_string())
 }
 
 fn field(name: &str, value: &Option<String>) -> Result<(), ValidationError> {
@@ -288,5 +351,25 @@ mod tests {
         assert!(validate_name("name", "a b").is_err());
         assert!(validate_member("worker-1").is_ok());
         assert!(validate_member("a b").is_err());
+    }
+
+    #[test]
+    fn depth_limits_bound_what_a_stream_keeps() {
+        use crate::overflow::Depth;
+        let bad = |c: StreamConfig, field: &str| assert_eq!(c.validate().unwrap_err().field, field);
+        bad(StreamConfig { max_depth_messages: Some(0), ..Default::default() }, "max_depth_messages");
+        let small = StreamConfig { record_bytes_max: 100, ..Default::default() };
+        bad(StreamConfig { max_depth_bytes: Some(100), ..small.clone() }, "max_depth_bytes");
+        bad(StreamConfig { overflow: Overflow::DropHead, ..Default::default() }, "overflow");
+        bad(StreamConfig { overflow: Overflow::RejectToDlq, ..Default::default() }, "overflow");
+        let c = StreamConfig { max_depth_messages: Some(2), max_depth_bytes: Some(5_000), ..small };
+        assert!(c.validate().is_ok() && c.bounded() && !StreamConfig::default().bounded());
+        assert!(c.fits(Depth { messages: 1, bytes: 4_000 }, 1_000));
+        assert!(!c.fits(Depth { messages: 2, bytes: 0 }, 1), "the record count is full");
+        assert!(!c.fits(Depth { messages: 0, bytes: 4_001 }, 1_000), "the bytes are full");
+        let patch = StreamConfigPatch { max_depth_messages: Some(None), ..Default::default() };
+        assert_eq!(c.apply(&patch).unwrap().max_depth_messages, None);
+        let patch = StreamConfigPatch { overflow: Some(Overflow::DropHead), ..Default::default() };
+        assert_eq!(c.apply(&patch).unwrap_err().field, "overflow");
     }
 }

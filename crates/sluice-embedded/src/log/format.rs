@@ -148,6 +148,16 @@ impl BatchWriter {
         self.count
     }
 
+    /// The bytes [`BatchWriter::push`] adds for `r` (a stream's depth limit counts them before
+    /// the record is staged).
+    pub fn encoded_len(r: &NewRecord) -> u64 {
+        let key = r.key.as_ref().map_or(0, |k| 4 + k.len());
+        let headers: usize = r.headers.iter().map(|(name, value)| 2 + name.len() + 4 + value.len()).sum();
+        let fields: usize =
+            [&r.r#type, &r.correlation_id, &r.dedup_id].into_iter().flatten().map(|s| 2 + s.len()).sum();
+        (4 + 8 + 1 + key + 4 + r.body.len() + 2 + headers + fields) as u64
+    }
+
     /// Appends `r` as the next record (offset `base_offset + count`) at `ts`.
     pub fn push(&mut self, r: &NewRecord, ts: u64) {
         if self.count == 0 {
@@ -298,6 +308,31 @@ pub fn records(b: &[u8], h: &Header, partition: u32, from: u64) -> Result<Vec<Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encoded_len_is_what_push_adds() {
+        let bare = NewRecord { body: b"x".to_vec(), ..Default::default() };
+        let full = NewRecord {
+            key: Some(b"key".to_vec()),
+            body: vec![7; 300],
+            body_binary: true,
+            headers: [("a".to_string(), "b".to_string()), ("name".to_string(), "value".to_string())].into(),
+            r#type: Some("t".into()),
+            correlation_id: Some("c-1".into()),
+            dedup_id: Some("d".into()),
+            partition: None,
+        };
+        let mut w = BatchWriter::new(0);
+        for r in [&bare, &full, &bare] {
+            let before = w.len();
+            w.push(r, 1);
+            assert_eq!((w.len() - before) as u64, BatchWriter::encoded_len(r));
+        }
+        // Offset delta, timestamp, flags, body length, one body byte, no headers.
+        assert_eq!(BatchWriter::encoded_len(&bare), 4 + 8 + 1 + 4 + 1 + 2);
+        let records = 2 * BatchWriter::encoded_len(&bare) + BatchWriter::encoded_len(&full);
+        assert_eq!(w.finish().len() as u64, HEADER_BYTES as u64 + records);
+    }
 
     #[test]
     fn batches_round_trip_and_damage_is_refused() {

@@ -35,6 +35,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sluice_core::TimeMs;
+use sluice_core::overflow::Depth;
 use sluice_core::stream::limits::*;
 use sluice_core::stream::{self, NewRecord, RecordError, StreamConfig, StreamConfigPatch};
 use sluice_store::{
@@ -86,6 +87,34 @@ impl Stream {
     fn ends(&self) -> Vec<u64> {
         self.partitions.iter().map(|p| p.next_offset).collect()
     }
+
+    /// What the stream keeps, records staged in this turn included, as its depth limits and
+    /// its view count it.
+    fn depth(&self) -> Depth {
+        let mut depth = Depth::default();
+        for p in &self.partitions {
+            depth.messages += p.next_offset - p.first_offset();
+            depth.bytes += p.bytes() + p.staged_bytes() as u64;
+        }
+        depth
+    }
+
+    fn full(&self, depth: Depth) -> RecordError {
+        RecordError::StreamFull {
+            depth,
+            max_messages: self.config.max_depth_messages,
+            max_bytes: self.config.max_depth_bytes,
+        }
+    }
+}
+
+/// What earlier appends of one commit take from a stream, for [`Logs::admit`].
+#[derive(Debug, Default)]
+pub struct Admitted {
+    /// Dedup ids they claim.
+    dedup_ids: usize,
+    /// Records and bytes they add (bytes as [`Logs::admit`] bounds them).
+    depth: Depth,
 }
 
 /// Every stream of the store, owned by the writer thread.
@@ -370,6 +399,8 @@ impl Logs {
             }
         }
         let mut out = Vec::with_capacity(new.len());
+        let bounded = s.config.bounded();
+        let mut depth = if bounded { s.depth() } else { Depth::default() };
         for mut r in new {
             if let Some(e) = expect {
                 r.partition = Some(e.partition);
@@ -394,6 +425,18 @@ impl Logs {
                 }
             }
             let p = stream::partitioner::choose(r.partition, r.key.as_deref(), s.config.partitions, &mut s.round_robin);
+            if bounded {
+                // Exactly what staging it adds: its encoding, and a batch header when it
+                // starts the partition's batch of this turn.
+                let fresh = s.partitions[p as usize].staged_bytes() == 0;
+                let bytes = format::BatchWriter::encoded_len(&r) + if fresh { format::HEADER_BYTES as u64 } else { 0 };
+                if !s.config.fits(depth, bytes) {
+                    out.push(Err(s.full(depth)));
+                    continue;
+                }
+                depth.messages += 1;
+                depth.bytes += bytes;
+            }
             let part = &mut s.partitions[p as usize];
             let before = part.staged_bytes();
             let (offset, timestamp_ms) = part.stage(&r, now);
@@ -413,15 +456,16 @@ impl Logs {
     }
 
     /// For a commit, which is all or nothing: whether [`Logs::append`] would take every record
-    /// of `new` into `name` now, or the refusal of the first it would not take. `taken` counts
-    /// the dedup ids that earlier appends of the same commit to this stream admitted (and
-    /// grows by this one's).
+    /// of `new` into `name` now, or the refusal of the first it would not take. `taken` holds
+    /// what earlier appends of the same commit to this stream admitted (and grows by this
+    /// one's). Against a depth limit each record counts a batch header of its own, an upper
+    /// bound of what the append adds, so what is admitted here is never refused there.
     pub fn admit(
         &self,
         name: &str,
         new: &[NewRecord],
         now: TimeMs,
-        taken: &mut usize,
+        taken: &mut Admitted,
     ) -> Result<(), sluice_store::Conflict> {
         use sluice_store::Conflict;
         let s = self.streams.get(name).ok_or_else(|| Conflict::StreamNotFound(name.to_owned()))?;
@@ -432,19 +476,34 @@ impl Logs {
             .take_while(|(at, _)| *at <= now)
             .filter(|(_, id)| s.dedup.get(id).is_some_and(|e| e.expires_at <= now))
             .count();
-        let mut live = s.dedup.len() - expired + *taken;
+        let mut live = s.dedup.len() - expired + taken.dedup_ids;
         let mut fresh: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        let kept = if s.config.bounded() { s.depth() } else { Depth::default() };
         for (record, r) in new.iter().enumerate() {
             r.validate(&s.config).map_err(|error| Conflict::RecordRefused { record, error })?;
-            if let Some(id) = &r.dedup_id
-                && s.dedup.get(id).is_none_or(|e| e.expires_at <= now)
-                && fresh.insert(id)
-            {
-                if live >= STREAM_DEDUP_ENTRIES_MAX {
-                    return Err(Conflict::RecordRefused { record, error: RecordError::DedupFull });
+            // A duplicate (of a live id, or of an earlier record of this append) adds nothing.
+            let duplicate = match &r.dedup_id {
+                Some(id) if s.dedup.get(id).is_some_and(|e| e.expires_at > now) => true,
+                Some(id) if !fresh.insert(id) => true,
+                Some(_) => {
+                    if live >= STREAM_DEDUP_ENTRIES_MAX {
+                        return Err(Conflict::RecordRefused { record, error: RecordError::DedupFull });
+                    }
+                    live += 1;
+                    taken.dedup_ids += 1;
+                    false
                 }
-                live += 1;
-                *taken += 1;
+                None => false,
+            };
+            if s.config.bounded() && !duplicate {
+                let depth =
+                    Depth { messages: kept.messages + taken.depth.messages, bytes: kept.bytes + taken.depth.bytes };
+                let bytes = format::BatchWriter::encoded_len(r) + format::HEADER_BYTES as u64;
+                if !s.config.fits(depth, bytes) {
+                    return Err(Conflict::RecordRefused { record, error: s.full(depth) });
+                }
+                taken.depth.messages += 1;
+                taken.depth.bytes += bytes;
             }
         }
         Ok(())

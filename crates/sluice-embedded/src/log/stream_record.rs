@@ -92,6 +92,9 @@ mod tests {
                 segment_bytes: 67_108_864,
                 schema_validation,
                 rate_limit: None,
+                max_depth_messages: None,
+                max_depth_bytes: None,
+                overflow: sluice_core::overflow::Overflow::Reject,
             },
             created_at: 1_700_000_000_000,
         }
@@ -138,6 +141,13 @@ mod tests {
         let written = encode(&limited);
         assert!(String::from_utf8_lossy(&written).contains(r#""rate_limit":{"per_second":5,"burst":9}"#));
         assert_eq!(decode(&written).unwrap(), limited);
+        // So are depth limits.
+        let mut bounded = record(false);
+        bounded.config.max_depth_messages = Some(1_000);
+        let written = encode(&bounded);
+        assert!(String::from_utf8_lossy(&written).contains(r#""max_depth_messages":1000"#));
+        assert!(!String::from_utf8_lossy(&written).contains("overflow"), "the default policy is left out");
+        assert_eq!(decode(&written).unwrap(), bounded);
         assert!(decode(&[]).is_err());
     }
 }

@@ -16,6 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use deadpool_postgres::GenericClient;
+use sluice_core::overflow::Depth;
 use sluice_core::stream::limits::{READ_BYTES_MAX, STREAM_DEDUP_WINDOW_MS};
 use sluice_core::stream::{NewRecord, Record, RecordError, partitioner};
 use sluice_store::{AppendResults, Appended, Expectation, LogError, ReadBatch, ReadFrom, ReadRequest};
@@ -140,6 +141,10 @@ pub(crate) async fn append_in(
             }
         }
     }
+    // A bounded stream: its row locked for the transaction, so that appends on every node are
+    // serialised on it and the depth read under the lock holds until commit (what the lock does
+    // not order, retention, only lowers it).
+    let mut depth = if s.config.bounded() { Some(locked_depth(tx, s.id).await?) } else { None };
     // Partitions, and which records each partition takes, in order.
     let mut by_partition: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
     let mut first_of_id: HashMap<String, usize> = HashMap::new();
@@ -160,6 +165,20 @@ pub(crate) async fn append_in(
                     continue; // A repeat within this append: answered with the first's place below.
                 }
                 first_of_id.insert(id.clone(), i);
+            }
+            if let Some(depth) = depth.as_mut() {
+                let size = r.size_bytes();
+                if !s.config.fits(*depth, size) {
+                    let full = RecordError::StreamFull {
+                        depth: *depth,
+                        max_messages: s.config.max_depth_messages,
+                        max_bytes: s.config.max_depth_bytes,
+                    };
+                    results[i] = Some(Err(full));
+                    continue;
+                }
+                depth.messages += 1;
+                depth.bytes += size;
             }
             let p = partitioner::choose(r.partition, r.key.as_deref(), s.config.partitions, counter);
             by_partition.entry(p).or_default().push(i);
@@ -207,7 +226,9 @@ pub(crate) async fn append_in(
         .await
         .map_err(store_error)?;
     }
-    // Each claimed id now names its record's place.
+    // Each claimed id now names its record's place; the ids of refused records are let go, so
+    // that a retry appends them.
+    let mut refused_ids = Vec::new();
     for id in &claimed {
         if let Some(a) = first_of_id.get(id).and_then(|&i| places[i]) {
             tx.execute(
@@ -216,24 +237,51 @@ pub(crate) async fn append_in(
             )
             .await
             .map_err(store_error)?;
+        } else {
+            refused_ids.push(id.clone());
         }
+    }
+    if !refused_ids.is_empty() {
+        tx.execute("DELETE FROM stream_dedup WHERE stream_id = $1 AND dedup_id = ANY($2)", &[&s.id, &refused_ids])
+            .await
+            .map_err(store_error)?;
     }
     let appended = !cols.partition.is_empty();
     let out: AppendResults = records
         .iter()
         .enumerate()
         .map(|(i, r)| {
-            if let Some(result) = results[i].take() {
-                return result;
+            if let Some(result) = &results[i] {
+                return result.clone();
             }
             if let Some(place) = places[i] {
                 return Ok(place);
             }
-            let first = r.dedup_id.as_ref().and_then(|id| first_of_id.get(id)).and_then(|&j| places[j]);
-            Ok(Appended { duplicate: true, ..first.expect("a repeat follows its first") })
+            // A repeat within this append: its first's place, or its first's refusal.
+            let first =
+                r.dedup_id.as_ref().and_then(|id| first_of_id.get(id)).copied().expect("a repeat follows its first");
+            match (&results[first], places[first]) {
+                (Some(Err(refused)), _) => Err(refused.clone()),
+                (_, place) => Ok(Appended { duplicate: true, ..place.expect("a first is placed or refused") }),
+            }
         })
         .collect();
     Ok(InTransaction { results: out, stream_id: s.id, appended })
+}
+
+/// Locks stream `stream_id`'s row for the transaction and reads what the stream keeps: records
+/// and bytes over every partition, as its view counts them.
+async fn locked_depth(tx: &deadpool_postgres::Transaction<'_>, stream_id: i64) -> Result<Depth, LogError> {
+    tx.execute("SELECT 1 FROM streams WHERE id = $1 FOR UPDATE", &[&stream_id]).await.map_err(store_error)?;
+    let row = tx
+        .query_one(
+            "SELECT coalesce(sum(next_offset - first_offset), 0)::int8, coalesce(sum(bytes), 0)::int8
+             FROM stream_partitions WHERE stream_id = $1",
+            &[&stream_id],
+        )
+        .await
+        .map_err(store_error)?;
+    Ok(Depth { messages: row.get::<_, i64>(0) as u64, bytes: row.get::<_, i64>(1) as u64 })
 }
 
 /// The columns of the records an append inserts.

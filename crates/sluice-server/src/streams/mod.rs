@@ -17,7 +17,7 @@ use sluice_api::{
 };
 use sluice_core::EntryError;
 use sluice_core::stream::limits::{APPEND_RECORDS_MAX, READ_RECORDS_DEFAULT};
-use sluice_core::stream::{StreamConfig, StreamConfigPatch};
+use sluice_core::stream::{RecordError, StreamConfig, StreamConfigPatch};
 use sluice_services::idempotency::{Fill, FillField, Template, Ticket};
 use sluice_services::trace::{self, TraceKind};
 use sluice_store::{Conflict, ReadFrom, ReadRequest, Refused, Store, StoredOutcome, Write, WriteOutcome};
@@ -82,6 +82,9 @@ fn config(r: &CreateStreamRequest) -> StreamConfig {
         segment_bytes: r.segment_bytes.unwrap_or(d.segment_bytes),
         schema_validation: r.schema_validation.unwrap_or(d.schema_validation),
         rate_limit: r.rate_limit.map(crate::convert::rate_limit_from_api),
+        max_depth_messages: r.max_depth_messages,
+        max_depth_bytes: r.max_depth_bytes,
+        overflow: r.overflow.map_or(d.overflow, crate::convert::overflow_from_api),
     }
 }
 
@@ -163,6 +166,9 @@ pub async fn update_stream(
         segment_bytes: request.segment_bytes,
         schema_validation: request.schema_validation,
         rate_limit: request.rate_limit.map(|l| l.map(crate::convert::rate_limit_from_api)),
+        max_depth_messages: request.max_depth_messages,
+        max_depth_bytes: request.max_depth_bytes,
+        overflow: request.overflow.map(crate::convert::overflow_from_api),
     };
     let view = state.store().update_stream(&name, patch).await?;
     state.services.schemas().forget_stream(&name);
@@ -189,7 +195,7 @@ pub async fn delete_stream(State(state): State<AppState>, Path(name): Path<Strin
         (status = 400, description = "`empty_batch`, `batch_too_large`, `invalid_json`", body = ErrorResponse),
         (status = 404, description = "`stream_not_found`", body = ErrorResponse),
         (status = 413, description = "`payload_too_large`", body = ErrorResponse),
-        (status = 429, description = "`rate_limited`: the stream's `rate_limit` refused every record (`Retry-After`; when it refused only some, they carry the error in their place)", body = ErrorResponse),
+        (status = 429, description = "`rate_limited`: the stream's `rate_limit` refused every record; `queue_full`: the stream holds its `max_depth_messages` or `max_depth_bytes` and every record was refused (`Retry-After` on both; when only some were refused, they carry the error in their place)", body = ErrorResponse),
     )
 )]
 pub async fn append(
@@ -278,6 +284,18 @@ pub async fn append(
         let ids = appended.iter().map(|a| a.as_ref().ok().filter(|a| !a.duplicate).map(trace::record_id));
         let traced = trace::entries(TraceKind::Record, &format!("stream:{name}"), links.into_iter().zip(ids));
         state.services.traces().record(traced).await;
+        let full: Vec<&RecordError> = appended
+            .iter()
+            .filter_map(|a| a.as_ref().err())
+            .filter(|e| matches!(e, RecordError::StreamFull { .. }))
+            .collect();
+        count_stream_full(&name, full.len());
+        if full.len() == count {
+            return Err(stream_full(full[0]));
+        }
+        if !full.is_empty() {
+            retry_after = retry_after.max(Some(crate::error::QUEUE_FULL_RETRY_AFTER_S));
+        }
         for (i, outcome) in positions.into_iter().zip(appended) {
             results[i] = Some(match outcome {
                 Ok(a) => AppendResult {
@@ -298,6 +316,25 @@ pub async fn append(
     Ok(response)
 }
 
+/// Counts `refused` records a stream's depth limit refused (`sluice_rejected_total`).
+fn count_stream_full(name: &str, refused: usize) {
+    if refused > 0 {
+        let resource = format!("stream:{name}");
+        metrics::counter!(crate::metrics::REJECTED_METRIC, "resource" => resource, "reason" => "queue_full")
+            .increment(refused as u64);
+    }
+}
+
+/// A call whose every record the stream's depth limit refused: 429 `queue_full` with
+/// `Retry-After`, as for a queue.
+fn stream_full(first: &RecordError) -> ApiError {
+    let body = wire::record_error(first, 0);
+    let mut error =
+        ApiError::new(ErrorCode::QueueFull, body.message).with_retry_after(crate::error::QUEUE_FULL_RETRY_AFTER_S);
+    error.details = body.details;
+    error
+}
+
 /// An append under an idempotency key: the records and the answer in one commit
 /// (`Write::Append` beside the answer), so that a crash cannot part them; the places are filled
 /// in from the commit's outcomes by the template a replay renders. A record the stream refuses
@@ -310,9 +347,20 @@ async fn append_committed(
     mut positions: Vec<usize>,
     mut accepted: Vec<sluice_core::stream::NewRecord>,
 ) -> Result<Response, ApiError> {
+    let count = results.len();
+    // The refusals of the stream's depth limit, answered once the commit went through.
+    let mut full: Vec<RecordError> = Vec::new();
     loop {
         if accepted.is_empty() {
             state.store().get_stream(name).await?;
+            if full.len() == count {
+                // An optimistic attempt's refusal runs again under the claim (which may
+                // replay a stored answer instead): counted there, once.
+                if !ticket.is_optimistic() {
+                    count_stream_full(name, count);
+                }
+                return Err(stream_full(&full[0]));
+            }
         }
         let mut body = results.clone();
         let mut fills = Vec::with_capacity(4 * positions.len());
@@ -351,12 +399,21 @@ async fn append_committed(
                     state.services.traces().record(traced).await;
                 }
                 let stored: Vec<StoredOutcome> = outcomes.iter().map(StoredOutcome::from).collect();
-                return crate::idempotency::committed_answer(&template, &stored);
+                let mut response = crate::idempotency::committed_answer(&template, &stored)?;
+                if !full.is_empty() {
+                    count_stream_full(name, full.len());
+                    let seconds = crate::error::QUEUE_FULL_RETRY_AFTER_S;
+                    response.headers_mut().insert(axum::http::header::RETRY_AFTER, seconds.into());
+                }
+                return Ok(response);
             }
             Err(Refused { write: 0, conflict: Conflict::RecordRefused { record, error } }) if answer_write == 1 => {
                 let i = positions.remove(record);
                 accepted.remove(record);
                 results[i] = Some(failed(wire::record_error(&error, i)));
+                if matches!(error, RecordError::StreamFull { .. }) {
+                    full.push(error);
+                }
             }
             Err(Refused { conflict: Conflict::StreamNotFound(stream), .. }) => {
                 return Err(sluice_store::LogError::StreamNotFound(stream).into());

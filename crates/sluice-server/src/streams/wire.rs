@@ -117,6 +117,11 @@ pub fn stream(v: StreamView) -> api::Stream {
         segment_bytes: v.config.segment_bytes,
         schema_validation: v.config.schema_validation,
         rate_limit: v.config.rate_limit.map(crate::convert::rate_limit_to_api),
+        max_depth_messages: v.config.max_depth_messages,
+        max_depth_bytes: v.config.max_depth_bytes,
+        overflow: crate::convert::overflow_to_api(v.config.overflow),
+        depth_messages: v.partitions.iter().map(|p| p.next_offset - p.first_offset).sum(),
+        depth_bytes: v.partitions.iter().map(|p| p.bytes).sum(),
         created_at: rfc3339(v.created_at),
         created_at_ms: v.created_at,
         partition_details,
@@ -207,6 +212,9 @@ pub fn record_error(e: &RecordError, i: usize) -> ErrorBody {
         ),
         RecordError::DedupFull => {
             body(ErrorCode::LimitExceeded, message, json!({ "field": format!("records[{i}].dedup_id") }))
+        }
+        RecordError::StreamFull { depth, max_messages, max_bytes } => {
+            body(ErrorCode::QueueFull, message, crate::error::queue_full_details(*depth, *max_messages, *max_bytes))
         }
     }
 }

@@ -21,8 +21,13 @@ use crate::support::TestServer;
 
 /// `sluice_rejected_total{resource, reason="rate_limited"}` as `/metrics` shows it now.
 async fn rate_limited(s: &TestServer, resource: &str) -> Option<f64> {
+    rejected(s, resource, "rate_limited").await
+}
+
+/// `sluice_rejected_total{resource, reason}` as `/metrics` shows it now.
+async fn rejected(s: &TestServer, resource: &str, reason: &str) -> Option<f64> {
     let (_, _, metrics) = s.raw(Request::get("/metrics").body(Body::empty()).unwrap()).await;
-    let series = format!(r#"sluice_rejected_total{{resource="{resource}",reason="rate_limited"}} "#);
+    let series = format!(r#"sluice_rejected_total{{resource="{resource}",reason="{reason}"}} "#);
     String::from_utf8(metrics).unwrap().lines().find_map(|l| l.strip_prefix(series.as_str())?.parse().ok())
 }
 
@@ -208,6 +213,64 @@ async fn a_streams_rate_limit_refuses_past_its_bucket() {
     let (status, _, answer) = post(&app, "/v1/streams/st/records", append(&["e", "f", "g"])).await;
     assert_eq!(status, 200);
     assert!(answer["results"].as_array().unwrap().iter().all(|r| r["offset"].is_u64()), "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_stream_refuses_appends_with_retry_after_until_its_bound_is_raised() {
+    let s = TestServer::start();
+    let created = s
+        .expect("POST", "/v1/streams", Some(json!({"name": "st", "partitions": 2, "max_depth_messages": 3})), 201)
+        .await;
+    assert_eq!((created["max_depth_messages"].clone(), created["overflow"].clone()), (json!(3), json!("reject")));
+    let app = s.clone_app();
+    let append = |bodies: &[&str]| json!({ "records": bodies.iter().map(|b| json!({"body": b})).collect::<Vec<_>>() });
+    let (status, headers, answer) = post(&app, "/v1/streams/st/records", append(&["a", "b", "c", "d"])).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer["results"].as_array().unwrap()[..3].iter().all(|r| r["offset"].is_u64()), "{answer}");
+    let refused = &answer["results"][3]["error"];
+    assert_eq!(refused["code"], "queue_full", "{answer}");
+    assert_eq!(
+        (refused["details"]["depth_messages"].clone(), refused["details"]["max_depth_messages"].clone()),
+        (json!(3), json!(3))
+    );
+    assert_eq!(
+        headers.get("retry-after").map(|v| v.to_str().unwrap()),
+        Some("1"),
+        "a partly refused append says when to retry"
+    );
+    let (status, headers, answer) = post(&app, "/v1/streams/st/records", append(&["e", "f"])).await;
+    assert_eq!((status.as_u16(), answer["error"]["code"].as_str()), (429, Some("queue_full")), "{answer}");
+    assert!(headers.contains_key("retry-after"));
+    // The same under an idempotency key (the append commits with its answer): refused, and
+    // not stored, so a retry once there is room appends.
+    let keyed = |bodies: &[&str]| {
+        Request::post("/v1/streams/st/records")
+            .header("content-type", "application/json")
+            .header("idempotency-key", "append-1")
+            .body(Body::from(append(bodies).to_string()))
+            .unwrap()
+    };
+    let (status, headers, _) = s.raw(keyed(&["g"])).await;
+    assert_eq!(status, 429);
+    assert!(headers.contains_key("retry-after"));
+    assert_eq!(rejected(&s, "stream:st", "queue_full").await, Some(4.0));
+    let view = s.expect("GET", "/v1/streams/st", None, 200).await;
+    assert_eq!(view["depth_messages"], 3, "{view}");
+    // A stream has no dead-letter queue of its own: only `reject`.
+    for overflow in ["drop_head", "reject_to_dlq"] {
+        let answer = s.expect("PATCH", "/v1/streams/st", Some(json!({"overflow": overflow})), 400).await;
+        assert_eq!(answer["error"]["details"]["field"], "overflow", "{answer}");
+    }
+    let answer = s.expect("PATCH", "/v1/streams/st", Some(json!({"max_depth_bytes": 10})), 400).await;
+    assert_eq!(answer["error"]["details"]["field"], "max_depth_bytes", "{answer}");
+    let patched = s.expect("PATCH", "/v1/streams/st", Some(json!({"max_depth_messages": null})), 200).await;
+    assert!(patched.get("max_depth_messages").is_none(), "{patched}");
+    let (status, _, answer) = post(&app, "/v1/streams/st/records", append(&["e", "f"])).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer["results"].as_array().unwrap().iter().all(|r| r["offset"].is_u64()), "{answer}");
+    let (status, headers, answer) = s.raw(keyed(&["g"])).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    assert!(!headers.contains_key("idempotency-replayed"), "the refused attempt was not stored");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

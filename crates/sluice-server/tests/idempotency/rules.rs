@@ -59,6 +59,49 @@ async fn refused_answers_are_not_stored_so_a_retry_runs() {
     node.close().await;
 }
 
+/// A keyed send into a bounded queue answers as a plain send does (`dead_lettered`, `depth`
+/// and its headers), its replay keeps the body, and a send refused whole because the queue is
+/// full is not stored, so its retry sends once there is room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_send_into_a_bounded_queue_answers_as_a_plain_send() {
+    let (_dir, _clock, node) = node_with_queue(config()).await;
+    let bounded = json!({
+        "name": "bounded", "max_depth_messages": 2, "overflow": "reject_to_dlq",
+        "dead_letter": {"queue": "q", "max_receive_count": 3}
+    });
+    node.expect("POST", "/v1/queues", Some(bounded), 201).await;
+    let three = json!({ "messages": [{ "body": "a" }, { "body": "b" }, { "body": "c" }] });
+    let keyed = node.call("POST", "/v1/queues/bounded/messages", Some("three"), Some(&three)).await;
+    let plain = node.call("POST", "/v1/queues/bounded/messages", None, Some(&three)).await;
+    assert_eq!((keyed.status, plain.status), (200, 200));
+    let (k, p) = (keyed.json(), plain.json());
+    assert_eq!(k["results"][2]["dead_lettered"], true, "{k}");
+    assert!(k["results"][0].get("dead_lettered").is_none(), "{k}");
+    assert_eq!(k["depth"], json!({"messages": 2, "bytes": 2, "max_depth_messages": 2}), "{k}");
+    assert_eq!(keyed.headers.get("sluice-queue-depth").map(|v| v.to_str().unwrap()), Some("2"));
+    assert_eq!(keyed.headers.get("sluice-queue-depth-max").map(|v| v.to_str().unwrap()), Some("2"));
+    // The plain send after it found the queue full: every message to the DLQ; both answers
+    // carry the same fields.
+    let fields =
+        |v: &Value| v["results"].as_array().unwrap().iter().map(|r| r["dead_lettered"].clone()).collect::<Vec<_>>();
+    assert_eq!(fields(&p), [json!(true), json!(true), json!(true)], "{p}");
+    assert_eq!(p["depth"], k["depth"], "{p}");
+    let replay = node.call("POST", "/v1/queues/bounded/messages", Some("three"), Some(&three)).await;
+    assert!(replay.replayed());
+    assert_eq!(replay.json(), k, "the replay is the first answer, depth and dead-lettering included");
+
+    let full = json!({"name": "full", "max_depth_messages": 1});
+    node.expect("POST", "/v1/queues", Some(full), 201).await;
+    node.expect("POST", "/v1/queues/full/messages", Some(send_body("first")), 200).await;
+    let refused = node.call("POST", "/v1/queues/full/messages", Some("later"), Some(&send_body("second"))).await;
+    assert_eq!((refused.status, refused.code()), (429, json!("queue_full")));
+    assert!(refused.headers.contains_key("retry-after"));
+    node.expect("POST", "/v1/queues/full/purge", None, 200).await;
+    let retried = node.call("POST", "/v1/queues/full/messages", Some("later"), Some(&send_body("second"))).await;
+    assert_eq!((retried.status, retried.replayed()), (200, false), "the refusal was not stored");
+    node.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_are_scoped_by_method_and_path_and_reads_ignore_them() {
     let (_dir, _clock, node) = node_with_queue(config()).await;

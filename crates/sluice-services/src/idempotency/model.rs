@@ -182,6 +182,9 @@ pub enum FillField {
     /// object the pointer names when it was, and nothing when not (the field is left out when
     /// false, as a plain answer leaves it out).
     Duplicate,
+    /// A bounded queue's depth after the sent message `item`: `"depth": {...}` is added to the
+    /// object the pointer names when the queue reported one, and nothing when not.
+    Depth,
 }
 
 /// An answer whose body is `template` with each of `fills` set from the outcomes of the commit
@@ -201,7 +204,23 @@ impl Template {
         let mut body = self.body.clone();
         for fill in &self.fills {
             let value = match (outcomes.get(fill.write)?, fill.field) {
-                (StoredOutcome::Sent(sent), FillField::Id) => serde_json::Value::from(sent.get(fill.item)?.id.clone()),
+                (StoredOutcome::Sent(sent), FillField::Id) => {
+                    let sent = sent.get(fill.item)?;
+                    // A message `reject_to_dlq` sent to the dead-letter queue says so beside its
+                    // id, as a plain answer does.
+                    if sent.dead_lettered {
+                        let (entry, _) = fill.pointer.rsplit_once('/')?;
+                        body.pointer_mut(entry)?.as_object_mut()?.insert("dead_lettered".into(), true.into());
+                    }
+                    serde_json::Value::from(sent.id.clone())
+                }
+                (StoredOutcome::Sent(sent), FillField::Depth) => {
+                    if let Some(depth) = sent.get(fill.item)?.depth {
+                        let depth = serde_json::to_value(depth).ok()?;
+                        body.pointer_mut(&fill.pointer)?.as_object_mut()?.insert("depth".into(), depth);
+                    }
+                    continue;
+                }
                 (StoredOutcome::Appended(places), FillField::Partition) => places.get(fill.item)?.partition.into(),
                 (StoredOutcome::Appended(places), FillField::Offset) => places.get(fill.item)?.offset.into(),
                 (StoredOutcome::Appended(places), FillField::TimestampMs) => places.get(fill.item)?.timestamp_ms.into(),
@@ -370,7 +389,7 @@ mod tests {
                 Fill { pointer: "/results/1".into(), write: 1, item: 0, field: FillField::Duplicate },
             ],
         };
-        let sent = |id: &str| StoredSent { id: id.into(), seq: 1, duplicate: false };
+        let sent = |id: &str| StoredSent { id: id.into(), seq: 1, duplicate: false, dead_lettered: false, depth: None };
         let outcomes = vec![
             StoredOutcome::Sent(vec![sent("a"), sent("b")]),
             StoredOutcome::Appended(vec![StoredAppended { partition: 3, offset: 9, timestamp_ms: 1, duplicate: true }]),
@@ -382,6 +401,41 @@ mod tests {
             serde_json::json!({"results": [{"id": "a"}, {"error": "x", "duplicate": true}, {"id": "b"}], "p": 3, "o": 9})
         );
         assert!(template.render(&outcomes[..1]).is_none(), "a missing outcome is not papered over");
+    }
+
+    #[test]
+    fn a_send_template_says_what_was_dead_lettered_and_the_depth_after() {
+        let template = Template {
+            status: 200,
+            location: None,
+            body: serde_json::json!({"results": [{"id": ""}, {"id": ""}]}),
+            fills: vec![
+                Fill { pointer: "/results/0/id".into(), write: 0, item: 0, field: FillField::Id },
+                Fill { pointer: "/results/1/id".into(), write: 0, item: 1, field: FillField::Id },
+                Fill { pointer: "".into(), write: 0, item: 1, field: FillField::Depth },
+            ],
+        };
+        let depth =
+            sluice_store::StoredDepth { messages: 2, bytes: 10, max_depth_messages: Some(2), max_depth_bytes: None };
+        let outcomes = vec![StoredOutcome::Sent(vec![
+            StoredSent { id: "a".into(), seq: 1, duplicate: false, dead_lettered: false, depth: Some(depth) },
+            StoredSent { id: "b".into(), seq: 2, duplicate: false, dead_lettered: true, depth: Some(depth) },
+        ])];
+        let body: serde_json::Value = serde_json::from_slice(&template.render(&outcomes).unwrap().body).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "results": [{"id": "a"}, {"id": "b", "dead_lettered": true}],
+                "depth": {"messages": 2, "bytes": 10, "max_depth_messages": 2}
+            })
+        );
+        // An unbounded queue reports no depth, and the answer has none.
+        let plain = vec![StoredOutcome::Sent(vec![
+            StoredSent { id: "a".into(), seq: 1, duplicate: false, dead_lettered: false, depth: None },
+            StoredSent { id: "b".into(), seq: 2, duplicate: false, dead_lettered: false, depth: None },
+        ])];
+        let body: serde_json::Value = serde_json::from_slice(&template.render(&plain).unwrap().body).unwrap();
+        assert_eq!(body, serde_json::json!({"results": [{"id": "a"}, {"id": "b"}]}));
     }
 
     #[test]

@@ -1,7 +1,6 @@
 //! The conformance suite: the behaviour every backend must show, written once, one module per
-//! store trait (`queues.rs`, `records.rs`, `commit.rs`, `log.rs`, `jobs.rs`, `events.rs`).
-//! store trait (`queues.rs`, `records.rs`, `commit.rs`, `log.rs`, `jobs.rs`), and `depth.rs` for
-//! the queues' depth limits.
+//! store trait (`queues.rs`, `records.rs`, `commit.rs`, `log.rs`, `jobs.rs`, `events.rs`), and
+//! `depth.rs` and `stream_depth.rs` for the depth limits of queues and of streams.
 //!
 //! A backend's test file calls [`conformance_tests!`] with an expression that builds a fresh
 //! [`Backend`] (its own empty storage) for each test. Tests use real time with short timeouts;
@@ -17,6 +16,7 @@ mod log;
 mod queues;
 mod rate;
 mod records;
+mod stream_depth;
 
 use std::sync::Arc;
 
@@ -31,6 +31,7 @@ pub use log::*;
 pub use queues::*;
 pub use rate::*;
 pub use records::*;
+pub use stream_depth::*;
 
 use crate::{ReceiveRequest, ReceivedMessage, Store};
 
@@ -91,7 +92,8 @@ macro_rules! conformance_tests {
             events_concurrent_writers_win_each_version_once, events_all_is_gapless_under_concurrent_appends,
             depth_limits_count_bytes_and_follow_updates, a_commit_into_a_full_queue_is_refused_whole,
             overload_loses_nothing_acknowledged, rate_buckets_grant_their_burst_then_their_rate,
-            a_queue_rate_limit_refuses_the_entries_past_its_bucket);
+            a_queue_rate_limit_refuses_the_entries_past_its_bucket,
+            stream_depth_limits_refuse_appends_in_place, stream_depth_limits_hold_under_concurrent_appends);
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
         $(

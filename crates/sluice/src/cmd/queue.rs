@@ -103,7 +103,7 @@ pub(crate) fn parse_rate_limit(text: &str) -> Result<Bound<RateLimit>, String> {
 pub(crate) struct Bound<T = u64>(pub(crate) Option<T>);
 
 /// A depth bound: a number, or `none` for no bound.
-fn parse_bound(text: &str) -> Result<Bound, String> {
+pub(crate) fn parse_bound(text: &str) -> Result<Bound, String> {
     if text == "none" {
         return Ok(Bound(None));
     }

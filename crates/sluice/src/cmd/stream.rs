@@ -14,7 +14,7 @@ use sluice_api::{
 };
 use sluice_client::streams::From;
 
-use super::queue::{Bound, parse_rate_limit};
+use super::queue::{Bound, parse_bound, parse_rate_limit};
 use super::{ClientArgs, parse_duration_ms, parse_tag};
 use crate::output;
 
@@ -74,6 +74,14 @@ struct CreateArgs {
     /// `PER_SECOND/BURST`, e.g. `1000/5000`; past it records are refused as rate_limited.
     #[arg(long, value_name = "PER_SECOND[/BURST]", value_parser = parse_rate_limit)]
     rate_limit: Option<Bound<RateLimit>>,
+    /// Most records the whole stream keeps; appends past it are refused as queue_full until
+    /// retention makes room.
+    #[arg(long, value_name = "N", value_parser = parse_bound)]
+    max_depth_messages: Option<Bound>,
+    /// Most bytes the whole stream keeps (at least --record-bytes-max + 4 KiB); appends past it
+    /// are refused as queue_full.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bound)]
+    max_depth_bytes: Option<Bound>,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -83,7 +91,8 @@ struct CreateArgs {
 #[command(after_help = "Examples:
   sluice stream update orders --schema-validation true
   sluice stream update orders --retention 30d --partitions 16
-  sluice stream update orders --rate-limit 1000/5000")]
+  sluice stream update orders --rate-limit 1000/5000
+  sluice stream update orders --max-depth-messages 1000000")]
 struct UpdateArgs {
     name: String,
     /// More partitions (they can only grow; keys then map to other partitions, as in Kafka).
@@ -100,6 +109,12 @@ struct UpdateArgs {
     /// A token bucket on appends: `PER_SECOND`, `PER_SECOND/BURST`, or `none` to remove it.
     #[arg(long, value_name = "PER_SECOND[/BURST]|none", value_parser = parse_rate_limit)]
     rate_limit: Option<Bound<RateLimit>>,
+    /// Most records the whole stream keeps, or `none` to remove the bound.
+    #[arg(long, value_name = "N|none", value_parser = parse_bound)]
+    max_depth_messages: Option<Bound>,
+    /// Most bytes the whole stream keeps, or `none` to remove the bound.
+    #[arg(long, value_name = "BYTES|none", value_parser = parse_bound)]
+    max_depth_bytes: Option<Bound>,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -308,6 +323,9 @@ async fn create(a: CreateArgs) -> Result<()> {
         segment_bytes: a.segment_bytes,
         schema_validation: a.schema_validation,
         rate_limit: a.rate_limit.and_then(|b| b.0),
+        max_depth_messages: a.max_depth_messages.and_then(|b| b.0),
+        max_depth_bytes: a.max_depth_bytes.and_then(|b| b.0),
+        overflow: None,
     };
     let created = a.client.client()?.create_stream(&request).await?;
     if a.client.json {
@@ -355,6 +373,9 @@ fn print_stream(s: &Stream) {
         ("segment bytes", s.segment_bytes.to_string()),
         ("schema validation", s.schema_validation.to_string()),
         ("rate limit", s.rate_limit.map_or("-".to_owned(), |r| format!("{}/s, burst {}", r.per_second, r.burst))),
+        ("depth", format!("{} records, {} bytes", s.depth_messages, s.depth_bytes)),
+        ("max depth messages", output::count(s.max_depth_messages)),
+        ("max depth bytes", output::count(s.max_depth_bytes)),
         ("created at", s.created_at.clone()),
     ]));
     println!();
@@ -406,6 +427,8 @@ async fn update(a: UpdateArgs) -> Result<()> {
         record_bytes_max: a.record_bytes_max,
         schema_validation: a.schema_validation,
         rate_limit: a.rate_limit.map(|b| b.0),
+        max_depth_messages: a.max_depth_messages.map(|b| b.0),
+        max_depth_bytes: a.max_depth_bytes.map(|b| b.0),
         ..Default::default()
     };
     if request == UpdateStreamRequest::default() {

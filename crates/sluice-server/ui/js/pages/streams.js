@@ -179,6 +179,9 @@ registerPage({
           ['Largest record', bytes(stream.record_bytes_max)],
           ['Segment size', bytes(stream.segment_bytes)],
           ['Rate limit', rateLimitText(stream.rate_limit)],
+          ['Depth limit', stream.max_depth_messages || stream.max_depth_bytes
+            ? `${[stream.max_depth_messages ? `${num(stream.max_depth_messages)} records` : null, stream.max_depth_bytes ? bytes(stream.max_depth_bytes) : null].filter(Boolean).join(' or ')}, then appends are refused`
+            : 'none (retention only)'],
           ['Created', time(stream.created_at_ms)],
         ]));
         try {
