@@ -266,7 +266,7 @@ fn render(plan: &Plan, server: &str, results: &[PhaseResult], elapsed: Duration)
             thousands(r.accepted.rate(r.window)),
             format!("{} ({} as 429)", per_s(r.refused), per_s(r.refused_with_retry_after)),
             per_s(r.consumed),
-            r.bulk_depth_end.map_or("-".into(), |d| d.to_string()),
+            r.bulk_depth_end.map_or("-".into(), |d| thousands(d as f64)),
             r.urgent.latency.p50_p99(),
             r.urgent.errors.to_string(),
         ]);
@@ -290,8 +290,8 @@ fn render(plan: &Plan, server: &str, results: &[PhaseResult], elapsed: Duration)
                 "{factor}x: limited/unlimited urgent p99 {ratio} ({} vs {} ms); bulk depth {} vs {}",
                 p99(l).map_or("-".into(), ms),
                 p99(u).map_or("-".into(), ms),
-                l.bulk_depth_end.map_or("-".into(), |d| d.to_string()),
-                u.bulk_depth_end.map_or("-".into(), |d| d.to_string()),
+                l.bulk_depth_end.map_or("-".into(), |d| thousands(d as f64)),
+                u.bulk_depth_end.map_or("-".into(), |d| thousands(d as f64)),
             );
         }
     }
