@@ -20,9 +20,15 @@ pub struct Admitted {
 pub async fn admit(store: &dyn Store, resource: &str, limit: RateLimit, asked: usize) -> Result<Admitted, StoreError> {
     let taken = store.take_tokens(resource, limit, asked as u64).await?;
     let granted = usize::try_from(taken.granted).unwrap_or(usize::MAX).min(asked);
-    if granted < asked {
-        metrics::counter!("sluice_rejected_total", "resource" => resource.to_owned(), "reason" => "rate_limited")
-            .increment((asked - granted) as u64);
-    }
+    count_refused(resource, "rate_limited", (asked - granted) as u64);
     Ok(Admitted { granted, retry_after_ms: taken.retry_after_ms.unwrap_or(1) })
+}
+
+/// Counts `refused` writes to `resource` that a door refused for `reason` (`rate_limited`, or
+/// `queue_full` for a stream's depth limit) in `sluice_rejected_total{resource, reason}`.
+pub fn count_refused(resource: &str, reason: &'static str, refused: u64) {
+    if refused > 0 {
+        metrics::counter!("sluice_rejected_total", "resource" => resource.to_owned(), "reason" => reason)
+            .increment(refused);
+    }
 }

@@ -318,11 +318,7 @@ pub async fn append(
 
 /// Counts `refused` records a stream's depth limit refused (`sluice_rejected_total`).
 fn count_stream_full(name: &str, refused: usize) {
-    if refused > 0 {
-        let resource = format!("stream:{name}");
-        metrics::counter!(crate::metrics::REJECTED_METRIC, "resource" => resource, "reason" => "queue_full")
-            .increment(refused as u64);
-    }
+    sluice_services::rate_limits::count_refused(&format!("stream:{name}"), "queue_full", refused as u64);
 }
 
 /// A call whose every record the stream's depth limit refused: 429 `queue_full` with
