@@ -661,7 +661,8 @@ test('events: the global log paged and filtered, subscriptions with their lag, a
 
   // A stream's page: newest first, the snapshot, and data expanded.
   await page.click('#events-all a[href="#/events/ui-order-2"]');
-  await page.waitForSelector('[data-page=event-stream] #stream-events tbody tr');
+  // The table shows its empty row until the first read answers: wait for rows with a key.
+  await page.waitForSelector('[data-page=event-stream] #stream-events tbody tr[data-key]');
   const versions = await page.$$eval('#stream-events tbody tr', (trs) => trs.map((tr) => tr.dataset.key));
   assert.deepEqual(versions, ['1', '0']);
   assert.match(await page.textContent('#event-stream-snapshot'), /"total": 20/);
