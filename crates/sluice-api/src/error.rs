@@ -84,6 +84,10 @@ codes! {
     InsufficientStorage = "insufficient_storage", 507, "The disk holding the server's data is full; calls are refused until space is freed, then served again without a restart. Retry later.";
     ShuttingDown = "shutting_down", 503, "The server is shutting down.";
     Internal = "internal", 500, "An unexpected server error; the log has the details.";
+    // Auth
+    Unauthenticated = "unauthenticated", 401, "The call needs an API key (`Authorization: Bearer <key>`) and carries none, or one that is unknown, wrong or revoked.";
+    Forbidden = "forbidden", 403, "The key lacks the scope this call needs; `details.scope_needed` names it (e.g. `queues:orders:send`).";
+    KeyNotFound = "key_not_found", 404, "No API key has this id.";
     // Backpressure
     QueueFull = "queue_full", 429, "The queue is at its max_depth_messages or max_depth_bytes and its overflow policy is reject (`details` has the depth and the limits); retry after `Retry-After` seconds, or slow down as the send answers' depth nears the limit.";
     RateLimited = "rate_limited", 429, "The resource's rate_limit (token bucket) has no token for this call; retry after `Retry-After` seconds.";

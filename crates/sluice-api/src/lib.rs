@@ -9,6 +9,7 @@ pub mod backpressure;
 pub mod error;
 pub mod events;
 pub mod jobs;
+pub mod keys;
 pub mod relays;
 pub mod sagas;
 pub mod schedules;
@@ -30,6 +31,7 @@ pub use jobs::{
     CallbackSecret, ClaimJobsRequest, ClaimJobsResponse, ClaimedJob, CompleteJobRequest, EnqueueJobRequest,
     FailJobRequest, HeartbeatRequest, HeartbeatResponse, Job, JobBackoff, JobList, JobQueueStats, JobStatsList,
 };
+pub use keys::{ApiKey, CreateKeyRequest, CreatedKey, KeyList};
 pub use relays::{AfterPublish, CreateRelayRequest, Relay, RelayColumns, RelayList, RelayStatus, RelayTarget};
 pub use sagas::{
     DefineSagaRequest, Saga, SagaAttempt, SagaCall, SagaHttpCall, SagaInstance, SagaInstanceList, SagaList,

@@ -25,6 +25,7 @@ mod alerts;
 mod error;
 pub mod events;
 mod jobs;
+mod keys;
 mod processed;
 pub mod projection;
 mod relays;
@@ -90,9 +91,27 @@ pub struct ClientBuilder {
     connect_timeout: Duration,
     retry: RetryPolicy,
     idempotency_keys: bool,
+    api_key: Option<Redacted>,
+}
+
+/// A secret kept out of debug output.
+#[derive(Clone)]
+struct Redacted(String);
+
+impl std::fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
 }
 
 impl ClientBuilder {
+    /// The API key every call carries (`Authorization: Bearer <key>`); needed once the server
+    /// has keys. Never printed, not even in debug output.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(Redacted(key.into()));
+        self
+    }
+
     /// How long a request may take, connecting included (default 30 s). A long-poll receive
     /// gets its `wait_ms` on top, so a wait never counts against this.
     pub fn timeout(mut self, timeout: Duration) -> Self {
@@ -135,7 +154,19 @@ impl ClientBuilder {
         if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
             return Err(invalid("the scheme must be http or https, as in http://127.0.0.1:9324"));
         }
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(Redacted(key)) = &self.api_key {
+            let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+                ClientError::InvalidUrl {
+                    url: self.base_url.clone(),
+                    reason: "the API key holds characters a header cannot carry".to_owned(),
+                }
+            })?;
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
         let http = reqwest::Client::builder()
+            .default_headers(headers)
             .connect_timeout(self.connect_timeout)
             .user_agent(concat!("sluice-client/", env!("CARGO_PKG_VERSION")))
             .build()
@@ -191,6 +222,7 @@ impl Client {
             connect_timeout: Duration::from_secs(5),
             retry: RetryPolicy::default(),
             idempotency_keys: true,
+            api_key: None,
         }
     }
 

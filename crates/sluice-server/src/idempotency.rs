@@ -93,6 +93,11 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
     if !mutating || !request.uri().path().starts_with("/v1/") {
         return next.run(request).await;
     }
+    // A new key's answer holds its token, which must never be stored: an Idempotency-Key on a
+    // key call is ignored (the call runs as without one).
+    if request.uri().path().starts_with("/v1/keys") {
+        return next.run(request).await;
+    }
     let Some(raw) = request.headers().get(KEY_HEADER) else { return next.run(request).await };
     let key = match validate_key(raw.as_bytes()) {
         Ok(key) => key.to_string(),

@@ -12,6 +12,7 @@
 //! [`run`] serves it on a listener until a shutdown future completes. [`app_with`] and
 //! [`run_with`] do the same with a [`ServerConfig`] (account, region, access keys).
 
+mod access;
 mod alert_routes;
 pub mod auth;
 mod aws;
@@ -23,6 +24,7 @@ mod extract;
 mod health;
 mod idempotency;
 mod jobs;
+mod key_routes;
 mod messages;
 mod metrics;
 mod observe;
@@ -62,6 +64,7 @@ use sluice_services::topics::{Arns, Topics};
 use sluice_services::{Services, ServicesConfig};
 use sluice_store::Store;
 
+pub use access::routes::Protected;
 pub use auth::AccessKey;
 pub use error::ApiError;
 pub use idempotency::{ANSWER_BYTES_MAX, KEY_HEADER, NOT_STORED, REPLAYED_HEADER};
@@ -71,6 +74,16 @@ pub mod idempotency_settings {
     pub use sluice_services::idempotency::{
         ENTRIES_BYTES_MAX_DEFAULT, ENTRIES_COUNT_MAX_DEFAULT, IdempotencyConfig, TTL_MS_MAX, TTL_MS_MIN,
     };
+}
+/// What `serve` needs to configure authentication.
+pub mod auth_settings {
+    pub use sluice_services::auth::{API_KEY_KIND, AuthConfig, KEY_REFRESH_MS};
+    use sluice_store::{Store, StoreError};
+
+    /// Whether the store holds any API key (revoked ones included).
+    pub async fn keys_exist(store: &dyn Store) -> Result<bool, StoreError> {
+        Ok(!store.list_records(API_KEY_KIND, "", None, 1).await?.is_empty())
+    }
 }
 pub use sluice_services::redrive::{REDRIVE_RATE_DEFAULT, REDRIVE_RATE_MAX, REDRIVE_STEP_MS};
 pub use sluice_services::stats::{STATS_SAMPLE_MS_DEFAULT, STATS_SAMPLE_MS_MAX, STATS_SAMPLE_MS_MIN};
@@ -103,6 +116,10 @@ pub struct ServerConfig {
     pub idempotency: IdempotencyConfig,
     /// How long causal trace entries are kept (`sluice_services::trace`).
     pub trace_retention_ms: u64,
+    /// API keys: the bootstrap admin token and `--insecure-no-auth` (`sluice_services::auth`).
+    pub auth: sluice_services::auth::AuthConfig,
+    /// Whether `/metrics` and the health probes need a key too (`access/routes.rs`).
+    pub protected: Protected,
 }
 
 impl Default for ServerConfig {
@@ -118,6 +135,8 @@ impl Default for ServerConfig {
             shed: sluice_services::shedding::ShedConfig::default(),
             idempotency: IdempotencyConfig::default(),
             trace_retention_ms: sluice_services::trace::TRACE_RETENTION_MS_DEFAULT,
+            auth: sluice_services::auth::AuthConfig::default(),
+            protected: Protected::default(),
         }
     }
 }
@@ -200,6 +219,7 @@ pub fn services(
         shed: config.shed.clone(),
         idempotency: config.idempotency.clone(),
         trace_retention_ms: config.trace_retention_ms,
+        auth: config.auth.clone(),
         ..ServicesConfig::new(arns)
     };
     Services::new(store, clock, services)
@@ -253,6 +273,7 @@ pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
         .merge(stats_routes::routes())
         .merge(alert_routes::routes())
         .merge(trace_routes::routes())
+        .merge(key_routes::routes())
         .merge(ui::routes())
         // Applies to the routes added above, so it must come after them.
         .method_not_allowed_fallback(health::method_not_allowed)
@@ -261,6 +282,8 @@ pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
         .fallback(aws::fallback)
         // Inside the body guard, so that it reads a body already bounded and in memory.
         .layer(axum::middleware::from_fn_with_state(state.clone(), idempotency::layer))
+        // Outside idempotency keys, which are scoped by the principal it finds.
+        .layer(axum::middleware::from_fn_with_state(state.clone(), access::layer))
         .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
         .layer(axum::middleware::from_fn(observe::limit_body))
         .layer(axum::middleware::from_fn(observe::observe))

@@ -82,6 +82,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
     doc.merge(crate::events::EventsDoc::openapi());
     doc.merge(crate::jobs::JobsDoc::openapi());
     doc.merge(crate::sagas::SagasDoc::openapi());
+    doc.merge(crate::key_routes::KeysDoc::openapi());
     // Last: it adds the Idempotency-Key header to every mutating operation merged above.
     crate::idempotency::document(&mut doc);
     doc

@@ -24,6 +24,7 @@
 //! - `relays`: outbox relays, publishing the rows of an application's own database (store
 //!   records for configuration and state; one node per relay by lease).
 //!
+//! - `auth`: API keys (hashed store records), their scopes, and whether calls must carry one.
 //! - `trace`: the causal trace, an index by correlation id of every message, publish, push,
 //!   stream record, event, job and saga step, read in causal order.
 //! - `events`: the event store's catch-up subscriptions (forward-only checkpoints) and snapshots,
@@ -37,6 +38,7 @@
 //! deliveries; they serve nothing.
 
 pub mod alerts;
+pub mod auth;
 pub mod events;
 pub mod idempotency;
 pub mod jobs;
@@ -60,6 +62,7 @@ use sluice_store::{Store, StoreParts};
 use tokio::task::JoinHandle;
 
 use alerts::{Alerts, AlertsConfig};
+use auth::{AuthConfig, Keys};
 use idempotency::{Idempotency, IdempotencyConfig};
 use jobs::{Jobs, JobsConfig};
 use redrive::Redrives;
@@ -93,6 +96,8 @@ pub struct ServicesConfig {
     pub sagas: SagaCallConfig,
     /// How long causal trace entries are kept (`--trace-retention`).
     pub trace_retention_ms: u64,
+    /// API keys: the bootstrap admin token, and `--insecure-no-auth`.
+    pub auth: AuthConfig,
 }
 
 impl ServicesConfig {
@@ -109,6 +114,7 @@ impl ServicesConfig {
             idempotency: IdempotencyConfig::default(),
             sagas: SagaCallConfig::default(),
             trace_retention_ms: TRACE_RETENTION_MS_DEFAULT,
+            auth: AuthConfig::default(),
         }
     }
 }
@@ -133,6 +139,7 @@ pub struct Services {
     idempotency: Arc<Idempotency>,
     sagas: Arc<Sagas>,
     traces: Arc<Traces>,
+    keys: Arc<Keys>,
 }
 
 impl Services {
@@ -169,6 +176,7 @@ impl Services {
             stats: Arc::new(Stats::new(store.clone(), clock.clone(), counts, config.stats_sample_ms)),
             alerts: Arc::new(Alerts::new(store.clone(), clock.clone(), config.alerts)),
             events: Arc::new(events::Events::new(store.clone(), clock.clone())),
+            keys: Arc::new(Keys::new(store.clone(), clock.clone(), config.auth)),
             store,
             clock,
         })
@@ -237,6 +245,11 @@ impl Services {
 
     pub fn sagas(&self) -> &Arc<Sagas> {
         &self.sagas
+    }
+
+    /// API keys: who a call comes from and what it may do.
+    pub fn keys(&self) -> &Arc<Keys> {
+        &self.keys
     }
 
     /// The causal trace: every write point records what carried a correlation id.

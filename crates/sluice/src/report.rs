@@ -128,6 +128,11 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         ShuttingDown => "the server is stopping; try again once it is back",
         RequestTimeout => "the request was sent too slowly; check the network between here and the server",
         Internal => "the server's log has the details",
+        Unauthenticated => {
+            "pass an API key with --key or SLUICE_KEY (`sluice key create` makes one; the server's admin key works too)"
+        }
+        Forbidden => "use a key with the scope named above (`sluice key create --scopes ...`)",
+        KeyNotFound => "list keys with `sluice key list`",
         ScheduleNotFound => "list schedules with `sluice schedule list`",
         ScheduleExists => "see its definition with `sluice schedule get NAME`; delete it first to define it again",
         StreamNotFound => "list streams with `sluice stream list`, or create one with `sluice stream create NAME`",

@@ -7,6 +7,7 @@ mod bench;
 mod dlq;
 mod events;
 mod job;
+mod key;
 mod migrate;
 mod peek;
 mod queue;
@@ -44,6 +45,7 @@ pub enum Command {
     Job(job::Args),
     Saga(saga::Args),
     Trace(trace::Args),
+    Key(key::Args),
     // Boxed: the benchmark's many flags would make every command as large as it.
     Bench(Box<bench::Args>),
     Migrate(migrate::Args),
@@ -69,6 +71,7 @@ impl Command {
             Command::Job(args) => job::run(args).await,
             Command::Saga(args) => saga::run(args).await,
             Command::Trace(args) => trace::run(args).await,
+            Command::Key(args) => key::run(args).await,
             Command::Bench(args) => bench::run(*args).await,
             Command::Migrate(args) => migrate::run(args).await,
         }
@@ -81,14 +84,39 @@ pub struct ClientArgs {
     /// URL of the Sluice server.
     #[arg(long, env = "SLUICE_SERVER", default_value = "http://127.0.0.1:9324", value_name = "URL")]
     pub server: String,
+    /// The API key to call with (`slk_...`), once the server has keys.
+    #[arg(long, env = "SLUICE_KEY", value_name = "KEY", hide_env_values = true)]
+    pub key: Option<ApiKey>,
     /// Print the API's JSON instead of a table.
     #[arg(long)]
     pub json: bool,
 }
 
+/// An API key given on the command line, kept out of debug output.
+#[derive(Clone)]
+pub struct ApiKey(String);
+
+impl std::str::FromStr for ApiKey {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(ApiKey(s.trim().to_owned()))
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
 impl ClientArgs {
     pub fn client(&self) -> Result<Client> {
-        Ok(Client::new(&self.server)?)
+        let mut builder = Client::builder(&self.server);
+        if let Some(ApiKey(key)) = &self.key {
+            builder = builder.api_key(key.clone());
+        }
+        Ok(builder.build()?)
     }
 }
 

@@ -117,6 +117,82 @@ pub struct Args {
     /// default 1G; `off` to never shed on it (embedded store).
     #[arg(long, env = "SLUICE_SHED_DISK_FREE", value_name = "BYTES|off", value_parser = parse_watermark)]
     shed_disk_free: Option<Watermark>,
+    /// A file holding the bootstrap admin key (at least 24 characters; one line, surrounding
+    /// whitespace ignored): a bearer token with every scope that is never stored, for making
+    /// the first keys (`sluice key create`). `SLUICE_ADMIN_KEY` may hold the key itself instead.
+    /// Either turns authentication on, as does any key in the store.
+    #[arg(long, env = "SLUICE_ADMIN_KEY_FILE", value_name = "FILE")]
+    admin_key_file: Option<PathBuf>,
+    /// Let every call in without a key, whatever keys exist. Without it, a server bound to an
+    /// address other than loopback refuses to start until it has an admin key or stored keys.
+    #[arg(long, env = "SLUICE_INSECURE_NO_AUTH")]
+    insecure_no_auth: bool,
+    /// Put `/metrics` behind the scope `admin:metrics:read` when keys are asked for (open by
+    /// default, for scrapers).
+    #[arg(long, env = "SLUICE_PROTECT_METRICS")]
+    protect_metrics: bool,
+    /// Put `/healthz` and `/readyz` behind the scope `admin:health:read` when keys are asked
+    /// for (open by default, for load balancers).
+    #[arg(long, env = "SLUICE_PROTECT_HEALTH")]
+    protect_health: bool,
+}
+
+/// Shortest bootstrap admin key taken.
+const ADMIN_KEY_LEN_MIN: usize = 24;
+
+/// The bootstrap admin key, from `--admin-key-file` or `SLUICE_ADMIN_KEY`.
+fn admin_key(args: &Args) -> Result<Option<String>> {
+    let key = match (&args.admin_key_file, std::env::var("SLUICE_ADMIN_KEY")) {
+        (Some(path), _) => std::fs::read_to_string(path)
+            .map_err(|e| {
+                hinted(
+                    format!("cannot read --admin-key-file {}: {e}", path.display()),
+                    "give a readable file holding the key",
+                )
+            })?
+            .trim()
+            .to_string(),
+        (None, Ok(key)) => key.trim().to_string(),
+        (None, Err(_)) => return Ok(None),
+    };
+    if key.len() < ADMIN_KEY_LEN_MIN || key.chars().any(char::is_whitespace) {
+        return Err(hinted(
+            format!(
+                "the admin key is {} characters; it must be at least {ADMIN_KEY_LEN_MIN}, without spaces",
+                key.len()
+            ),
+            "make one with `openssl rand -base64 32`",
+        ));
+    }
+    Ok(Some(key))
+}
+
+/// Refuses to serve a network address with no way to authenticate: no admin key, no stored
+/// key, and no `--insecure-no-auth`. Loopback is let in (a developer's own machine).
+async fn check_exposure(args: &Args, addr: SocketAddr, admin: bool, store: &dyn Store) -> Result<()> {
+    if args.insecure_no_auth {
+        tracing::warn!(%addr, "authentication is off (--insecure-no-auth): anyone who reaches this address can do anything");
+        return Ok(());
+    }
+    let stored = sluice_server::auth_settings::keys_exist(store)
+        .await
+        .map_err(|e| hinted(format!("cannot read the API keys: {e}"), "check the store"))?;
+    if admin || stored {
+        tracing::info!(
+            admin_key = admin,
+            stored_keys = stored,
+            "authentication on: /v1 calls need `Authorization: Bearer <key>`"
+        );
+        return Ok(());
+    }
+    if !addr.ip().is_loopback() {
+        return Err(hinted(
+            format!("refusing to listen on {addr} without authentication: no admin key and no API keys"),
+            "give --admin-key-file FILE (or SLUICE_ADMIN_KEY), or listen on 127.0.0.1, or pass --insecure-no-auth to let anyone in",
+        ));
+    }
+    tracing::info!(%addr, "authentication off until the first key is made (loopback only); `sluice key create` makes one");
+    Ok(())
 }
 
 /// A watermark flag's value: `None` for `off`. (A newtype, because clap reads a field of
@@ -179,6 +255,8 @@ pub async fn run(args: Args) -> Result<()> {
         .map_err(|e| hinted(e.to_string(), e.hint()))?;
     let store = Arc::new(store);
     tracing::info!(%addr, data_dir = %args.data_dir.display(), durability = ?args.durability, "store open");
+    let admin = admin_key(&args)?;
+    check_exposure(&args, addr, admin.is_some(), store.as_ref()).await?;
 
     // Install the signal handlers before announcing, so a signal sent right after the
     // announcement is a graceful stop and not the default (immediate) death.
@@ -190,7 +268,7 @@ pub async fn run(args: Args) -> Result<()> {
     let data_dir = std::fs::canonicalize(&args.data_dir).unwrap_or_else(|_| args.data_dir.clone());
     let config = sluice_server::ServerConfig {
         relay_node: Some(format!("embedded:{}", data_dir.display())),
-        ..server_config(&args)
+        ..server_config(&args, admin)
     };
     // The same reason: an idempotency claim in progress left by another process was left by
     // an earlier run, which died, so a retry of it runs at once.
@@ -208,7 +286,7 @@ pub async fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-fn server_config(args: &Args) -> sluice_server::ServerConfig {
+fn server_config(args: &Args, admin_token: Option<String>) -> sluice_server::ServerConfig {
     if !args.access_keys.is_empty() {
         tracing::info!(keys = args.access_keys.len(), "verifying SigV4 signatures of AWS requests");
     }
@@ -226,6 +304,8 @@ fn server_config(args: &Args) -> sluice_server::ServerConfig {
             ..IdempotencyConfig::default()
         },
         trace_retention_ms: args.trace_retention,
+        auth: sluice_server::auth_settings::AuthConfig { admin_token, disabled: args.insecure_no_auth },
+        protected: sluice_server::Protected { metrics: args.protect_metrics, health: args.protect_health },
         ..sluice_server::ServerConfig::default()
     }
 }
@@ -275,11 +355,12 @@ async fn serve_postgres(args: Args, url: &str, listener: TcpListener, addr: Sock
         hinted(format!("cannot use PostgreSQL: {e}"), "check that the database is up and the URL is right")
     })?;
     tracing::info!(%addr, vacuum_dead_rows_max = args.pg_vacuum_dead_rows, "PostgreSQL store open");
+    let admin = admin_key(&args)?;
+    check_exposure(&args, addr, admin.is_some(), &store).await?;
     let signals = Signals::install()?;
     announce(addr)?;
-    let served =
-        sluice_server::run_with(listener, Arc::new(store) as Arc<dyn Store>, server_config(&args), signals.first())
-            .await;
+    let config = server_config(&args, admin);
+    let served = sluice_server::run_with(listener, Arc::new(store) as Arc<dyn Store>, config, signals.first()).await;
     served.context("serving failed")?;
     tracing::info!("stopped");
     Ok(())

@@ -1,0 +1,49 @@
+//! Wire types of `/v1/keys`: API keys, their tenants and scopes.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// `POST /v1/keys`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateKeyRequest {
+    /// 1 to 63 of `[a-z0-9-]`, starting with a letter or digit; `default` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// What the key is for, shown in lists (1 to 128 bytes).
+    pub name: String,
+    /// 1 to 64 scopes `kind:name-pattern:actions`, e.g. `queues:orders-*:send,receive`,
+    /// `streams:*:read`, `*:*:admin`.
+    pub scopes: Vec<String>,
+}
+
+/// An API key, without its secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ApiKey {
+    /// The key's public id (16 hex digits), also inside its token.
+    pub id: String,
+    pub tenant: String,
+    pub name: String,
+    /// In canonical form (actions in a fixed order, `*` for every action).
+    pub scopes: Vec<String>,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339; a revoked key is refused everywhere and kept in the list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<String>,
+}
+
+/// The answer to `POST /v1/keys`: the key and, this once, its token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CreatedKey {
+    /// The bearer token (`slk_...`): shown only here and stored only as a hash, so keep it now.
+    pub key: String,
+    #[serde(flatten)]
+    pub api_key: ApiKey,
+}
+
+/// `GET /v1/keys`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct KeyList {
+    pub keys: Vec<ApiKey>,
+}
