@@ -4,6 +4,7 @@
 mod support;
 
 mod alerts;
+mod auth;
 mod backpressure;
 mod dashboard;
 mod events;

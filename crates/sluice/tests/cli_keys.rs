@@ -1,0 +1,101 @@
+//! `sluice key` and authentication against the real binary: a network address refused without
+//! a way to authenticate (and let in with `--insecure-no-auth`), the bootstrap admin key from a
+//! file, keys made, used within their scopes, listed as an aligned table, and revoked.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use common::{Server, run_until_exit, sluice_bin};
+
+const ADMIN: &str = "admin-key-for-the-cli-test-0123456789";
+
+#[test]
+fn serve_refuses_a_network_address_without_authentication_unless_told_it_is_insecure() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+    let refused = run_until_exit(&["serve", "--addr", "0.0.0.0:0", "--data-dir", data]);
+    let stderr = refused.failed();
+    assert!(stderr.contains("refusing to listen on 0.0.0.0:") && stderr.contains("without authentication"), "{stderr}");
+    assert!(stderr.contains("--admin-key-file") && stderr.contains("--insecure-no-auth"), "says what to do: {stderr}");
+
+    let short = dir.path().join("short");
+    std::fs::write(&short, "tooshort\n").unwrap();
+    let refused = run_until_exit(&[
+        "serve",
+        "--addr",
+        "127.0.0.1:0",
+        "--data-dir",
+        data,
+        "--admin-key-file",
+        short.to_str().unwrap(),
+    ]);
+    assert!(refused.failed().contains("at least 24"), "{refused:?}");
+
+    let mut child = Command::new(sluice_bin())
+        .args(["serve", "--addr", "0.0.0.0:0", "--data-dir", data, "--insecure-no-auth"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(line.starts_with("sluice listening on http://0.0.0.0:"), "{line:?}");
+}
+
+#[test]
+fn keys_are_made_with_the_admin_key_used_within_their_scopes_and_revoked() {
+    let dir = tempfile::tempdir().unwrap();
+    let admin_file = dir.path().join("admin-key");
+    std::fs::write(&admin_file, format!("  {ADMIN}\n")).unwrap();
+    let server = Server::start_with(&dir.path().join("data"), &["--admin-key-file", admin_file.to_str().unwrap()]);
+
+    let refused = server.cli(&["queue", "list"]);
+    let stderr = refused.failed();
+    assert!(stderr.contains("needs an API key") && stderr.contains("--key"), "{stderr}");
+    server.cli(&["queue", "create", "orders-1", "--key", ADMIN]).ok();
+
+    let made = server.cli(&[
+        "key",
+        "create",
+        "--name",
+        "ci",
+        "--tenant",
+        "acme",
+        "--scopes",
+        "queues:orders-*:send,receive",
+        "--key",
+        ADMIN,
+    ]);
+    let token = made.ok().trim().to_owned();
+    assert!(token.starts_with("slk_"), "the token alone on stdout: {made:?}");
+    assert!(made.stderr.contains("shown only now"), "{made:?}");
+
+    server.cli(&["send", "orders-1", "hello", "--key", &token]).ok();
+    let forbidden = server.cli(&["queue", "create", "billing", "--key", &token]);
+    let stderr = forbidden.failed();
+    assert!(stderr.contains("lacks the scope queues:billing:manage"), "{stderr}");
+
+    let listed = server.cli(&["key", "list", "--key", ADMIN]).ok().to_owned();
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 2, "a header and one key:\n{listed}");
+    let tenant_at = lines[0].find("TENANT").expect("TENANT column");
+    let scopes_at = lines[0].find("SCOPES").expect("SCOPES column");
+    assert!(lines[1][tenant_at..].starts_with("acme"), "columns align:\n{listed}");
+    assert!(lines[1][scopes_at..].starts_with("queues:orders-*:send,receive"), "columns align:\n{listed}");
+    assert!(!listed.contains(&token));
+    let id = lines[1].split_whitespace().next().unwrap().to_owned();
+    assert!(token.contains(&id), "the id is inside the token");
+
+    let revoked = server.cli(&["key", "revoke", &id, "--key", ADMIN]);
+    assert!(revoked.ok().contains("revoked"), "{revoked:?}");
+    let refused = server.cli(&["send", "orders-1", "again", "--key", &token]);
+    assert!(refused.failed().contains("revoked"), "{refused:?}");
+    let json = server.cli(&["key", "get", &id, "--json", "--key", ADMIN]).json();
+    assert!(json["revoked_at"].is_string(), "{json}");
+}
