@@ -104,7 +104,7 @@ fi
 fuzz=(env RUSTC_BOOTSTRAP=1 cargo fuzz)
 fuzz_flags=(--sanitizer none --codegen-units 16)
 "${fuzz[@]}" build "${fuzz_flags[@]}"
-targets=(native_api sqs_api receipt record filter_policy)
+targets=(native_api sqs_api receipt record filter_policy authorization)
 for target in "${targets[@]}"; do
     corpus=fuzz/corpus/$target
     mkdir -p "$corpus"

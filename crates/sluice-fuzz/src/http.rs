@@ -22,11 +22,18 @@ pub enum Keys {
     None,
     /// Requests must be signed with the key `AKIDFUZZ` / `secret`.
     Verify,
+    /// Native calls need an API key (the admin token `ADMIN_TOKEN`, or a stored key, of which
+    /// the parse-only store holds none).
+    Bearer,
 }
+
+/// The bootstrap admin token of the [`Keys::Bearer`] router.
+pub const ADMIN_TOKEN: &str = "fuzz-admin-token-0123456789abcdef";
 
 fn router(keys: Keys) -> Router {
     static OPEN: OnceLock<Router> = OnceLock::new();
     static VERIFYING: OnceLock<Router> = OnceLock::new();
+    static BEARER: OnceLock<Router> = OnceLock::new();
     let build = |access_keys: Vec<AccessKey>| {
         let config = ServerConfig { access_keys, ..ServerConfig::default() };
         sluice_server::app_with(Arc::new(ParseOnlyStore), config)
@@ -36,6 +43,15 @@ fn router(keys: Keys) -> Router {
         Keys::Verify => {
             VERIFYING.get_or_init(|| build(vec!["AKIDFUZZ:secret".parse().expect("a valid access key")])).clone()
         }
+        Keys::Bearer => BEARER
+            .get_or_init(|| {
+                let auth = sluice_server::auth_settings::AuthConfig {
+                    admin_token: Some(ADMIN_TOKEN.to_string()),
+                    disabled: false,
+                };
+                sluice_server::app_with(Arc::new(ParseOnlyStore), ServerConfig { auth, ..ServerConfig::default() })
+            })
+            .clone(),
     }
 }
 

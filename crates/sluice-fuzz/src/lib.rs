@@ -14,6 +14,8 @@
 //!   accept survives an encode/decode round trip.
 //! - [`filter_policy`]: an SNS filter policy parsed and matched against a message's attributes
 //!   and body.
+//! - [`authorization`]: the `Authorization` header's parsers (bearer tokens, SigV4) and scope
+//!   texts, then the raw request through a router that asks for a key.
 
 mod http;
 mod records;
@@ -36,6 +38,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("receipt", receipt),
     ("record", record),
     ("filter_policy", filter_policy),
+    ("authorization", authorization),
 ];
 
 /// A raw HTTP request to the native API. Besides going through the router, the body is
@@ -114,6 +117,26 @@ pub fn filter_policy(data: &[u8]) {
             assert!(e.sns_message(SnsCall::Subscribe).starts_with("Invalid parameter: "));
         }
     }
+}
+
+/// Hostile `Authorization` headers and scopes. Every line of the input is tried as a SigV4
+/// header, an API key token and a scope (a scope that parses prints in a form that parses back
+/// to it); then the whole input goes through a router with authentication on, as a raw request.
+pub fn authorization(data: &[u8]) {
+    use sluice_services::auth::{Scope, token};
+    let text = String::from_utf8_lossy(data);
+    for line in text.lines() {
+        let value = line.strip_prefix("Authorization: ").unwrap_or(line);
+        let _ = sluice_server::auth::parse_authorization(value);
+        if let Some(id) = token::key_id(value.strip_prefix("Bearer ").unwrap_or(value)) {
+            assert_eq!(id.len(), 16, "a key id is 16 hex digits");
+        }
+        if let Ok(scope) = Scope::parse(line) {
+            let again = Scope::parse(&scope.to_string()).expect("a printed scope parses");
+            assert_eq!(again, scope, "a scope prints as what it is");
+        }
+    }
+    http::serve(data, http::Keys::Bearer);
 }
 
 fn sluice_api_types(body: &[u8]) {
