@@ -11,7 +11,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { chromium } from 'playwright-core';
@@ -719,4 +719,54 @@ test('the causal trace lists what one correlation id touched, effects under thei
   await page.keyboard.press('0');
   await page.waitForSelector('[data-page=alerts]');
   await page.done();
+});
+
+test('with authentication on, the dashboard asks for a key, refuses a wrong one, and works with the right one', async () => {
+  // A second server of its own, started with a bootstrap admin key, so that the shared one
+  // stays without authentication for the other tests.
+  const adminKey = 'ui-admin-key-0123456789abcdef-xyz';
+  const keyDir = mkdtempSync(join(tmpdir(), 'sluice-ui-auth-'));
+  writeFileSync(join(keyDir, 'admin-key'), `${adminKey}\n`);
+  const secured = spawn(BIN, ['serve', '--addr', '127.0.0.1:0', '--data-dir', join(keyDir, 'data'), '--log-level', 'warn',
+    '--admin-key-file', join(keyDir, 'admin-key')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    const securedBase = await new Promise((done, fail) => {
+      let out = '';
+      secured.stdout.on('data', (chunk) => {
+        out += chunk;
+        const found = out.match(/sluice listening on (http:\/\/\S+)/);
+        if (found) done(found[1]);
+      });
+      secured.on('exit', (code) => fail(new Error(`sluice serve exited with ${code} before listening`)));
+    });
+    const asAdmin = { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' };
+    const made = await fetch(`${securedBase}/v1/queues`, { method: 'POST', headers: asAdmin, body: JSON.stringify({ name: 'ui-secured' }) });
+    assert.equal(made.status, 201);
+    assert.equal((await fetch(`${securedBase}/v1/queues`)).status, 401, 'no key, no queues');
+
+    const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+    const page = await context.newPage();
+    page.setDefaultTimeout(WAIT_MS);
+    await page.goto(`${securedBase}/ui/#/queues`);
+    await page.waitForSelector('#login[open]');
+    assert.match(await page.textContent('#login-why'), /refused the call: this call needs an API key/);
+    await shot(page, 'login');
+    await page.fill('#login-key', 'slk_0123456789abcdef_wrongwrongwrongwrongwrongwrongwrongwrongwro');
+    await page.click('#login button[value=ok]');
+    // The wrong key is refused: the dialog comes back saying so, and nothing is listed.
+    await page.waitForSelector('#login[open]');
+    await page.waitForFunction(() => /not valid on this server/.test(document.getElementById('login-why').textContent));
+    assert.equal(await page.$('tr[data-key="ui-secured"]'), null);
+    await page.fill('#login-key', adminKey);
+    await page.click('#login button[value=ok]');
+    await page.waitForSelector('tr[data-key="ui-secured"]');
+    assert.equal(await page.evaluate(() => localStorage.getItem('sluice.key')), adminKey, 'kept in this browser');
+    assert.equal(await page.$('#login[open]'), null);
+    await context.close();
+  } finally {
+    const exited = new Promise((done) => secured.on('exit', done));
+    secured.kill('SIGTERM');
+    await exited;
+    rmSync(keyDir, { recursive: true, force: true });
+  }
 });

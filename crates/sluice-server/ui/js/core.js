@@ -34,7 +34,7 @@ export async function api(method, path, body) {
   if (text) {
     try { data = JSON.parse(text); } catch { data = { error: { code: 'invalid_json', message: text.slice(0, 200) } }; }
   }
-  if (response.status === 401) askForKey();
+  if (response.status === 401) askForKey(data && data.error && data.error.message);
   if (!response.ok) {
     const error = (data && data.error) || {};
     throw new ApiError(response.status, error.code || 'http_' + response.status, error.message || response.statusText, error.details);
@@ -183,10 +183,15 @@ export function confirmAction(title, text, action = 'Confirm', dismiss = 'Cancel
 }
 
 let askingForKey = false;
-export function askForKey() {
+export function askForKey(reason) {
   const dialog = document.getElementById('login');
   if (askingForKey || dialog.open) return;
   askingForKey = true;
+  // Why it opened: the server's 401 message (no key, a wrong one, a revoked one), or nothing
+  // when opened from the Key button.
+  const why = document.getElementById('login-why');
+  why.textContent = reason ? `The server refused the call: ${reason}.` : '';
+  why.hidden = !reason;
   const input = document.getElementById('login-key');
   input.value = localStorage.getItem(KEY_STORAGE) || '';
   dialog.addEventListener('close', () => {
@@ -328,7 +333,7 @@ export function start() {
   initTheme();
   renderNav();
   document.getElementById('theme').addEventListener('click', toggleTheme);
-  document.getElementById('key').addEventListener('click', askForKey);
+  document.getElementById('key').addEventListener('click', () => askForKey());
   document.getElementById('pause').addEventListener('click', () => setPaused(!paused));
   window.addEventListener('hashchange', () => {
     show();
