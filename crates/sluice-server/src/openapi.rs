@@ -83,7 +83,23 @@ pub fn document() -> utoipa::openapi::OpenApi {
     doc.merge(crate::jobs::JobsDoc::openapi());
     doc.merge(crate::sagas::SagasDoc::openapi());
     doc.merge(crate::key_routes::KeysDoc::openapi());
+    bearer(&mut doc);
     // Last: it adds the Idempotency-Key header to every mutating operation merged above.
     crate::idempotency::document(&mut doc);
     doc
+}
+
+/// The bearer scheme every `/v1` call takes once the server has keys (`access/`): declared as
+/// the document's security, with "no key" allowed too, since a server without keys asks for
+/// none.
+fn bearer(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
+    let mut scheme = Http::new(HttpAuthScheme::Bearer);
+    scheme.description = Some(
+        "An API key (`slk_...`, `sluice key create`) or the server's admin key. Without a valid one: 401 \
+         `unauthenticated`; with one that lacks the call's scope: 403 `forbidden` with `details.scope_needed`."
+            .to_string(),
+    );
+    doc.components.get_or_insert_with(Default::default).add_security_scheme("bearer", SecurityScheme::Http(scheme));
+    doc.security = Some(vec![SecurityRequirement::default(), SecurityRequirement::new("bearer", Vec::<String>::new())]);
 }

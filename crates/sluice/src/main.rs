@@ -39,3 +39,15 @@ async fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod cli_shape {
+    use clap::CommandFactory;
+
+    /// clap's own checks of every subcommand (unique argument names, valid defaults), which it
+    /// otherwise runs only for the subcommand a user happens to call.
+    #[test]
+    fn every_command_line_is_well_formed() {
+        super::Cli::command().debug_assert();
+    }
+}

@@ -129,7 +129,7 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         RequestTimeout => "the request was sent too slowly; check the network between here and the server",
         Internal => "the server's log has the details",
         Unauthenticated => {
-            "pass an API key with --key or SLUICE_KEY (`sluice key create` makes one; the server's admin key works too)"
+            "pass an API key with --api-key or SLUICE_KEY (`sluice key create` makes one; the server's admin key works too)"
         }
         Forbidden => "use a key with the scope named above (`sluice key create --scopes ...`)",
         KeyNotFound => "list keys with `sluice key list`",

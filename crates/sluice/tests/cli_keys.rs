@@ -57,8 +57,8 @@ fn keys_are_made_with_the_admin_key_used_within_their_scopes_and_revoked() {
 
     let refused = server.cli(&["queue", "list"]);
     let stderr = refused.failed();
-    assert!(stderr.contains("needs an API key") && stderr.contains("--key"), "{stderr}");
-    server.cli(&["queue", "create", "orders-1", "--key", ADMIN]).ok();
+    assert!(stderr.contains("needs an API key") && stderr.contains("--api-key"), "{stderr}");
+    server.cli(&["queue", "create", "orders-1", "--api-key", ADMIN]).ok();
 
     let made = server.cli(&[
         "key",
@@ -69,19 +69,19 @@ fn keys_are_made_with_the_admin_key_used_within_their_scopes_and_revoked() {
         "acme",
         "--scopes",
         "queues:orders-*:send,receive",
-        "--key",
+        "--api-key",
         ADMIN,
     ]);
     let token = made.ok().trim().to_owned();
     assert!(token.starts_with("slk_"), "the token alone on stdout: {made:?}");
     assert!(made.stderr.contains("shown only now"), "{made:?}");
 
-    server.cli(&["send", "orders-1", "hello", "--key", &token]).ok();
-    let forbidden = server.cli(&["queue", "create", "billing", "--key", &token]);
+    server.cli(&["send", "orders-1", "hello", "--api-key", &token]).ok();
+    let forbidden = server.cli(&["queue", "create", "billing", "--api-key", &token]);
     let stderr = forbidden.failed();
     assert!(stderr.contains("lacks the scope queues:billing:manage"), "{stderr}");
 
-    let listed = server.cli(&["key", "list", "--key", ADMIN]).ok().to_owned();
+    let listed = server.cli(&["key", "list", "--api-key", ADMIN]).ok().to_owned();
     let lines: Vec<&str> = listed.lines().collect();
     assert_eq!(lines.len(), 2, "a header and one key:\n{listed}");
     let tenant_at = lines[0].find("TENANT").expect("TENANT column");
@@ -92,10 +92,10 @@ fn keys_are_made_with_the_admin_key_used_within_their_scopes_and_revoked() {
     let id = lines[1].split_whitespace().next().unwrap().to_owned();
     assert!(token.contains(&id), "the id is inside the token");
 
-    let revoked = server.cli(&["key", "revoke", &id, "--key", ADMIN]);
+    let revoked = server.cli(&["key", "revoke", &id, "--api-key", ADMIN]);
     assert!(revoked.ok().contains("revoked"), "{revoked:?}");
-    let refused = server.cli(&["send", "orders-1", "again", "--key", &token]);
+    let refused = server.cli(&["send", "orders-1", "again", "--api-key", &token]);
     assert!(refused.failed().contains("revoked"), "{refused:?}");
-    let json = server.cli(&["key", "get", &id, "--json", "--key", ADMIN]).json();
+    let json = server.cli(&["key", "get", &id, "--json", "--api-key", ADMIN]).json();
     assert!(json["revoked_at"].is_string(), "{json}");
 }

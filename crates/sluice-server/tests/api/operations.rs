@@ -139,6 +139,8 @@ async fn openapi_lists_every_route() {
         ("/v1/events/subscriptions/{name}", &["get", "delete"]),
         ("/v1/events/subscriptions/{name}/fetch", &["post"]),
         ("/v1/events/subscriptions/{name}/checkpoint", &["post"]),
+        ("/v1/keys", &["get", "post"]),
+        ("/v1/keys/{id}", &["get", "delete"]),
     ];
     for (path, methods) in want {
         let item = paths.get(path).unwrap_or_else(|| panic!("{path} missing from the OpenAPI document"));
@@ -158,6 +160,9 @@ async fn openapi_lists_every_route() {
         "Topic",
         "Relay",
         "CreateRelayRequest",
+        "CreateKeyRequest",
+        "CreatedKey",
+        "ApiKey",
         "Subscription",
         "PublishRequest",
         "PublishResponse",

@@ -84,9 +84,10 @@ pub struct ClientArgs {
     /// URL of the Sluice server.
     #[arg(long, env = "SLUICE_SERVER", default_value = "http://127.0.0.1:9324", value_name = "URL")]
     pub server: String,
-    /// The API key to call with (`slk_...`), once the server has keys.
-    #[arg(long, env = "SLUICE_KEY", value_name = "KEY", hide_env_values = true)]
-    pub key: Option<ApiKey>,
+    /// The API key to call with (`slk_...`, or the server's admin key), once the server has
+    /// keys.
+    #[arg(long = "api-key", env = "SLUICE_KEY", value_name = "KEY", hide_env_values = true)]
+    pub api_key: Option<ApiKey>,
     /// Print the API's JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -113,7 +114,7 @@ impl std::fmt::Debug for ApiKey {
 impl ClientArgs {
     pub fn client(&self) -> Result<Client> {
         let mut builder = Client::builder(&self.server);
-        if let Some(ApiKey(key)) = &self.key {
+        if let Some(ApiKey(key)) = &self.api_key {
             builder = builder.api_key(key.clone());
         }
         Ok(builder.build()?)
