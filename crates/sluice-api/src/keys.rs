@@ -15,6 +15,10 @@ pub struct CreateKeyRequest {
     /// 1 to 64 scopes `kind:name-pattern:actions`, e.g. `queues:orders-*:send,receive`,
     /// `streams:*:read`, `*:*:admin`.
     pub scopes: Vec<String>,
+    /// Also make an AWS access key (`aws_access_key_id`, `aws_secret_access_key`) for SigV4
+    /// clients (boto3, the AWS SDKs), with the same scopes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub aws: bool,
 }
 
 /// An API key, without its secret.
@@ -26,6 +30,9 @@ pub struct ApiKey {
     pub name: String,
     /// In canonical form (actions in a fixed order, `*` for every action).
     pub scopes: Vec<String>,
+    /// The AWS access key id of a key made with `aws: true` (`SLK` and the id in upper case).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws_access_key_id: Option<String>,
     /// RFC 3339.
     pub created_at: String,
     /// RFC 3339; a revoked key is refused everywhere and kept in the list.
@@ -38,6 +45,9 @@ pub struct ApiKey {
 pub struct CreatedKey {
     /// The bearer token (`slk_...`): shown only here and stored only as a hash, so keep it now.
     pub key: String,
+    /// The AWS secret access key of a key made with `aws: true`, shown only here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws_secret_access_key: Option<String>,
     #[serde(flatten)]
     pub api_key: ApiKey,
 }

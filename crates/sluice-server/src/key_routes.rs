@@ -47,6 +47,7 @@ fn view(key: &KeyView) -> api::ApiKey {
         tenant: key.tenant.clone(),
         name: key.name.clone(),
         scopes: key.scopes.clone(),
+        aws_access_key_id: key.aws_access_key_id.clone(),
         created_at: rfc3339(key.created_ms),
         revoked_at: key.revoked_ms.map(rfc3339),
     }
@@ -66,10 +67,12 @@ pub async fn create(
     State(state): State<AppState>,
     Json(request): Json<api::CreateKeyRequest>,
 ) -> Result<(StatusCode, axum::Json<api::CreatedKey>), ApiError> {
-    let new = NewKey { tenant: request.tenant, name: request.name, scopes: request.scopes };
-    let (key, token) = state.services.keys().create(new).await?;
-    tracing::info!(key = %key.id, tenant = %key.tenant, name = %key.name, "API key made");
-    Ok((StatusCode::CREATED, axum::Json(api::CreatedKey { key: token, api_key: view(&key) })))
+    let new = NewKey { tenant: request.tenant, name: request.name, scopes: request.scopes, aws: request.aws };
+    let made = state.services.keys().create(new).await?;
+    let key = &made.view;
+    tracing::info!(key = %key.id, tenant = %key.tenant, name = %key.name, aws = key.aws_access_key_id.is_some(), "API key made");
+    let created = api::CreatedKey { key: made.token, aws_secret_access_key: made.aws_secret, api_key: view(key) };
+    Ok((StatusCode::CREATED, axum::Json(created)))
 }
 
 #[utoipa::path(

@@ -32,8 +32,14 @@ async fn a_key_made_or_revoked_on_one_node_takes_effect_on_the_other_within_the_
     let b = Keys::new(node(&url, &schema).await, clock.clone(), AuthConfig::default());
 
     assert!(!b.enforced().await.unwrap(), "no key yet: open");
-    let new = NewKey { tenant: Some("acme".into()), name: "ci".into(), scopes: vec!["queues:orders:send".into()] };
-    let (view, token) = a.create(new).await.unwrap();
+    let new = NewKey {
+        tenant: Some("acme".into()),
+        name: "ci".into(),
+        scopes: vec!["queues:orders:send".into()],
+        aws: false,
+    };
+    let made = a.create(new).await.unwrap();
+    let (view, token) = (made.view, made.token);
     assert!(a.enforced().await.unwrap(), "closed at once on the node that made it");
     clock.advance_by(KEY_REFRESH_MS - 1);
     assert!(!b.enforced().await.unwrap(), "inside the bound the other node may still be open");

@@ -9,6 +9,7 @@
 //! a request id. Modules depend downwards only: the front door on the services, the services
 //! on `common`, never the other way round.
 
+mod access;
 pub mod common;
 mod detect;
 pub mod sns;
@@ -79,9 +80,10 @@ async fn handle(state: &AppState, parts: &Parts, body: Body, request_id: &str) -
         Ok(None) => return Handled::NotAws,
         Err((service, e)) => return fail(service, e),
     };
-    let caller = match auth::authorize(&state.config.access_keys, parts, &bytes) {
+    let caller = match access::authenticate(state, parts, &bytes).await {
         Ok(caller) => caller,
-        Err(e) => return fail(request.service, auth_error(&e)),
+        Err(access::AuthOutcome::Refused(e)) => return fail(request.service, auth_error(&e)),
+        Err(access::AuthOutcome::Failed(e)) => return fail(request.service, e),
     };
     let input = match &request.input {
         Input::Json => json::parse_body(&bytes),
@@ -89,7 +91,13 @@ async fn handle(state: &AppState, parts: &Parts, body: Body, request_id: &str) -
         Input::Query(params) => query::to_input(params),
     };
     let outcome = match input {
-        Ok(input) => run(state, parts, &request, input, caller).await,
+        Ok(input) => match caller.access.as_ref().and_then(|a| {
+            access::requirement(state, request.service, &request.action, &input, parts.uri.path())
+                .filter(|need| !a.allows(need))
+        }) {
+            Some(need) => Err(access::denied(request.service, &request.action, &caller, &need)),
+            None => run(state, parts, &request, input, caller.id).await,
+        },
         Err(e) => Err(e),
     };
     Handled::Aws(match outcome {

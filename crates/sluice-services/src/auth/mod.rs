@@ -76,6 +76,10 @@ struct StoredKey {
     name: String,
     scopes: Vec<String>,
     hash: String,
+    /// The secret of the key's AWS access key, when it has one. SigV4 signs with the secret
+    /// itself, so unlike the token it cannot be stored as a hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    aws_secret: Option<String>,
     created_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     revoked_ms: Option<u64>,
@@ -88,8 +92,18 @@ pub struct KeyView {
     pub tenant: String,
     pub name: String,
     pub scopes: Vec<String>,
+    /// The key's AWS access key id (`SLK...`), when it was made with one.
+    pub aws_access_key_id: Option<String>,
     pub created_ms: u64,
     pub revoked_ms: Option<u64>,
+}
+
+/// A key just made: its view, its token and its AWS secret, each shown only this once.
+#[derive(Debug, Clone)]
+pub struct CreatedKey {
+    pub view: KeyView,
+    pub token: String,
+    pub aws_secret: Option<String>,
 }
 
 /// What making a key asks for.
@@ -98,6 +112,8 @@ pub struct NewKey {
     pub tenant: Option<String>,
     pub name: String,
     pub scopes: Vec<String>,
+    /// Also make an AWS access key (id and secret) for SigV4 clients, with the same scopes.
+    pub aws: bool,
 }
 
 /// Who a call comes from and what it may do.
@@ -233,13 +249,23 @@ impl Keys {
             }
             cache.verified.insert(digest, id.to_string());
         }
-        // Scopes were checked when the key was made; one that no longer parses grants nothing.
-        let scopes = key.scopes.iter().filter_map(|s| Scope::parse(s).ok()).collect();
-        Ok(Access { principal: Principal(format!("key:{id}")), key_id: key.id, tenant: key.tenant, scopes })
+        Ok(access_of(&key))
     }
 
-    /// Makes a key; the answer holds its token, which is never shown again.
-    pub async fn create(&self, new: NewKey) -> Result<(KeyView, String), KeyError> {
+    /// The secret and the access of the key whose AWS access key id this is, for checking a
+    /// SigV4 signature. `Ok(None)`: no key has this access key id (or it has no AWS key).
+    pub async fn aws_access(&self, access_key_id: &str) -> Result<Option<(String, Access)>, Refusal> {
+        let Some(id) = token::key_id_of_aws(access_key_id) else { return Ok(None) };
+        let Some(key) = self.key(&id).await? else { return Ok(None) };
+        let Some(secret) = key.aws_secret.clone() else { return Ok(None) };
+        if key.revoked_ms.is_some() {
+            return Err(Refusal::Revoked);
+        }
+        Ok(Some((secret, access_of(&key))))
+    }
+
+    /// Makes a key; the answer holds its token (and AWS secret), which are never shown again.
+    pub async fn create(&self, new: NewKey) -> Result<CreatedKey, KeyError> {
         let tenant = new.tenant.unwrap_or_else(|| DEFAULT_TENANT.to_string());
         validate_tenant(&tenant)?;
         if new.name.is_empty() || new.name.len() > KEY_NAME_LEN_MAX || new.name.chars().any(char::is_control) {
@@ -260,12 +286,14 @@ impl Keys {
         })
         .await
         .map_err(|e| StoreError::Unavailable(format!("hashing the key did not finish: {e}")))?;
+        let aws_secret = new.aws.then(token::aws_secret);
         let key = StoredKey {
             id: id.clone(),
             tenant,
             name: new.name,
             scopes,
             hash,
+            aws_secret: aws_secret.clone(),
             created_ms: self.clock.now_ms(),
             revoked_ms: None,
         };
@@ -277,7 +305,7 @@ impl Keys {
         let mut cache = self.lock();
         cache.any = Some((true, self.clock.now_ms()));
         cache.keys.insert(id, (Some(key.clone()), self.clock.now_ms()));
-        Ok((view(&key), token))
+        Ok(CreatedKey { view: view(&key), token, aws_secret })
     }
 
     /// Every key, without secrets, in id order.
@@ -360,12 +388,24 @@ pub fn validate_tenant(tenant: &str) -> Result<(), ValidationError> {
     }
 }
 
+fn access_of(key: &StoredKey) -> Access {
+    // Scopes were checked when the key was made; one that no longer parses grants nothing.
+    let scopes = key.scopes.iter().filter_map(|s| Scope::parse(s).ok()).collect();
+    Access {
+        principal: Principal(format!("key:{}", key.id)),
+        key_id: key.id.clone(),
+        tenant: key.tenant.clone(),
+        scopes,
+    }
+}
+
 fn view(key: &StoredKey) -> KeyView {
     KeyView {
         id: key.id.clone(),
         tenant: key.tenant.clone(),
         name: key.name.clone(),
         scopes: key.scopes.clone(),
+        aws_access_key_id: key.aws_secret.as_ref().map(|_| token::aws_access_key_id(&key.id)),
         created_ms: key.created_ms,
         revoked_ms: key.revoked_ms,
     }

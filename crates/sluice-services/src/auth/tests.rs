@@ -25,6 +25,7 @@ fn new_key(scopes: &[&str]) -> NewKey {
         tenant: Some("acme".to_string()),
         name: "ci".to_string(),
         scopes: scopes.iter().map(|s| s.to_string()).collect(),
+        aws: false,
     }
 }
 
@@ -39,7 +40,8 @@ async fn the_first_key_turns_authentication_on_and_its_token_proves_its_scopes()
     let keys = Keys::new(store.clone(), clock.clone(), AuthConfig::default());
     assert!(!keys.enforced().await.unwrap(), "no keys, no admin token: open");
 
-    let (view, token) = keys.create(new_key(&["queues:orders-*:send,receive"])).await.unwrap();
+    let made = keys.create(new_key(&["queues:orders-*:send,receive"])).await.unwrap();
+    let (view, token) = (made.view, made.token);
     assert!(keys.enforced().await.unwrap(), "a key exists: closed at once on the node that made it");
     assert_eq!((view.tenant.as_str(), view.name.as_str()), ("acme", "ci"));
     assert_eq!(view.scopes, vec!["queues:orders-*:send,receive".to_string()]);
@@ -78,7 +80,8 @@ async fn a_revoked_key_is_refused_at_once_here_and_within_the_refresh_bound_on_a
     let clock = Arc::new(ManualClock::new(START_MS));
     let here = Keys::new(store.clone(), clock.clone(), AuthConfig::default());
     let there = Keys::new(store, clock.clone(), AuthConfig::default());
-    let (view, token) = here.create(new_key(&["*:*:admin"])).await.unwrap();
+    let made = here.create(new_key(&["*:*:admin"])).await.unwrap();
+    let (view, token) = (made.view, made.token);
     there.authenticate(&token).await.unwrap();
 
     clock.advance_by(10);
@@ -134,6 +137,27 @@ async fn bad_keys_are_refused_before_anything_is_stored() {
     assert!(store.list_records(API_KEY_KIND, "", None, 10).await.unwrap().is_empty());
     assert!(!keys.enforced().await.unwrap());
     // A key made without a tenant is the default tenant's.
-    let (view, _) = keys.create(NewKey { tenant: None, ..new_key(&["queues:*:read"]) }).await.unwrap();
+    let view = keys.create(NewKey { tenant: None, ..new_key(&["queues:*:read"]) }).await.unwrap().view;
     assert_eq!(view.tenant, DEFAULT_TENANT);
+}
+
+#[tokio::test]
+async fn a_key_made_with_an_aws_access_key_gives_its_secret_and_scopes_to_sigv4() {
+    let (store, _dir) = store();
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let keys = Keys::new(store, clock.clone(), AuthConfig::default());
+    let plain = keys.create(new_key(&["queues:*:read"])).await.unwrap();
+    assert_eq!((plain.view.aws_access_key_id.clone(), plain.aws_secret), (None, None));
+    let aws_id = token::aws_access_key_id(&plain.view.id);
+    assert!(keys.aws_access(&aws_id).await.unwrap().is_none(), "a key without an AWS key signs nothing");
+
+    let made = keys.create(NewKey { aws: true, ..new_key(&["queues:orders:send"]) }).await.unwrap();
+    let aws_id = made.view.aws_access_key_id.clone().expect("an AWS access key id");
+    let secret = made.aws_secret.clone().expect("an AWS secret");
+    let (found, access) = keys.aws_access(&aws_id).await.unwrap().expect("found by its access key id");
+    assert_eq!(found, secret);
+    assert!(access.allows(&send_to("orders")) && !access.allows(&send_to("billing")));
+    assert!(keys.aws_access("SLK0123456789ABCDEF").await.unwrap().is_none());
+    keys.revoke(&made.view.id).await.unwrap();
+    assert_eq!(keys.aws_access(&aws_id).await.unwrap_err(), Refusal::Revoked);
 }

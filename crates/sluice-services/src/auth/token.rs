@@ -59,6 +59,30 @@ pub fn verify(token: &str, stored: &str) -> bool {
     PasswordHash::new(stored).is_ok_and(|parsed| Argon2::default().verify_password(token.as_bytes(), &parsed).is_ok())
 }
 
+/// How a key's AWS access key id starts; the rest is the key's id in upper case.
+pub const AWS_KEY_PREFIX: &str = "SLK";
+/// Bytes of randomness in an AWS secret (40 characters of base64, as AWS's own).
+const AWS_SECRET_BYTES: usize = 30;
+
+/// A key's AWS access key id.
+pub fn aws_access_key_id(id: &str) -> String {
+    format!("{AWS_KEY_PREFIX}{}", id.to_ascii_uppercase())
+}
+
+/// The key id an AWS access key id names, if it has the shape of one of ours.
+pub fn key_id_of_aws(access_key_id: &str) -> Option<String> {
+    let hex = access_key_id.strip_prefix(AWS_KEY_PREFIX)?;
+    let ok = hex.len() == ID_BYTES * 2 && hex.bytes().all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(&b));
+    ok.then(|| hex.to_ascii_lowercase())
+}
+
+/// A fresh AWS secret access key.
+pub fn aws_secret() -> String {
+    let mut secret = [0u8; AWS_SECRET_BYTES];
+    rand::rngs::OsRng.fill_bytes(&mut secret);
+    base64::engine::general_purpose::STANDARD.encode(secret)
+}
+
 /// The SHA-256 of a token, the key of the in-memory cache of tokens already verified (never
 /// stored, never logged).
 pub fn digest(token: &str) -> [u8; 32] {
@@ -86,6 +110,17 @@ mod tests {
         assert!(!verify(&token, "not a hash"));
         // Two hashes of one token differ (salted) and both verify it.
         assert_ne!(hash(&token), stored);
+    }
+
+    #[test]
+    fn an_aws_access_key_id_names_its_key() {
+        let (id, _) = generate();
+        let aws = aws_access_key_id(&id);
+        assert_eq!(aws.len(), 19);
+        assert_eq!(key_id_of_aws(&aws), Some(id.clone()));
+        assert_eq!(key_id_of_aws(&aws.to_lowercase()), None);
+        assert_eq!(key_id_of_aws("AKIDSLUICE"), None);
+        assert_eq!(aws_secret().len(), 40);
     }
 
     #[test]

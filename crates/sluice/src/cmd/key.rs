@@ -45,6 +45,11 @@ struct CreateArgs {
     /// e.g. `--scopes 'queues:orders-*:send,receive' 'streams:*:read'`.
     #[arg(long = "scopes", value_name = "SCOPE", required = true, num_args = 1..)]
     scopes: Vec<String>,
+    /// Also make an AWS access key id and secret with the same scopes, for SigV4 clients
+    /// (boto3, the aws CLI, the AWS SDKs); printed after the token. SigV4 needs the secret
+    /// itself, so it is stored as it is, unlike the token.
+    #[arg(long)]
+    aws: bool,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -67,12 +72,16 @@ struct IdArgs {
 pub async fn run(args: Args) -> Result<()> {
     match args.command {
         KeyCommand::Create(args) => {
-            let request = CreateKeyRequest { tenant: args.tenant, name: args.name, scopes: args.scopes };
+            let request = CreateKeyRequest { tenant: args.tenant, name: args.name, scopes: args.scopes, aws: args.aws };
             let created = args.client.client()?.create_key(&request).await?;
             if args.client.json {
                 return output::json(&created);
             }
             println!("{}", created.key);
+            if let (Some(id), Some(secret)) = (&created.api_key.aws_access_key_id, &created.aws_secret_access_key) {
+                println!("AWS_ACCESS_KEY_ID={id}");
+                println!("AWS_SECRET_ACCESS_KEY={secret}");
+            }
             eprintln!(
                 "made key {} (tenant {}, scopes {}): the line above is its token, shown only now; send it as `Authorization: Bearer <token>` or SLUICE_KEY",
                 created.api_key.id,
@@ -129,6 +138,7 @@ fn print_key(key: &ApiKey, json: bool) -> Result<()> {
         ("tenant", key.tenant.clone()),
         ("name", key.name.clone()),
         ("scopes", key.scopes.join(" ")),
+        ("aws access key", key.aws_access_key_id.clone().unwrap_or_else(|| "-".to_owned())),
         ("created", key.created_at.clone()),
         ("revoked", key.revoked_at.clone().unwrap_or_else(|| "no".to_owned())),
     ]));
