@@ -92,6 +92,7 @@ pub struct ClientBuilder {
     retry: RetryPolicy,
     idempotency_keys: bool,
     api_key: Option<Redacted>,
+    ca_certificates: Vec<Vec<u8>>,
 }
 
 /// A secret kept out of debug output.
@@ -109,6 +110,13 @@ impl ClientBuilder {
     /// has keys. Never printed, not even in debug output.
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
         self.api_key = Some(Redacted(key.into()));
+        self
+    }
+
+    /// Trusts the CA (or self-signed certificate) in this PEM, besides the system's, for an
+    /// `https://` server whose certificate it signed. Checked by [`ClientBuilder::build`].
+    pub fn ca_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.ca_certificates.push(pem.into());
         self
     }
 
@@ -165,7 +173,17 @@ impl ClientBuilder {
             value.set_sensitive(true);
             headers.insert(reqwest::header::AUTHORIZATION, value);
         }
-        let http = reqwest::Client::builder()
+        let mut http = reqwest::Client::builder();
+        for pem in &self.ca_certificates {
+            let certificates = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| ClientError::InvalidUrl {
+                url: self.base_url.clone(),
+                reason: format!("the CA certificate is not PEM: {e}"),
+            })?;
+            for certificate in certificates {
+                http = http.add_root_certificate(certificate);
+            }
+        }
+        let http = http
             .default_headers(headers)
             .connect_timeout(self.connect_timeout)
             .user_agent(concat!("sluice-client/", env!("CARGO_PKG_VERSION")))
@@ -223,6 +241,7 @@ impl Client {
             retry: RetryPolicy::default(),
             idempotency_keys: true,
             api_key: None,
+            ca_certificates: Vec::new(),
         }
     }
 

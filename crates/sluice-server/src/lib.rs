@@ -39,6 +39,7 @@ mod schema_routes;
 mod shed;
 mod stats_routes;
 mod streams;
+pub mod tls;
 mod topic_routes;
 mod trace_routes;
 mod ui;
@@ -120,6 +121,8 @@ pub struct ServerConfig {
     pub auth: sluice_services::auth::AuthConfig,
     /// Whether `/metrics` and the health probes need a key too (`access/routes.rs`).
     pub protected: Protected,
+    /// TLS on the port (`--tls-cert`, `--tls-key`); `None`: plain HTTP.
+    pub tls: Option<Arc<tls::Tls>>,
 }
 
 impl Default for ServerConfig {
@@ -137,6 +140,7 @@ impl Default for ServerConfig {
             trace_retention_ms: sluice_services::trace::TRACE_RETENTION_MS_DEFAULT,
             auth: sluice_services::auth::AuthConfig::default(),
             protected: Protected::default(),
+            tls: None,
         }
     }
 }
@@ -180,6 +184,12 @@ impl AppState {
 
     fn shedder(&self) -> &sluice_services::shedding::Shedder {
         self.services.shedder()
+    }
+
+    /// `https` when the port serves TLS, else `http`: the scheme of the URLs the server writes
+    /// (SQS queue URLs, SNS confirmation links).
+    fn scheme(&self) -> &'static str {
+        if self.config.tls.is_some() { "https" } else { "http" }
     }
 
     /// Now, on the services' clock.
@@ -347,6 +357,7 @@ pub async fn run_services(
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let tls = config.tls.clone();
     let router = router(services.clone(), config);
     let running = services.start();
     let upkeep = tokio::spawn(async {
@@ -361,7 +372,7 @@ pub async fn run_services(
         tracing::info!("shutting down: finishing requests in progress");
         services.stop();
     };
-    conn::serve(listener, router, signal).await;
+    conn::serve(listener, router, tls, signal).await;
     upkeep.abort();
     running.join().await;
     Ok(())

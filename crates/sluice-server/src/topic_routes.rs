@@ -121,7 +121,7 @@ fn native(e: TopicError) -> ApiError {
 
 pub(crate) fn origin(state: &AppState, headers: &HeaderMap) -> Origin {
     let host = headers.get(axum::http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("localhost");
-    Origin { base_url: format!("http://{host}"), sender: state.config.account.clone() }
+    Origin { base_url: format!("{}://{host}", state.scheme()), sender: state.config.account.clone() }
 }
 
 /// The paging parameters of a topic or subscription list.

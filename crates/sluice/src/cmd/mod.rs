@@ -88,6 +88,10 @@ pub struct ClientArgs {
     /// keys.
     #[arg(long = "api-key", env = "SLUICE_KEY", value_name = "KEY", hide_env_values = true)]
     pub api_key: Option<ApiKey>,
+    /// A CA certificate (PEM) to trust for an https:// server, such as the self-signed
+    /// certificate it was started with (--tls-cert).
+    #[arg(long, env = "SLUICE_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<std::path::PathBuf>,
     /// Print the API's JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -116,6 +120,15 @@ impl ClientArgs {
         let mut builder = Client::builder(&self.server);
         if let Some(ApiKey(key)) = &self.api_key {
             builder = builder.api_key(key.clone());
+        }
+        if let Some(path) = &self.ca_cert {
+            let pem = std::fs::read(path).map_err(|e| {
+                crate::report::hinted(
+                    format!("cannot read --ca-cert {}: {e}", path.display()),
+                    "give the PEM file of the server's CA",
+                )
+            })?;
+            builder = builder.ca_certificate(pem);
         }
         Ok(builder.build()?)
     }

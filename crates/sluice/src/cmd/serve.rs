@@ -135,6 +135,38 @@ pub struct Args {
     /// for (open by default, for load balancers).
     #[arg(long, env = "SLUICE_PROTECT_HEALTH")]
     protect_health: bool,
+    /// Serve HTTPS with this certificate chain (PEM, the server's certificate first); needs
+    /// --tls-key. Both files are read again on SIGHUP, so a renewed certificate needs no restart.
+    #[arg(long, env = "SLUICE_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "SLUICE_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+}
+
+/// The certificate to serve, if asked for, and a SIGHUP handler that reads it again.
+fn tls(args: &Args) -> Result<Option<Arc<sluice_server::tls::Tls>>> {
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else { return Ok(None) };
+    let tls = Arc::new(sluice_server::tls::Tls::load(cert, key).map_err(|e| {
+        hinted(e.to_string(), "give PEM files: the certificate chain to --tls-cert, its private key to --tls-key")
+    })?);
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut hangup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+        let reloading = Arc::clone(&tls);
+        tokio::spawn(async move {
+            while hangup.recv().await.is_some() {
+                match reloading.reload() {
+                    Ok(()) => tracing::info!("SIGHUP: TLS certificate read again; new connections get it"),
+                    Err(e) => {
+                        tracing::error!(error = %e, "SIGHUP: TLS certificate not reloaded; still serving the previous one")
+                    }
+                }
+            }
+        });
+    }
+    Ok(Some(tls))
 }
 
 /// Shortest bootstrap admin key taken.
@@ -257,17 +289,19 @@ pub async fn run(args: Args) -> Result<()> {
     tracing::info!(%addr, data_dir = %args.data_dir.display(), durability = ?args.durability, "store open");
     let admin = admin_key(&args)?;
     check_exposure(&args, addr, admin.is_some(), store.as_ref()).await?;
+    let tls = tls(&args)?;
 
     // Install the signal handlers before announcing, so a signal sent right after the
     // announcement is a graceful stop and not the default (immediate) death.
     let signals = Signals::install()?;
-    announce(addr)?;
+    announce(addr, tls.is_some())?;
 
     // One process per data directory (fjall locks it), so a lease held under this name was
     // held by an earlier run of this server, which is dead: take its relays back at once.
     let data_dir = std::fs::canonicalize(&args.data_dir).unwrap_or_else(|_| args.data_dir.clone());
     let config = sluice_server::ServerConfig {
         relay_node: Some(format!("embedded:{}", data_dir.display())),
+        tls,
         ..server_config(&args, admin)
     };
     // The same reason: an idempotency claim in progress left by another process was left by
@@ -357,9 +391,10 @@ async fn serve_postgres(args: Args, url: &str, listener: TcpListener, addr: Sock
     tracing::info!(%addr, vacuum_dead_rows_max = args.pg_vacuum_dead_rows, "PostgreSQL store open");
     let admin = admin_key(&args)?;
     check_exposure(&args, addr, admin.is_some(), &store).await?;
+    let tls = tls(&args)?;
     let signals = Signals::install()?;
-    announce(addr)?;
-    let config = server_config(&args, admin);
+    announce(addr, tls.is_some())?;
+    let config = sluice_server::ServerConfig { tls, ..server_config(&args, admin) };
     let served = sluice_server::run_with(listener, Arc::new(store) as Arc<dyn Store>, config, signals.first()).await;
     served.context("serving failed")?;
     tracing::info!("stopped");
@@ -392,9 +427,10 @@ async fn bind(addr: &str) -> Result<TcpListener> {
 }
 
 /// The one line scripts and tests wait for.
-fn announce(addr: SocketAddr) -> Result<()> {
+fn announce(addr: SocketAddr, tls: bool) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    writeln!(out, "sluice listening on http://{addr}").context("writing to stdout")?;
+    let scheme = if tls { "https" } else { "http" };
+    writeln!(out, "sluice listening on {scheme}://{addr}").context("writing to stdout")?;
     out.flush().context("writing to stdout")?;
     Ok(())
 }

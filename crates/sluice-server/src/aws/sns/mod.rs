@@ -72,7 +72,10 @@ pub async fn dispatch(
     let ctx = Ctx {
         topics: state.topics(),
         account,
-        origin: Origin { base_url: format!("http://{host}"), sender: caller.unwrap_or_else(|| account.to_string()) },
+        origin: Origin {
+            base_url: format!("{}://{host}", state.scheme()),
+            sender: caller.unwrap_or_else(|| account.to_string()),
+        },
     };
     match action {
         Action::CreateTopic => topic_actions::create_topic(&ctx, input).await,

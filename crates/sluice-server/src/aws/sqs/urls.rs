@@ -6,9 +6,9 @@
 
 use crate::aws::common::AwsError;
 
-/// `http://<host the client used>/<account>/<name>`.
-pub fn queue_url(host: &str, account: &str, name: &str) -> String {
-    format!("http://{host}/{account}/{name}")
+/// `<scheme>://<host the client used>/<account>/<name>` (`https` when the port serves TLS).
+pub fn queue_url(scheme: &str, host: &str, account: &str, name: &str) -> String {
+    format!("{scheme}://{host}/{account}/{name}")
 }
 
 /// `arn:aws:sqs:<region>:<account>:<name>`.
@@ -113,6 +113,7 @@ mod tests {
             assert_eq!(queue_name_from_arn(bad, "000000000000"), Err(ArnError::Malformed), "{bad}");
         }
         assert_eq!(queue_arn("us-east-1", "1", "q"), "arn:aws:sqs:us-east-1:1:q");
-        assert_eq!(queue_url("h:1", "1", "q"), "http://h:1/1/q");
+        assert_eq!(queue_url("http", "h:1", "1", "q"), "http://h:1/1/q");
+        assert_eq!(queue_url("https", "h:1", "1", "q"), "https://h:1/1/q");
     }
 }

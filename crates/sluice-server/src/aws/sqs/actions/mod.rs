@@ -137,7 +137,7 @@ impl<'a> Ctx<'a> {
     }
 
     pub fn queue_url(&self, name: &str) -> String {
-        urls::queue_url(&self.host, self.account(), name)
+        urls::queue_url(self.state.scheme(), &self.host, self.account(), name)
     }
 
     pub fn queue_arn(&self, name: &str) -> String {
