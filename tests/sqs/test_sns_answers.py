@@ -179,3 +179,14 @@ def test_message_attribute_names_follow_sns_rule_not_ascii(sns, sqs, new_topic, 
                     sns.publish_batch(TopicArn=topic, PublishBatchRequestEntries=[entry])
             assert error_of(excinfo)[:3] == ("ParameterValueInvalid", message, 400), (call, name)
     assert receive_all(sqs, url) == [], "nothing refused was delivered"
+
+
+def test_an_http_subscription_to_cloud_metadata_is_refused(sns, new_topic):
+    """Sluice's own rule (DESIGN.md, egress): outbound calls never go to link-local addresses,
+    so SNS Subscribe refuses such an endpoint with the InvalidParameter AWS uses for a bad one."""
+    topic = new_topic()
+    with pytest.raises(ClientError) as excinfo:
+        sns.subscribe(TopicArn=topic, Protocol="http", Endpoint="http://169.254.169.254/latest/meta-data/")
+    code, message, status = error_of(excinfo)[:3]
+    assert (code, status) == ("InvalidParameter", 400)
+    assert "link-local" in message

@@ -76,6 +76,9 @@ pub mod idempotency_settings {
         ENTRIES_BYTES_MAX_DEFAULT, ENTRIES_COUNT_MAX_DEFAULT, IdempotencyConfig, TTL_MS_MAX, TTL_MS_MIN,
     };
 }
+/// Egress rules for the server's outbound calls (`--egress-allow`, `--egress-deny`).
+pub use sluice_services::egress;
+
 /// What `serve` needs to configure authentication.
 pub mod auth_settings {
     pub use sluice_services::auth::{API_KEY_KIND, AuthConfig, KEY_REFRESH_MS};
@@ -123,6 +126,8 @@ pub struct ServerConfig {
     pub protected: Protected,
     /// TLS on the port (`--tls-cert`, `--tls-key`); `None`: plain HTTP.
     pub tls: Option<Arc<tls::Tls>>,
+    /// Where outbound calls may go (`sluice_services::egress`).
+    pub egress: sluice_services::egress::Egress,
 }
 
 impl Default for ServerConfig {
@@ -141,6 +146,7 @@ impl Default for ServerConfig {
             auth: sluice_services::auth::AuthConfig::default(),
             protected: Protected::default(),
             tls: None,
+            egress: sluice_services::egress::Egress::default(),
         }
     }
 }
@@ -230,6 +236,7 @@ pub fn services(
         idempotency: config.idempotency.clone(),
         trace_retention_ms: config.trace_retention_ms,
         auth: config.auth.clone(),
+        egress: config.egress.clone(),
         ..ServicesConfig::new(arns)
     };
     Services::new(store, clock, services)

@@ -291,7 +291,12 @@ pub async fn subscribe(
             })?)
         }
         (Some(queue), None) => Endpoint::Queue(queue),
-        (None, Some(url)) => Endpoint::Url(url),
+        (None, Some(url)) => {
+            // Refused now when the URL itself says so (an address, a denied host pattern); a name
+            // resolving to a refused address is refused at each delivery.
+            state.push().egress().check_url(&url).map_err(|e| ApiError::invalid("endpoint", e.to_string()))?;
+            Endpoint::Url(url)
+        }
         _ => return Err(ApiError::invalid("queue", "give a queue (name or ARN) or an http(s) endpoint, not both")),
     };
     let mut attributes = BTreeMap::new();

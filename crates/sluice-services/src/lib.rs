@@ -39,6 +39,7 @@
 
 pub mod alerts;
 pub mod auth;
+pub mod egress;
 pub mod events;
 pub mod idempotency;
 pub mod jobs;
@@ -98,6 +99,8 @@ pub struct ServicesConfig {
     pub trace_retention_ms: u64,
     /// API keys: the bootstrap admin token, and `--insecure-no-auth`.
     pub auth: AuthConfig,
+    /// Where outbound calls may go (`--egress-allow`, `--egress-deny`).
+    pub egress: egress::Egress,
 }
 
 impl ServicesConfig {
@@ -115,6 +118,7 @@ impl ServicesConfig {
             sagas: SagaCallConfig::default(),
             trace_retention_ms: TRACE_RETENTION_MS_DEFAULT,
             auth: AuthConfig::default(),
+            egress: egress::Egress::default(),
         }
     }
 }
@@ -158,6 +162,7 @@ impl Services {
             status: store,
         });
         let schemas = Schemas::new(store.clone(), clock.clone());
+        let egress = Arc::new(config.egress);
         let traces = Arc::new(Traces::new(store.clone(), clock.clone(), config.trace_retention_ms));
         let topics = Arc::new(Topics::new(store.clone(), config.arns, clock.clone(), schemas.clone(), traces.clone()));
         Arc::new(Services {
@@ -165,13 +170,17 @@ impl Services {
             schedules: Schedules::new(store.clone(), clock.clone(), topics.clone()),
             topics,
             redrives: Redrives::new(store.clone(), clock.clone()),
-            push: Arc::new(Endpoints::new(config.push)),
+            push: Arc::new(Endpoints::with_egress(config.push, egress.clone())),
             sqs: SqsState::default(),
             relays: Relays::new(config.relay_node),
             jobs: Arc::new(Jobs::new(store.clone(), clock.clone(), config.jobs)),
             shedder: Arc::new(Shedder::new(config.shed)),
             idempotency: Arc::new(Idempotency::new(store.clone(), clock.clone(), config.idempotency)),
-            sagas: Sagas::new(store.clone(), clock.clone(), config.sagas, traces.clone()),
+            sagas: {
+                let sagas = Sagas::new(store.clone(), clock.clone(), config.sagas, traces.clone());
+                sagas.set_egress(egress.clone());
+                sagas
+            },
             traces,
             stats: Arc::new(Stats::new(store.clone(), clock.clone(), counts, config.stats_sample_ms)),
             alerts: Arc::new(Alerts::new(store.clone(), clock.clone(), config.alerts)),

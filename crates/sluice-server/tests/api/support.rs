@@ -35,12 +35,17 @@ pub enum Payload {
 
 impl TestServer {
     pub fn start() -> TestServer {
+        TestServer::start_with(sluice_server::ServerConfig::default())
+    }
+
+    /// A server with this configuration.
+    pub fn start_with(config: sluice_server::ServerConfig) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = Arc::new(
             EmbeddedStore::open(EmbeddedConfig { data_dir: dir.path().to_path_buf(), durability: Durability::Fsync })
                 .expect("open embedded store"),
         );
-        let app = sluice_server::app(store.clone() as Arc<dyn Store>);
+        let app = sluice_server::app_with(store.clone() as Arc<dyn Store>, config);
         TestServer { app, store, _dir: dir }
     }
 

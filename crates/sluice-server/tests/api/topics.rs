@@ -282,3 +282,38 @@ async fn http_subscriptions_are_pending_until_confirmed() {
     s.expect("DELETE", "/v1/topics/t", None, 204).await;
     check(&s, vec![case("GET", format!("/v1/queues/{queue}"), Payload::None, 404, Some("queue_not_found"))]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_subscription_to_a_refused_destination_is_refused_with_why() {
+    let s = TestServer::start();
+    s.expect("POST", "/v1/topics", Some(json!({ "name": "hooks" })), 201).await;
+    for url in ["http://169.254.169.254/latest/meta-data/", "http://[fe80::1]/x", "http://2852039166/x"] {
+        let (status, answer) =
+            s.call("POST", "/v1/topics/hooks/subscriptions", json_payload(json!({ "endpoint": url }))).await;
+        assert_eq!(status.as_u16(), 400, "{url}: {answer}");
+        assert_eq!(answer["error"]["details"]["field"], "endpoint", "{answer}");
+        assert!(answer["error"]["message"].as_str().unwrap().contains("link-local"), "{answer}");
+    }
+
+    // With --egress-deny, a denied address or host pattern is refused too; others are taken.
+    let egress = sluice_server::egress::Egress::new(
+        Vec::new(),
+        vec!["127.0.0.0/8".parse().unwrap(), "*.internal".parse().unwrap()],
+    );
+    let s = TestServer::start_with(sluice_server::ServerConfig { egress, ..Default::default() });
+    s.expect("POST", "/v1/topics", Some(json!({ "name": "hooks" })), 201).await;
+    for url in ["http://127.0.0.1:9/hook", "https://billing.internal/hook"] {
+        let (status, answer) =
+            s.call("POST", "/v1/topics/hooks/subscriptions", json_payload(json!({ "endpoint": url }))).await;
+        assert_eq!(status.as_u16(), 400, "{url}: {answer}");
+        assert!(answer["error"]["message"].as_str().unwrap().contains("--egress-deny"), "{answer}");
+    }
+    let (status, answer) = s
+        .call(
+            "POST",
+            "/v1/topics/hooks/subscriptions",
+            json_payload(json!({ "endpoint": "https://hooks.example.com/x" })),
+        )
+        .await;
+    assert_eq!(status.as_u16(), 201, "{answer}");
+}

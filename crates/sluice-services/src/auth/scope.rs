@@ -261,7 +261,7 @@ pub fn parse_scopes(texts: &[String]) -> Result<Vec<Scope>, ValidationError> {
 /// Whether `name` matches `pattern`, where `*` is any run of characters (none included). The
 /// greedy walk keeps only the last `*` to backtrack to, so it is linear in practice and at worst
 /// the product of the two lengths (both bounded).
-fn matches(pattern: &str, name: &str) -> bool {
+pub(crate) fn matches(pattern: &str, name: &str) -> bool {
     let (p, n) = (pattern.as_bytes(), name.as_bytes());
     let (mut pi, mut ni) = (0, 0);
     let mut star: Option<(usize, usize)> = None;

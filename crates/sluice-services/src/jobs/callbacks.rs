@@ -70,7 +70,9 @@ struct Shared {
 /// after its visibility timeout).
 pub fn spawn(jobs: Arc<Jobs>, endpoints: Arc<Endpoints>) -> tokio::task::JoinHandle<()> {
     let config = endpoints.config();
-    let client = reqwest::Client::builder()
+    let client = endpoints
+        .egress()
+        .client(reqwest::Client::builder())
         .timeout(Duration::from_millis(config.request_timeout_ms))
         .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
         .redirect(reqwest::redirect::Policy::none())
@@ -195,21 +197,24 @@ async fn deliver(shared: &Shared, message: ReceivedMessage) {
         }
     };
     let timestamp = now / 1000;
-    let result = shared
-        .client
-        .post(&callback.url)
-        .header("content-type", "application/json")
-        .header(JOB_ID_HEADER, &callback.job_id)
-        .header(JOB_STATUS_HEADER, &callback.status)
-        .header(TIMESTAMP_HEADER, timestamp.to_string())
-        .header(SIGNATURE_HEADER, signature(&secret, timestamp, &body))
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| describe(&e))
-        .and_then(
-            |r| if r.status().is_success() { Ok(()) } else { Err(format!("the endpoint answered {}", r.status())) },
-        );
+    let result = match shared.endpoints.egress().check_url(&callback.url) {
+        Err(refused) => Err(refused.to_string()),
+        Ok(()) => shared
+            .client
+            .post(&callback.url)
+            .header("content-type", "application/json")
+            .header(JOB_ID_HEADER, &callback.job_id)
+            .header(JOB_STATUS_HEADER, &callback.status)
+            .header(TIMESTAMP_HEADER, timestamp.to_string())
+            .header(SIGNATURE_HEADER, signature(&secret, timestamp, &body))
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| describe(&e))
+            .and_then(|r| {
+                if r.status().is_success() { Ok(()) } else { Err(format!("the endpoint answered {}", r.status())) }
+            }),
+    };
     drop(slot);
     let outcome = if result.is_ok() { Outcome::Success } else { Outcome::Failure };
     shared.endpoints.record(&endpoint, clock.now_ms(), permit, outcome);

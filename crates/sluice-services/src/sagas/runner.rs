@@ -53,15 +53,14 @@ pub const ATTR_CORRELATION_ID: &str = "X-Correlation-Id";
 pub const ATTR_REPLY_QUEUE: &str = "sluice.saga.reply_queue";
 
 pub(super) async fn run(sagas: Arc<Sagas>) {
-    let client =
-        match reqwest::Client::builder().connect_timeout(Duration::from_millis(sagas.calls.connect_timeout_ms)).build()
-        {
-            Ok(client) => client,
-            Err(e) => {
-                tracing::error!("sagas: no HTTP client ({e}); the orchestrator does not run");
-                return;
-            }
-        };
+    let builder = sagas.egress().client(reqwest::Client::builder());
+    let client = match builder.connect_timeout(Duration::from_millis(sagas.calls.connect_timeout_ms)).build() {
+        Ok(client) => client,
+        Err(e) => {
+            tracing::error!("sagas: no HTTP client ({e}); the orchestrator does not run");
+            return;
+        }
+    };
     loop {
         let next = match scan(&sagas, &client).await {
             Ok(next) => next,
@@ -169,6 +168,9 @@ async fn http(
     body: Option<&Value>,
 ) -> Outcome {
     let left_ms = dispatch.deadline_at_ms.saturating_sub(sagas.now()).clamp(1, sagas.calls.request_timeout_ms);
+    if let Err(refused) = sagas.egress().check_url(url) {
+        return Outcome::Failed { error: format!("{url}: {refused}"), retry: true };
+    }
     let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap_or(reqwest::Method::POST);
     let mut request = client
         .request(method, url)

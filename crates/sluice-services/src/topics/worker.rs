@@ -26,6 +26,7 @@
 //! [`TargetSource`] handed to [`spawn_with`] lists their [`Target`]s, each a queue of
 //! [`PushDelivery`] records and a URL, and the worker treats them as it treats subscriptions.
 
+use crate::egress::Egress;
 use crate::trace::{TraceEntry, TraceKind, Traces};
 use std::collections::HashMap;
 use std::future::Future;
@@ -106,6 +107,8 @@ impl Default for PushConfig {
 /// by the worker and the API (which shows a subscription's breaker state).
 pub struct Endpoints {
     config: PushConfig,
+    /// Where deliveries may go (`crate::egress`); the job callbacks share it.
+    egress: Arc<Egress>,
     /// `host:port` → its breaker and permits. Held for map operations only, never across an
     /// await.
     map: Mutex<HashMap<String, EndpointState>>,
@@ -118,7 +121,17 @@ struct EndpointState {
 
 impl Endpoints {
     pub fn new(config: PushConfig) -> Endpoints {
-        Endpoints { config, map: Mutex::new(HashMap::new()) }
+        Endpoints::with_egress(config, Arc::new(Egress::default()))
+    }
+
+    /// As [`Endpoints::new`], with the server's egress rules.
+    pub fn with_egress(config: PushConfig, egress: Arc<Egress>) -> Endpoints {
+        Endpoints { config, egress, map: Mutex::new(HashMap::new()) }
+    }
+
+    /// Where deliveries may go.
+    pub fn egress(&self) -> &Arc<Egress> {
+        &self.egress
     }
 
     /// The timeouts and breaker settings every delivery from this node uses.
@@ -302,7 +315,9 @@ pub fn spawn_with(
     sources: Vec<Arc<dyn TargetSource>>,
 ) -> tokio::task::JoinHandle<()> {
     let config = endpoints.config;
-    let client = reqwest::Client::builder()
+    let client = endpoints
+        .egress
+        .client(reqwest::Client::builder())
         .timeout(Duration::from_millis(config.request_timeout_ms))
         .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
         .redirect(reqwest::redirect::Policy::none())
@@ -564,6 +579,7 @@ async fn post(shared: &Shared, target: &Target, delivery: &PushDelivery) -> Resu
         MessageType::SubscriptionConfirmation => "SubscriptionConfirmation",
         MessageType::Alert => "Alert",
     };
+    shared.endpoints.egress.check_url(&target.url).map_err(|e| e.to_string())?;
     let mut request = shared.client.post(&target.url);
     if delivery.message_type == MessageType::Alert {
         request = request

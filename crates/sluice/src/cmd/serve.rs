@@ -142,6 +142,15 @@ pub struct Args {
     /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
     #[arg(long, env = "SLUICE_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Let the server's outbound calls (HTTP push, alert and job webhooks, saga steps) go only
+    /// to these CIDRs or host patterns (repeatable or comma-separated, e.g. `10.0.0.0/8`,
+    /// `*.hooks.example.com`). Link-local addresses (169.254.0.0/16, fe80::/10, where cloud
+    /// metadata lives) are refused whatever this says.
+    #[arg(long, env = "SLUICE_EGRESS_ALLOW", value_name = "CIDR|HOST", value_delimiter = ',')]
+    egress_allow: Vec<sluice_server::egress::Rule>,
+    /// Refuse outbound calls to these CIDRs or host patterns (repeatable or comma-separated).
+    #[arg(long, env = "SLUICE_EGRESS_DENY", value_name = "CIDR|HOST", value_delimiter = ',')]
+    egress_deny: Vec<sluice_server::egress::Rule>,
 }
 
 /// The certificate to serve, if asked for, and a SIGHUP handler that reads it again.
@@ -340,6 +349,7 @@ fn server_config(args: &Args, admin_token: Option<String>) -> sluice_server::Ser
         trace_retention_ms: args.trace_retention,
         auth: sluice_server::auth_settings::AuthConfig { admin_token, disabled: args.insecure_no_auth },
         protected: sluice_server::Protected { metrics: args.protect_metrics, health: args.protect_health },
+        egress: sluice_server::egress::Egress::new(args.egress_allow.clone(), args.egress_deny.clone()),
         ..sluice_server::ServerConfig::default()
     }
 }

@@ -56,6 +56,8 @@ pub struct Ctx<'a> {
     pub topics: &'a Topics,
     pub account: &'a str,
     pub origin: Origin,
+    /// Where HTTP/S subscriptions may point.
+    pub egress: &'a sluice_services::egress::Egress,
 }
 
 /// Runs one SNS action; `Ok(None)` for actions without an output.
@@ -71,6 +73,7 @@ pub async fn dispatch(
     let account = state.config.account.as_str();
     let ctx = Ctx {
         topics: state.topics(),
+        egress: state.push().egress(),
         account,
         origin: Origin {
             base_url: format!("{}://{host}", state.scheme()),

@@ -51,6 +51,9 @@ pub async fn subscribe(ctx: &Ctx<'_>, input: Value) -> Outcome {
             if !endpoint_text.starts_with(&format!("{}://", protocol.as_str())) {
                 return Err(invalid_parameter("Invalid parameter: Endpoint must match the specified protocol"));
             }
+            if let Err(refused) = ctx.egress.check_url(&endpoint_text) {
+                return Err(invalid_parameter(format!("Invalid parameter: Endpoint {refused}")));
+            }
             Endpoint::Url(endpoint_text)
         }
         None if OTHER_SNS_PROTOCOLS.contains(&protocol_text.as_str()) => {
