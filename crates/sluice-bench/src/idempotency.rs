@@ -1,5 +1,14 @@
 //! The `idempotency` scenario (`sluice bench --idempotency-keys`): what an `Idempotency-Key`
-//! costs a send. The same closed-loop sends of the same batch go into queues without and with a
+//! costs a send; and the `auth` scenario, the same measurement for an API key (`Door`).
+//!
+//! For the `auth` scenario the "off" phases go to a server that has no keys (and asks for
+//! none) and the "on" phases to a second server, started beside it, that has keys, with a key
+//! of exactly the scope a send needs (`queues:*:send` plus the queue management the phases do):
+//! each send is then authenticated (a token checked against its remembered digest, the key's
+//! record fresh within a second) and its scope matched. Before measuring, a send without a key
+//! must be refused 401 by the second server.
+//!
+//! Idempotency keys: The same closed-loop sends of the same batch go into queues without and with a
 //! key (a fresh one per call, as a client's retries would carry), in the same run, in the order
 //! off, on, on, off (so that a store growing or compacting over the run weighs on both alike);
 //! the report gives each phase, both modes' rates over their two phases and the ratio. With a
@@ -30,6 +39,29 @@ use crate::workload;
 /// Messages per send call.
 pub(crate) const SEND_BATCH: u32 = 10;
 
+/// Which key a scenario measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Door {
+    IdempotencyKey,
+    ApiKey,
+}
+
+impl Door {
+    fn header(self) -> &'static str {
+        match self {
+            Door::IdempotencyKey => "Idempotency-Key",
+            Door::ApiKey => "API key",
+        }
+    }
+
+    fn slug(self) -> &'static str {
+        match self {
+            Door::IdempotencyKey => "idempotency",
+            Door::ApiKey => "auth",
+        }
+    }
+}
+
 /// One phase: a queue sent to without (`keyed: false`) or with keys.
 #[derive(Debug, Clone)]
 struct Row {
@@ -52,22 +84,56 @@ impl Row {
 /// The phases in the order they run: off, on, on, off.
 const PHASES: [bool; 4] = [false, true, true, false];
 
-pub(crate) async fn run(plan: &Plan) -> anyhow::Result<()> {
+pub(crate) async fn run(plan: &Plan, door: Door) -> anyhow::Result<()> {
     let started = Instant::now();
     let load_average = report::load_average();
     let body = "x".repeat(plan.body_bytes);
-    let (rows, server) = crate::with_target(plan, async |url| phases(plan, url, &body).await).await?;
-    let text = render(plan, &server, &rows, started.elapsed(), load_average.as_deref());
-    crate::publish(plan, &text, json(plan, &server, &rows))
+    let (rows, server) = match door {
+        Door::IdempotencyKey => {
+            crate::with_target(plan, async |url| phases(plan, (url, url), &body, door).await).await?
+        }
+        // Two servers: one that never has a key, and one that has.
+        Door::ApiKey => {
+            let ((rows, secured), open) = crate::with_target(plan, async |open| {
+                crate::with_target(plan, async |secured| phases(plan, (open, secured), &body, door).await).await
+            })
+            .await?;
+            (rows, format!("{open}\n           and, with keys, {secured}"))
+        }
+    };
+    let text = render(plan, &server, &rows, started.elapsed(), load_average.as_deref(), door);
+    crate::publish(plan, &text, json(plan, &server, &rows, door))
 }
 
-fn queue_name(plan: &Plan, keyed: bool, round: usize) -> String {
-    format!("{}-idempotency-{}-{round}", plan.queue, if keyed { "on" } else { "off" })
+fn queue_name(plan: &Plan, keyed: bool, round: usize, door: Door) -> String {
+    format!("{}-{}-{}-{round}", plan.queue, door.slug(), if keyed { "on" } else { "off" })
 }
 
-async fn phases(plan: &Plan, url: &str, body: &str) -> anyhow::Result<Vec<Row>> {
+/// A key on the secured server with the scopes the phases use, and a check that a send
+/// without it is refused there.
+async fn api_key_client(url: &str, plan: &Plan) -> anyhow::Result<Client> {
+    let request = sluice_api::CreateKeyRequest {
+        tenant: None,
+        name: "bench".into(),
+        scopes: vec![format!("queues:{}-auth-*:send,read,manage", plan.queue)],
+        aws: false,
+    };
+    let made = workload::client(url)?.create_key(&request).await.context("making the bench's API key")?;
+    let queue = format!("{}-auth-check", plan.queue);
+    let refused = workload::client(url)?.create_queue(&CreateQueueRequest { name: queue, ..Default::default() }).await;
+    if !matches!(refused, Err(ref e) if e.code() == Some(sluice_api::ErrorCode::Unauthenticated)) {
+        bail!("a call without a key was answered {refused:?}, not 401: the server does not ask for keys");
+    }
+    Ok(Client::builder(url).attempts(1).api_key(made.key).build()?)
+}
+
+async fn phases(plan: &Plan, (url_off, url_on): (&str, &str), body: &str, door: Door) -> anyhow::Result<Vec<Row>> {
     // One attempt, so the client adds no key of its own: the keyed phases give theirs.
-    let client = workload::client(url)?;
+    let plain = workload::client(url_off)?;
+    let keyed_client = match door {
+        Door::IdempotencyKey => plain.clone(),
+        Door::ApiKey => api_key_client(url_on, plan).await?,
+    };
     let mut rows: Vec<Row> = Vec::new();
     // Each run's keys are its own, so a rerun against the same server is not answered from
     // the last one's.
@@ -75,15 +141,16 @@ async fn phases(plan: &Plan, url: &str, body: &str) -> anyhow::Result<Vec<Row>> 
     let run = format!("{run:x}");
     for keyed in PHASES {
         let round = rows.iter().filter(|r| r.keyed == keyed).count() + 1;
-        let queue = queue_name(plan, keyed, round);
+        let queue = queue_name(plan, keyed, round, door);
         let request = CreateQueueRequest { name: queue.clone(), ..Default::default() };
+        let client = if keyed { &keyed_client } else { &plain };
         let result = async {
             client.create_queue(&request).await.with_context(|| format!("creating queue {queue}"))?;
-            if keyed {
-                replayed_when_repeated(&client, &queue, &format!("{run}-check-{round}")).await?;
+            let prefix = (keyed && door == Door::IdempotencyKey).then(|| format!("{run}-{round}"));
+            if let Some(prefix) = &prefix {
+                replayed_when_repeated(client, &queue, &format!("{prefix}-check")).await?;
             }
-            let prefix = format!("{run}-{round}");
-            phase(plan, &client, &queue, body, keyed, &prefix).await.map(|row| Row { round, ..row })
+            phase(plan, client, &queue, body, keyed, prefix.as_deref(), door).await.map(|row| Row { round, ..row })
         }
         .await;
         let deleted = client.delete_queue(&queue).await;
@@ -117,7 +184,8 @@ async fn phase(
     queue: &str,
     body: &str,
     keyed: bool,
-    prefix: &str,
+    prefix: Option<&str>,
+    door: Door,
 ) -> anyhow::Result<Row> {
     let start = Instant::now();
     let measure_from = start + plan.warmup;
@@ -130,12 +198,16 @@ async fn phase(
     for p in 0..plan.producers {
         let (client, queue, request, acked_total) =
             (client.clone(), queue.to_owned(), request.clone(), acked_total.clone());
-        let prefix = keyed.then(|| format!("{prefix}-{p}"));
+        let prefix = prefix.map(|prefix| format!("{prefix}-{p}"));
         tasks.push(tokio::spawn(async move {
             producer(&client, &queue, &request, prefix.as_deref(), measure_from, end, &acked_total).await
         }));
     }
-    let label = if keyed { "with keys" } else { "without keys" };
+    let label = match (door, keyed) {
+        (Door::IdempotencyKey, true) => "with Idempotency-Keys",
+        (Door::ApiKey, true) => "with an API key",
+        (_, false) => "without keys",
+    };
     let bar = crate::progress::phase(label, plan.warmup + plan.duration);
     while Instant::now() < end {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -202,13 +274,26 @@ fn ratio(rows: &[Row]) -> Option<f64> {
     }
 }
 
-fn render(plan: &Plan, server: &str, rows: &[Row], elapsed: Duration, load_average: Option<&str>) -> String {
+fn render(
+    plan: &Plan,
+    server: &str,
+    rows: &[Row],
+    elapsed: Duration,
+    load_average: Option<&str>,
+    door: Door,
+) -> String {
     let mut out = String::new();
     let w = &mut out;
     report::header(w, plan, server, elapsed, load_average);
+    let keys = match door {
+        Door::IdempotencyKey => "Idempotency-Key off, on, on, off (a new key per send call)",
+        Door::ApiKey => {
+            "API key off (a server without keys), on, on (a server with keys, one key scoped to the queues), off"
+        }
+    };
     let _ = writeln!(
         w,
-        "workload   a queue per phase, Idempotency-Key off, on, on, off (a new key per send call); {}-byte bodies;\n           \
+        "workload   a queue per phase, {keys}; {}-byte bodies;\n           \
          {} producers, closed loop over HTTP/1.1 (sluice-client), {SEND_BATCH} messages per send; no consumers\n           \
          (the queue's depth is checked at the end); {} warm-up, then {} measured per phase",
         plan.body_bytes,
@@ -216,16 +301,20 @@ fn render(plan: &Plan, server: &str, rows: &[Row], elapsed: Duration, load_avera
         humantime::format_duration(plan.warmup),
         humantime::format_duration(plan.duration),
     );
-    let _ = writeln!(w, "reproduce  {}", command_line(plan));
+    let _ = writeln!(w, "reproduce  {}", command_line(plan, door));
     let _ = writeln!(w);
-    let _ = writeln!(w, "{}", table(rows));
+    let _ = writeln!(w, "{}", table(rows, door));
     let rate_text = |keyed| mode_rate(rows, keyed).map_or_else(|| "-".into(), thousands);
     let ratio_text = ratio(rows).map_or_else(|| "-".into(), |x| format!("{x:.2}"));
     let _ = writeln!(
         w,
-        "without keys {} msg/s, with keys {} msg/s (each over its two phases): with / without = {ratio_text} (goal: at least 0.90)",
+        "without keys {} msg/s, with keys {} msg/s (each over its two phases): with / without = {ratio_text} (goal: at least {})",
         rate_text(false),
         rate_text(true),
+        match door {
+            Door::IdempotencyKey => "0.90",
+            Door::ApiKey => "0.95",
+        },
     );
     let _ = writeln!(
         w,
@@ -234,18 +323,18 @@ fn render(plan: &Plan, server: &str, rows: &[Row], elapsed: Duration, load_avera
     );
     for row in rows {
         if let Some(first) = &row.sent.first_error {
-            let queue = queue_name(plan, row.keyed, row.round);
+            let queue = queue_name(plan, row.keyed, row.round, door);
             let _ = writeln!(w, "{queue}: {} send errors, first: {first}", row.sent.errors);
         }
     }
     out
 }
 
-fn table(rows: &[Row]) -> Table {
+fn table(rows: &[Row], door: Door) -> Table {
     let mut table = Table::new();
     table.load_preset(presets::ASCII_MARKDOWN).set_header([
         "phase",
-        "Idempotency-Key",
+        door.header(),
         "sends/s",
         "sent msg/s",
         "send p50 / p99 ms",
@@ -270,13 +359,14 @@ fn table(rows: &[Row]) -> Table {
 }
 
 /// The command that repeats this run.
-fn command_line(plan: &Plan) -> String {
+fn command_line(plan: &Plan, door: Door) -> String {
     let target = match &plan.server {
         Some(url) => format!("--server {url}"),
         None => format!("--durability {}", plan.durability_label()),
     };
     format!(
-        "sluice bench --idempotency-keys {target} --producers {} --body-bytes {} --duration {} --warmup {}",
+        "sluice bench --scenario {} {target} --producers {} --body-bytes {} --duration {} --warmup {}",
+        door.slug(),
         plan.producers,
         plan.body_bytes,
         humantime::format_duration(plan.duration),
@@ -284,7 +374,7 @@ fn command_line(plan: &Plan) -> String {
     )
 }
 
-fn json(plan: &Plan, server: &str, rows: &[Row]) -> Value {
+fn json(plan: &Plan, server: &str, rows: &[Row], door: Door) -> Value {
     let ratio = ratio(rows);
     let rows_all = rows;
     let rows = rows.iter().map(|row| {
@@ -295,7 +385,8 @@ fn json(plan: &Plan, server: &str, rows: &[Row]) -> Value {
                 "durability": plan.durability_label(),
                 "workload": "queue-send",
                 "server": server,
-                "idempotency_keys": row.keyed,
+                "door": door.slug(),
+                "keyed": row.keyed,
                 "round": row.round,
                 "batch": SEND_BATCH,
                 "producers": plan.producers,

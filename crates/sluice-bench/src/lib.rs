@@ -120,6 +120,8 @@ pub enum Scenario {
     Overload,
     /// Sends without and with an `Idempotency-Key` (`--idempotency-keys`), and their ratio.
     Idempotency,
+    /// Sends to a server without keys and, with an API key, to one with keys, and their ratio.
+    Auth,
     /// Saga instances of three queue steps with instant participants: instances per second end
     /// to end, and the orchestrator's overhead per step (p50/p99).
     Sagas,
@@ -141,6 +143,7 @@ impl Scenario {
             Scenario::Events => "events",
             Scenario::Overload => "overload",
             Scenario::Idempotency => "idempotency",
+            Scenario::Auth => "auth",
             Scenario::Sagas => "sagas",
         }
     }
@@ -167,7 +170,8 @@ pub struct BenchArgs {
     /// LOCKED jobs table and Redis in BullMQ's shape; --postgres-url and --redis-url apply) or
     /// `schema` (batches of 10 JSON orders, 1 KiB by default, sent closed-loop into queues
     /// without and with schema validation; no consumers) or `idempotency` (the same, batches
-    /// of 10 sent without and with an `Idempotency-Key`; also `--idempotency-keys`) or `sagas`
+    /// of 10 sent without and with an `Idempotency-Key`; also `--idempotency-keys`) or `auth`
+    /// (the same, to a server without keys and with an API key to a server with keys) or `sagas`
     /// (saga instances of 3 queue steps, --producers starters in closed loop [default 16],
     /// --consumers instant participants per step queue: instances/s and the orchestrator's
     /// overhead per step).
@@ -381,7 +385,10 @@ impl Plan {
                 bail!("--body-bytes does not apply to the sagas scenario: its step messages are the saga's own");
             }
         }
-        if matches!(args.scenario, Scenario::Fanout | Scenario::Schema | Scenario::Idempotency) {
+        if args.scenario == Scenario::Auth && args.server.is_some() {
+            bail!("--server does not apply to the auth scenario: it starts two servers, one without keys and one with");
+        }
+        if matches!(args.scenario, Scenario::Fanout | Scenario::Schema | Scenario::Idempotency | Scenario::Auth) {
             if args.consumers.is_some() {
                 bail!(
                     "--consumers does not apply to the {scenario} scenario: it measures the sending side, nobody consumes"
@@ -458,7 +465,7 @@ impl Plan {
             Scenario::Fanout => vec![fanout::PUBLISH_BATCH],
             Scenario::Schema => vec![schemas::SEND_BATCH],
             Scenario::Overload => vec![1],
-            Scenario::Idempotency => vec![idempotency::SEND_BATCH],
+            Scenario::Idempotency | Scenario::Auth => vec![idempotency::SEND_BATCH],
             Scenario::Jobs | Scenario::Events | Scenario::Sagas => vec![1],
             Scenario::Streams if args.batch.is_empty() => THROUGHPUT_BATCHES_DEFAULT.to_vec(),
             Scenario::Streams => args.batch.clone(),
@@ -603,7 +610,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Fanout => fanout::run(&plan).await,
         Scenario::Schema => schemas::run(&plan).await,
         Scenario::Overload => overload::run(&plan).await,
-        Scenario::Idempotency => idempotency::run(&plan).await,
+        Scenario::Idempotency => idempotency::run(&plan, idempotency::Door::IdempotencyKey).await,
+        Scenario::Auth => idempotency::run(&plan, idempotency::Door::ApiKey).await,
         Scenario::Sagas => sagas::run(&plan).await,
         Scenario::Streams => {
             let streams = plan.streams.clone().expect("the streams scenario has a streams plan");

@@ -10,6 +10,8 @@
 //! revoked key), `SignatureDoesNotMatch`, then `AccessDenied` (SQS) or `AuthorizationError`
 //! (SNS), all 403.
 
+use std::sync::Arc;
+
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde_json::Value;
@@ -24,7 +26,7 @@ use crate::auth::{self, AccessKey, AuthError};
 /// The signer of a request: its access key id, and its scopes (`None`: every right).
 pub struct Caller {
     pub id: Option<String>,
-    pub access: Option<Access>,
+    pub access: Option<Arc<Access>>,
 }
 
 /// Checks the request's signature, as the server's keys ask.

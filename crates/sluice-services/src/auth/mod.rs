@@ -157,10 +157,23 @@ pub enum KeyError {
     Store(#[from] StoreError),
 }
 
+/// A key's record with its scopes parsed once, as a node remembers it.
+struct Known {
+    key: StoredKey,
+    access: Arc<Access>,
+}
+
+impl Known {
+    fn new(key: StoredKey) -> Arc<Known> {
+        let access = Arc::new(access_of(&key));
+        Arc::new(Known { key, access })
+    }
+}
+
 #[derive(Default)]
 struct Cache {
     /// Each key's record (or its absence) and when it was read.
-    keys: HashMap<String, (Option<StoredKey>, u64)>,
+    keys: HashMap<String, (Option<Arc<Known>>, u64)>,
     /// Digests of tokens verified on this node, and their key ids.
     verified: HashMap<[u8; 32], String>,
     /// Whether the store held any key, and when that was read.
@@ -216,20 +229,21 @@ impl Keys {
     }
 
     /// Checks a bearer token.
-    pub async fn authenticate(&self, presented: &str) -> Result<Access, Refusal> {
+    pub async fn authenticate(&self, presented: &str) -> Result<Arc<Access>, Refusal> {
         let digest = token::digest(presented);
         if let Some(admin) = &self.admin_digest
             && bool::from(admin.ct_eq(&digest))
         {
-            return Ok(Access {
+            return Ok(Arc::new(Access {
                 principal: Principal("key:admin".to_string()),
                 key_id: "admin".to_string(),
                 tenant: DEFAULT_TENANT.to_string(),
                 scopes: vec![Scope::parse("*:*:*").expect("a valid scope")],
-            });
+            }));
         }
         let id = token::key_id(presented).ok_or(Refusal::NotAKey)?;
-        let key = self.key(id).await?.ok_or(Refusal::Unknown)?;
+        let known_key = self.key(id).await?.ok_or(Refusal::Unknown)?;
+        let key = &known_key.key;
         if key.revoked_ms.is_some() {
             return Err(Refusal::Revoked);
         }
@@ -249,19 +263,19 @@ impl Keys {
             }
             cache.verified.insert(digest, id.to_string());
         }
-        Ok(access_of(&key))
+        Ok(Arc::clone(&known_key.access))
     }
 
     /// The secret and the access of the key whose AWS access key id this is, for checking a
     /// SigV4 signature. `Ok(None)`: no key has this access key id (or it has no AWS key).
-    pub async fn aws_access(&self, access_key_id: &str) -> Result<Option<(String, Access)>, Refusal> {
+    pub async fn aws_access(&self, access_key_id: &str) -> Result<Option<(String, Arc<Access>)>, Refusal> {
         let Some(id) = token::key_id_of_aws(access_key_id) else { return Ok(None) };
-        let Some(key) = self.key(&id).await? else { return Ok(None) };
-        let Some(secret) = key.aws_secret.clone() else { return Ok(None) };
-        if key.revoked_ms.is_some() {
+        let Some(known) = self.key(&id).await? else { return Ok(None) };
+        let Some(secret) = known.key.aws_secret.clone() else { return Ok(None) };
+        if known.key.revoked_ms.is_some() {
             return Err(Refusal::Revoked);
         }
-        Ok(Some((secret, access_of(&key))))
+        Ok(Some((secret, Arc::clone(&known.access))))
     }
 
     /// Makes a key; the answer holds its token (and AWS secret), which are never shown again.
@@ -304,7 +318,7 @@ impl Keys {
         }
         let mut cache = self.lock();
         cache.any = Some((true, self.clock.now_ms()));
-        cache.keys.insert(id, (Some(key.clone()), self.clock.now_ms()));
+        cache.keys.insert(id, (Some(Known::new(key.clone())), self.clock.now_ms()));
         Ok(CreatedKey { view: view(&key), token, aws_secret })
     }
 
@@ -333,20 +347,20 @@ impl Keys {
                     continue;
                 }
             }
-            self.lock().keys.insert(id.to_string(), (Some(key.clone()), self.clock.now_ms()));
+            self.lock().keys.insert(id.to_string(), (Some(Known::new(key.clone())), self.clock.now_ms()));
             return Ok(view(&key));
         }
     }
 
     /// A key's record, from memory while it is fresh.
-    async fn key(&self, id: &str) -> Result<Option<StoredKey>, StoreError> {
+    async fn key(&self, id: &str) -> Result<Option<Arc<Known>>, StoreError> {
         let now = self.clock.now_ms();
         if let Some((key, at)) = self.lock().keys.get(id)
             && now.saturating_sub(*at) < KEY_REFRESH_MS
         {
             return Ok(key.clone());
         }
-        let key = self.read(id).await?;
+        let key = self.read(id).await?.map(Known::new);
         let mut cache = self.lock();
         if cache.keys.len() >= VERIFIED_MAX {
             cache.keys.clear();
