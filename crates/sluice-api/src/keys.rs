@@ -19,6 +19,10 @@ pub struct CreateKeyRequest {
     /// clients (boto3, the AWS SDKs), with the same scopes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub aws: bool,
+    /// The key's own token bucket, shared by every node: each call takes a token; past it,
+    /// 429 `rate_limited` with `Retry-After` (SQS/SNS: `RequestThrottled`/`Throttled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<crate::RateLimit>,
 }
 
 /// An API key, without its secret.
@@ -33,6 +37,8 @@ pub struct ApiKey {
     /// The AWS access key id of a key made with `aws: true` (`SLK` and the id in upper case).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aws_access_key_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<crate::RateLimit>,
     /// RFC 3339.
     pub created_at: String,
     /// RFC 3339; a revoked key is refused everywhere and kept in the list.

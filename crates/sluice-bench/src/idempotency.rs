@@ -117,6 +117,7 @@ async fn api_key_client(url: &str, plan: &Plan) -> anyhow::Result<Client> {
         name: "bench".into(),
         scopes: vec![format!("queues:{}-auth-*:send,read,manage", plan.queue)],
         aws: false,
+        rate_limit: None,
     };
     let made = workload::client(url)?.create_key(&request).await.context("making the bench's API key")?;
     let queue = format!("{}-auth-check", plan.queue);

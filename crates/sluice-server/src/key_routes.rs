@@ -48,6 +48,7 @@ fn view(key: &KeyView) -> api::ApiKey {
         name: key.name.clone(),
         scopes: key.scopes.clone(),
         aws_access_key_id: key.aws_access_key_id.clone(),
+        rate_limit: key.rate_limit.map(crate::convert::rate_limit_to_api),
         created_at: rfc3339(key.created_ms),
         revoked_at: key.revoked_ms.map(rfc3339),
     }
@@ -67,7 +68,13 @@ pub async fn create(
     State(state): State<AppState>,
     Json(request): Json<api::CreateKeyRequest>,
 ) -> Result<(StatusCode, axum::Json<api::CreatedKey>), ApiError> {
-    let new = NewKey { tenant: request.tenant, name: request.name, scopes: request.scopes, aws: request.aws };
+    let new = NewKey {
+        tenant: request.tenant,
+        name: request.name,
+        scopes: request.scopes,
+        aws: request.aws,
+        rate_limit: request.rate_limit.map(crate::convert::rate_limit_from_api),
+    };
     let made = state.services.keys().create(new).await?;
     let key = &made.view;
     tracing::info!(key = %key.id, tenant = %key.tenant, name = %key.name, aws = key.aws_access_key_id.is_some(), "API key made");

@@ -37,6 +37,7 @@ async fn a_key_made_or_revoked_on_one_node_takes_effect_on_the_other_within_the_
         name: "ci".into(),
         scopes: vec!["queues:orders:send".into()],
         aws: false,
+        rate_limit: None,
     };
     let made = a.create(new).await.unwrap();
     let (view, token) = (made.view, made.token);

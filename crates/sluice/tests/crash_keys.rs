@@ -49,7 +49,13 @@ async fn sigkill_never_loses_an_answered_key_or_brings_back_a_revoked_one() {
     let mut killer = Killer::new(seed);
     let mut server = killer.start(dir.path());
     // The first key, made while the server asks for none, turns authentication on.
-    let request = CreateKeyRequest { tenant: None, name: "admin".into(), scopes: vec!["*:*:admin".into()], aws: false };
+    let request = CreateKeyRequest {
+        tenant: None,
+        name: "admin".into(),
+        scopes: vec!["*:*:admin".into()],
+        aws: false,
+        rate_limit: None,
+    };
     let admin = Client::new(&server.url).unwrap().create_key(&request).await.expect("the admin key").key;
 
     let ledger = Arc::new(Mutex::new(Ledger::default()));
@@ -66,6 +72,7 @@ async fn sigkill_never_loses_an_answered_key_or_brings_back_a_revoked_one() {
                     name: format!("key-{m}-{n}"),
                     scopes: vec!["queues:*:read".into()],
                     aws: false,
+                    rate_limit: None,
                 };
                 let made = match client.create_key(&request).await {
                     Ok(made) => made,

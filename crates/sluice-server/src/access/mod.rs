@@ -79,6 +79,15 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
         refused("scope");
         return forbidden(&access, missing);
     }
+    match keys.admit(&access).await {
+        Ok(None) => {}
+        Ok(Some(retry_after_ms)) => {
+            refused("rate_limited");
+            return crate::error::rate_limited(&format!("the API key {}'s", access.key_id), retry_after_ms)
+                .into_response();
+        }
+        Err(e) => return ApiError::from(e).into_response(),
+    }
     let mut request = request;
     request.extensions_mut().insert(access.principal.clone());
     request.extensions_mut().insert(access);

@@ -122,6 +122,20 @@ pub fn requirement(state: &AppState, service: Service, action: &str, input: &Val
     }
 }
 
+/// Takes a token from the caller's key's rate limit, if it has one; AWS's throttling error
+/// (which SDKs retry) when none is left.
+pub async fn admit(state: &AppState, caller: &Caller) -> Result<(), AwsError> {
+    let Some(access) = &caller.access else { return Ok(()) };
+    match state.services.keys().admit(access).await {
+        Ok(None) => Ok(()),
+        Ok(Some(retry_after_ms)) => Err(AwsError::request_throttled(format!(
+            "The API key {} is over its rate limit; retry in {retry_after_ms} ms.",
+            access.key_id
+        ))),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// AWS's refusal of a signed request its key's scopes do not cover.
 pub fn denied(service: Service, action: &str, caller: &Caller, need: &Requirement) -> AwsError {
     let who = caller.id.as_deref().unwrap_or("anonymous");

@@ -96,7 +96,10 @@ async fn handle(state: &AppState, parts: &Parts, body: Body, request_id: &str) -
                 .filter(|need| !a.allows(need))
         }) {
             Some(need) => Err(access::denied(request.service, &request.action, &caller, &need)),
-            None => run(state, parts, &request, input, caller.id).await,
+            None => match access::admit(state, &caller).await {
+                Ok(()) => run(state, parts, &request, input, caller.id).await,
+                Err(e) => Err(e),
+            },
         },
         Err(e) => Err(e),
     };

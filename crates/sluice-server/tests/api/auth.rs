@@ -292,3 +292,34 @@ async fn keys_are_listed_without_secrets_and_bad_ones_are_refused_with_their_fie
             .await;
     assert_eq!(status, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_with_a_rate_limit_is_refused_429_past_its_bucket() {
+    let s = TestServer::start();
+    let (_, admin) = key(&s, None, "admin", &["*:*:admin"]).await;
+    let body = json!({ "name": "limited", "scopes": ["queues:*:read"], "rate_limit": { "per_second": 1, "burst": 2 } });
+    let (status, _, made) = call(&s, "POST", "/v1/keys", Some(&body), Some(&admin)).await;
+    assert_eq!(status, 201, "{made}");
+    assert_eq!(made["rate_limit"], json!({ "per_second": 1, "burst": 2 }));
+    let token = made["key"].as_str().unwrap().to_string();
+    let mut statuses = Vec::new();
+    let mut refused = Value::Null;
+    for _ in 0..3 {
+        let (status, _, answer) = call(&s, "GET", "/v1/queues", None, Some(&token)).await;
+        statuses.push(status);
+        refused = answer;
+    }
+    // The burst of 2 goes through; the third call, well within a second, finds no token.
+    assert_eq!(statuses, [200, 200, 429], "{refused}");
+    assert_eq!(refused["error"]["code"], "rate_limited");
+    assert!(refused["error"]["details"]["retry_after_ms"].as_u64().is_some_and(|ms| ms <= 1_000), "{refused}");
+    // Another key is not held back by it, and a bad limit is refused with its field.
+    assert_eq!(call(&s, "GET", "/v1/queues", None, Some(&admin)).await.0, 200);
+    let bad = json!({ "name": "bad", "scopes": ["queues:*:read"], "rate_limit": { "per_second": 0, "burst": 1 } });
+    let (status, _, answer) = call(&s, "POST", "/v1/keys", Some(&bad), Some(&admin)).await;
+    assert_eq!(
+        (status, answer["error"]["details"]["field"].as_str()),
+        (400, Some("rate_limit.per_second")),
+        "{answer}"
+    );
+}

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use sluice_clock::Clock;
 use sluice_core::ValidationError;
+use sluice_core::rate::RateLimit;
 use sluice_store::{RECORD_LIST_LIMIT_MAX, Store, StoreError};
 use subtle::ConstantTimeEq;
 use tokio::sync::Semaphore;
@@ -80,6 +81,9 @@ struct StoredKey {
     /// itself, so unlike the token it cannot be stored as a hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     aws_secret: Option<String>,
+    /// The key's own token bucket, shared by every node: each call takes one token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rate_limit: Option<RateLimit>,
     created_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     revoked_ms: Option<u64>,
@@ -94,6 +98,7 @@ pub struct KeyView {
     pub scopes: Vec<String>,
     /// The key's AWS access key id (`SLK...`), when it was made with one.
     pub aws_access_key_id: Option<String>,
+    pub rate_limit: Option<RateLimit>,
     pub created_ms: u64,
     pub revoked_ms: Option<u64>,
 }
@@ -114,6 +119,8 @@ pub struct NewKey {
     pub scopes: Vec<String>,
     /// Also make an AWS access key (id and secret) for SigV4 clients, with the same scopes.
     pub aws: bool,
+    /// Calls per second the key may make, every node together (429 `rate_limited` past it).
+    pub rate_limit: Option<RateLimit>,
 }
 
 /// Who a call comes from and what it may do.
@@ -123,6 +130,7 @@ pub struct Access {
     pub key_id: String,
     pub tenant: String,
     pub scopes: Vec<Scope>,
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl Access {
@@ -223,6 +231,15 @@ impl Keys {
         Ok(any)
     }
 
+    /// Takes a token from the key's bucket when it has a rate limit: `Some(retry_after_ms)`
+    /// when there is none left (counted as `sluice_rejected_total{resource="key:ID"}`).
+    pub async fn admit(&self, access: &Access) -> Result<Option<u64>, StoreError> {
+        let Some(limit) = access.rate_limit else { return Ok(None) };
+        let admitted =
+            crate::rate_limits::admit(self.store.as_ref(), &format!("key:{}", access.key_id), limit, 1).await?;
+        Ok((admitted.granted == 0).then_some(admitted.retry_after_ms))
+    }
+
     /// Whether authentication is switched off (`--insecure-no-auth`).
     pub fn disabled(&self) -> bool {
         self.disabled
@@ -239,6 +256,7 @@ impl Keys {
                 key_id: "admin".to_string(),
                 tenant: DEFAULT_TENANT.to_string(),
                 scopes: vec![Scope::parse("*:*:*").expect("a valid scope")],
+                rate_limit: None,
             }));
         }
         let id = token::key_id(presented).ok_or(Refusal::NotAKey)?;
@@ -290,6 +308,9 @@ impl Keys {
             .into());
         }
         let scopes: Vec<String> = scope::parse_scopes(&new.scopes)?.iter().map(Scope::to_string).collect();
+        if let Some(limit) = &new.rate_limit {
+            limit.validate("rate_limit")?;
+        }
         if self.store.list_records(API_KEY_KIND, "", None, KEYS_MAX).await?.len() >= KEYS_MAX {
             return Err(KeyError::LimitReached);
         }
@@ -308,6 +329,7 @@ impl Keys {
             scopes,
             hash,
             aws_secret: aws_secret.clone(),
+            rate_limit: new.rate_limit,
             created_ms: self.clock.now_ms(),
             revoked_ms: None,
         };
@@ -410,6 +432,7 @@ fn access_of(key: &StoredKey) -> Access {
         key_id: key.id.clone(),
         tenant: key.tenant.clone(),
         scopes,
+        rate_limit: key.rate_limit,
     }
 }
 
@@ -420,6 +443,7 @@ fn view(key: &StoredKey) -> KeyView {
         name: key.name.clone(),
         scopes: key.scopes.clone(),
         aws_access_key_id: key.aws_secret.as_ref().map(|_| token::aws_access_key_id(&key.id)),
+        rate_limit: key.rate_limit,
         created_ms: key.created_ms,
         revoked_ms: key.revoked_ms,
     }

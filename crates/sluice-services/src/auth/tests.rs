@@ -26,6 +26,7 @@ fn new_key(scopes: &[&str]) -> NewKey {
         name: "ci".to_string(),
         scopes: scopes.iter().map(|s| s.to_string()).collect(),
         aws: false,
+        rate_limit: None,
     }
 }
 

@@ -50,6 +50,10 @@ struct CreateArgs {
     /// itself, so it is stored as it is, unlike the token.
     #[arg(long)]
     aws: bool,
+    /// Calls per second the key may make, all nodes together: `PER_SECOND/BURST`, e.g.
+    /// `100/500`; past it calls are refused 429 rate_limited with Retry-After.
+    #[arg(long, value_name = "PER_SECOND[/BURST]", value_parser = super::queue::parse_rate_limit)]
+    rate_limit: Option<super::queue::Bound<sluice_api::RateLimit>>,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -72,7 +76,13 @@ struct IdArgs {
 pub async fn run(args: Args) -> Result<()> {
     match args.command {
         KeyCommand::Create(args) => {
-            let request = CreateKeyRequest { tenant: args.tenant, name: args.name, scopes: args.scopes, aws: args.aws };
+            let request = CreateKeyRequest {
+                tenant: args.tenant,
+                name: args.name,
+                scopes: args.scopes,
+                aws: args.aws,
+                rate_limit: args.rate_limit.and_then(|b| b.0),
+            };
             let created = args.client.client()?.create_key(&request).await?;
             if args.client.json {
                 return output::json(&created);
