@@ -102,6 +102,9 @@ pub async fn create_rule(
     State(state): State<AppState>,
     Json(request): Json<CreateAlertRuleRequest>,
 ) -> Result<(StatusCode, axum::Json<AlertRule>), ApiError> {
+    if let Some(url) = request.notify.as_ref().and_then(|n| n.webhook.as_deref()) {
+        state.push().egress().check_url(url).map_err(|e| ApiError::invalid("notify.webhook", e.to_string()))?;
+    }
     let spec = RuleSpec {
         name: request.name,
         kind: kind_in(request.kind),

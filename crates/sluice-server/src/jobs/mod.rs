@@ -87,6 +87,9 @@ pub async fn enqueue(
     // Job queues have no attributes of their own: a Sluice queue of the same name with
     // schema_validation has its jobs' payloads checked against their type's latest schema,
     // and its rate_limit limits the enqueues (a bucket of their own, `job_queue:NAME`).
+    if let Some(url) = &request.callback_url {
+        state.push().egress().check_url(url).map_err(|e| ApiError::invalid("callback_url", e.to_string()))?;
+    }
     let schemas = state.services.schemas();
     let door = schemas.queue_door(&request.queue).await?;
     if door.schema_validation

@@ -75,6 +75,17 @@ pub async fn define(
     Json(request): Json<DefineSagaRequest>,
 ) -> Result<Response, ApiError> {
     let steps = convert::steps(request.steps)?;
+    // A URL with a template in it is checked at each call, once it is filled in.
+    for (i, step) in steps.iter().enumerate() {
+        for (call, which) in [(Some(&step.action), "action"), (step.compensation.as_ref(), "compensation")] {
+            if let Some(sluice_core::saga::StepCall::Http { url, .. }) = call
+                && !url.contains("{{")
+            {
+                let field = format!("steps[{i}].{which}.http.url");
+                state.push().egress().check_url(url).map_err(|e| ApiError::invalid(&field, e.to_string()))?;
+            }
+        }
+    }
     let (definition, created) = sagas(&state).define(&name, steps).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, axum::Json(convert::saga(&definition))).into_response())

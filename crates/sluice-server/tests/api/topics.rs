@@ -295,6 +295,29 @@ async fn an_http_subscription_to_a_refused_destination_is_refused_with_why() {
         assert!(answer["error"]["message"].as_str().unwrap().contains("link-local"), "{answer}");
     }
 
+    // The other outbound calls are checked when they are made too: an alert's webhook, a job's
+    // completion callback, a saga step's URL (one without a template).
+    let metadata = "http://169.254.169.254/hook";
+    for (path, body, field) in [
+        (
+            "/v1/alerts/rules",
+            json!({ "name": "r", "kind": "dlq_depth_above", "target": "q", "threshold": 1, "for_ms": 0, "notify": { "webhook": metadata } }),
+            "notify.webhook",
+        ),
+        (
+            "/v1/jobs",
+            json!({ "queue": "mail", "type": "send", "payload": {}, "callback_url": metadata }),
+            "callback_url",
+        ),
+    ] {
+        let (status, answer) = s.call("POST", path, json_payload(body)).await;
+        assert_eq!((status.as_u16(), answer["error"]["details"]["field"].as_str()), (400, Some(field)), "{answer}");
+    }
+    let saga = json!({ "steps": [{ "name": "charge", "action": { "http": { "url": metadata } } }] });
+    let (status, answer) = s.call("PUT", "/v1/sagas/pay", json_payload(saga)).await;
+    assert_eq!(status.as_u16(), 400, "{answer}");
+    assert_eq!(answer["error"]["details"]["field"], "steps[0].action.http.url", "{answer}");
+
     // With --egress-deny, a denied address or host pattern is refused too; others are taken.
     let egress = sluice_server::egress::Egress::new(
         Vec::new(),
