@@ -6,6 +6,7 @@ runs `cargo build -p sluice` first). With $SLUICE_SQS_ENDPOINT set, the tests ru
 already-running server instead (for debugging one by hand). The server's log of the last run is
 kept in target/sluice-sqs-tests.log."""
 
+import contextlib
 import os
 import pathlib
 import select
@@ -33,6 +34,30 @@ def sluice_binary() -> pathlib.Path:
     if not binary.is_file():
         pytest.exit(f"no sluice binary at {binary}: run `cargo build -p sluice` or set SLUICE_BIN", returncode=2)
     return binary
+
+
+@contextlib.contextmanager
+def sluice_serve(*args):
+    """A `sluice serve` of its own on port 0 with `args` (flags such as `--access-key`), over a
+    fresh data directory: yields `(process, url)` and kills it after."""
+    data_dir = tempfile.TemporaryDirectory(prefix="sluice-own-")
+    server = subprocess.Popen(
+        [str(sluice_binary()), "serve", "--addr", "127.0.0.1:0", "--data-dir", os.path.join(data_dir.name, "data"), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "SLUICE_LOG": "warn"},
+    )
+    try:
+        ready, _, _ = select.select([server.stdout], [], [], STARTUP_TIMEOUT_S)
+        line = server.stdout.readline().decode() if ready else ""
+        assert line.startswith("sluice listening on "), line
+        threading.Thread(target=server.stdout.read, daemon=True).start()
+        yield server, line.strip()[len("sluice listening on ") :]
+    finally:
+        server.kill()
+        server.wait()
+        data_dir.cleanup()
 
 
 @pytest.fixture(scope="session")

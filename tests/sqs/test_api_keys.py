@@ -6,10 +6,7 @@ for a scope the key lacks."""
 
 import json
 import os
-import select
-import subprocess
 import tempfile
-import threading
 import urllib.request
 
 import boto3
@@ -17,35 +14,19 @@ import botocore.exceptions
 import pytest
 from botocore.config import Config
 
-from conftest import sluice_binary
+from conftest import sluice_serve
 
 ADMIN = "boto3-admin-key-0123456789abcdefgh"
 
 
 @pytest.fixture(scope="module")
 def secured_endpoint():
-    data_dir = tempfile.TemporaryDirectory(prefix="sluice-keys-")
-    key_file = os.path.join(data_dir.name, "admin-key")
-    with open(key_file, "w") as f:
-        f.write(ADMIN + "\n")
-    server = subprocess.Popen(
-        [str(sluice_binary()), "serve", "--addr", "127.0.0.1:0", "--data-dir", os.path.join(data_dir.name, "data"),
-         "--admin-key-file", key_file],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "SLUICE_LOG": "warn"},
-    )
-    try:
-        ready, _, _ = select.select([server.stdout], [], [], 30)
-        line = server.stdout.readline().decode() if ready else ""
-        assert line.startswith("sluice listening on "), line
-        threading.Thread(target=server.stdout.read, daemon=True).start()
-        yield line.strip()[len("sluice listening on ") :]
-    finally:
-        server.kill()
-        server.wait()
-        data_dir.cleanup()
+    with tempfile.TemporaryDirectory(prefix="sluice-keys-") as directory:
+        key_file = os.path.join(directory, "admin-key")
+        with open(key_file, "w") as f:
+            f.write(ADMIN + "\n")
+        with sluice_serve("--admin-key-file", key_file) as (_, url):
+            yield url
 
 
 def native(endpoint, method, path, body=None):

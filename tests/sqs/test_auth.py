@@ -1,18 +1,13 @@
 """SigV4 verification: a server started with `--access-key ID:SECRET` accepts requests that
 boto3 signs with that key and refuses others with the error codes AWS uses (403)."""
 
-import os
-import select
-import subprocess
-import tempfile
-import threading
 
 import boto3
 import botocore.exceptions
 import pytest
 from botocore.config import Config
 
-from conftest import sluice_binary
+from conftest import sluice_serve
 
 KEY_ID = "AKIDVERIFIED"
 SECRET = "s3cr3t/verified+key"
@@ -20,24 +15,8 @@ SECRET = "s3cr3t/verified+key"
 
 @pytest.fixture(scope="module")
 def verifying_endpoint():
-    data_dir = tempfile.TemporaryDirectory(prefix="sluice-auth-")
-    server = subprocess.Popen(
-        [str(sluice_binary()), "serve", "--addr", "127.0.0.1:0", "--data-dir", data_dir.name, "--access-key", f"{KEY_ID}:{SECRET}"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "SLUICE_LOG": "warn"},
-    )
-    try:
-        ready, _, _ = select.select([server.stdout], [], [], 30)
-        line = server.stdout.readline().decode() if ready else ""
-        assert line.startswith("sluice listening on "), line
-        threading.Thread(target=server.stdout.read, daemon=True).start()
-        yield line.strip()[len("sluice listening on ") :]
-    finally:
-        server.kill()
-        server.wait()
-        data_dir.cleanup()
+    with sluice_serve("--access-key", f"{KEY_ID}:{SECRET}") as (_, url):
+        yield url
 
 
 def client(endpoint, key_id, secret):

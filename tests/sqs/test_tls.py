@@ -5,13 +5,11 @@ served after SIGHUP without a restart."""
 
 import json
 import os
-import select
 import signal
 import socket
 import ssl
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.request
 
@@ -20,7 +18,7 @@ import botocore.exceptions
 import pytest
 from botocore.config import Config
 
-from conftest import sluice_binary
+from conftest import sluice_binary, sluice_serve
 
 
 def openssl(*args, cwd):
@@ -60,23 +58,11 @@ def tls_server():
     for ext in ("pem", "key"):
         with open(os.path.join(d, f"first.{ext}")) as src, open(os.path.join(d, f"served.{ext}"), "w") as dst:
             dst.write(src.read())
-    server = subprocess.Popen(
-        [str(sluice_binary()), "serve", "--addr", "127.0.0.1:0", "--data-dir", os.path.join(d, "data"),
-         "--tls-cert", os.path.join(d, "served.pem"), "--tls-key", os.path.join(d, "served.key")],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "SLUICE_LOG": "warn"},
-    )
     try:
-        ready, _, _ = select.select([server.stdout], [], [], 30)
-        line = server.stdout.readline().decode() if ready else ""
-        assert line.startswith("sluice listening on https://127.0.0.1:"), line
-        threading.Thread(target=server.stdout.read, daemon=True).start()
-        yield server, line.strip()[len("sluice listening on ") :], d
+        with sluice_serve("--tls-cert", os.path.join(d, "served.pem"), "--tls-key", os.path.join(d, "served.key")) as (server, url):
+            assert url.startswith("https://127.0.0.1:"), url
+            yield server, url, d
     finally:
-        server.kill()
-        server.wait()
         directory.cleanup()
 
 
