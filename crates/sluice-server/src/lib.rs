@@ -81,13 +81,7 @@ pub use sluice_services::egress;
 
 /// What `serve` needs to configure authentication.
 pub mod auth_settings {
-    pub use sluice_services::auth::{API_KEY_KIND, AuthConfig, KEY_REFRESH_MS};
-    use sluice_store::{Store, StoreError};
-
-    /// Whether the store holds any API key (revoked ones included).
-    pub async fn keys_exist(store: &dyn Store) -> Result<bool, StoreError> {
-        Ok(!store.list_records(API_KEY_KIND, "", None, 1).await?.is_empty())
-    }
+    pub use sluice_services::auth::{API_KEY_KIND, AuthConfig, KEY_REFRESH_MS, keys_exist};
 }
 pub use sluice_services::redrive::{REDRIVE_RATE_DEFAULT, REDRIVE_RATE_MAX, REDRIVE_STEP_MS};
 pub use sluice_services::stats::{STATS_SAMPLE_MS_DEFAULT, STATS_SAMPLE_MS_MAX, STATS_SAMPLE_MS_MIN};

@@ -170,17 +170,13 @@ impl Services {
             schedules: Schedules::new(store.clone(), clock.clone(), topics.clone()),
             topics,
             redrives: Redrives::new(store.clone(), clock.clone()),
-            push: Arc::new(Endpoints::with_egress(config.push, egress.clone())),
+            push: Arc::new(Endpoints::new(config.push, egress.clone())),
             sqs: SqsState::default(),
             relays: Relays::new(config.relay_node),
             jobs: Arc::new(Jobs::new(store.clone(), clock.clone(), config.jobs)),
             shedder: Arc::new(Shedder::new(config.shed)),
             idempotency: Arc::new(Idempotency::new(store.clone(), clock.clone(), config.idempotency)),
-            sagas: {
-                let sagas = Sagas::new(store.clone(), clock.clone(), config.sagas, traces.clone());
-                sagas.set_egress(egress.clone());
-                sagas
-            },
+            sagas: Sagas::new(store.clone(), clock.clone(), config.sagas, egress.clone(), traces.clone()),
             traces,
             stats: Arc::new(Stats::new(store.clone(), clock.clone(), counts, config.stats_sample_ms)),
             alerts: Arc::new(Alerts::new(store.clone(), clock.clone(), config.alerts)),

@@ -226,7 +226,7 @@ impl Keys {
             // final; `false` is read again after the refresh bound.
             return Ok(any);
         }
-        let any = !self.store.list_records(API_KEY_KIND, "", None, 1).await?.is_empty();
+        let any = keys_exist(self.store.as_ref()).await?;
         self.lock().any = Some((any, now));
         Ok(any)
     }
@@ -238,11 +238,6 @@ impl Keys {
         let admitted =
             crate::rate_limits::admit(self.store.as_ref(), &format!("key:{}", access.key_id), limit, 1).await?;
         Ok((admitted.granted == 0).then_some(admitted.retry_after_ms))
-    }
-
-    /// Whether authentication is switched off (`--insecure-no-auth`).
-    pub fn disabled(&self) -> bool {
-        self.disabled
     }
 
     /// Checks a bearer token.
@@ -406,6 +401,11 @@ impl Keys {
     fn lock(&self) -> std::sync::MutexGuard<'_, Cache> {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// Whether the store holds any API key (revoked ones included): what turns authentication on.
+pub async fn keys_exist(store: &dyn Store) -> Result<bool, StoreError> {
+    Ok(!store.list_records(API_KEY_KIND, "", None, 1).await?.is_empty())
 }
 
 /// Checks a tenant name: 1 to `TENANT_LEN_MAX` of `[a-z0-9-]`, starting with a letter or digit.

@@ -94,7 +94,7 @@ pub struct Sagas {
     traces: Arc<Traces>,
     calls: SagaCallConfig,
     /// Where HTTP steps may go (`crate::egress`).
-    egress: std::sync::RwLock<Arc<crate::egress::Egress>>,
+    egress: Arc<crate::egress::Egress>,
     /// Definitions never change once written, so every node may keep them.
     definitions: Mutex<HashMap<(String, u32), Arc<SagaDefinition>>>,
     /// Wakes the orchestrator at once after a start, a cancel or a reply through this node.
@@ -106,22 +106,24 @@ pub struct Sagas {
 }
 
 impl Sagas {
-    /// Confines HTTP steps to the server's egress rules (before the orchestrator starts).
-    pub fn set_egress(&self, egress: Arc<crate::egress::Egress>) {
-        *self.egress.write().unwrap_or_else(|e| e.into_inner()) = egress;
+    pub(crate) fn egress(&self) -> &Arc<crate::egress::Egress> {
+        &self.egress
     }
 
-    pub(crate) fn egress(&self) -> Arc<crate::egress::Egress> {
-        self.egress.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, calls: SagaCallConfig, traces: Arc<Traces>) -> Arc<Sagas> {
+    /// The orchestrator over `store`; its HTTP steps go only where `egress` lets them.
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        calls: SagaCallConfig,
+        egress: Arc<crate::egress::Egress>,
+        traces: Arc<Traces>,
+    ) -> Arc<Sagas> {
         Arc::new(Sagas {
             store,
             clock,
             traces,
             calls,
-            egress: std::sync::RwLock::new(Arc::new(crate::egress::Egress::default())),
+            egress,
             definitions: Mutex::new(HashMap::new()),
             wake: Notify::new(),
             active_seen: AtomicUsize::new(0),

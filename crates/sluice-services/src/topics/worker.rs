@@ -120,12 +120,8 @@ struct EndpointState {
 }
 
 impl Endpoints {
-    pub fn new(config: PushConfig) -> Endpoints {
-        Endpoints::with_egress(config, Arc::new(Egress::default()))
-    }
-
-    /// As [`Endpoints::new`], with the server's egress rules.
-    pub fn with_egress(config: PushConfig, egress: Arc<Egress>) -> Endpoints {
+    /// Breakers and permits for deliveries under `config`, which go only where `egress` lets them.
+    pub fn new(config: PushConfig, egress: Arc<Egress>) -> Endpoints {
         Endpoints { config, egress, map: Mutex::new(HashMap::new()) }
     }
 
