@@ -39,6 +39,7 @@ mod schema_routes;
 mod shed;
 mod stats_routes;
 mod streams;
+mod tenant;
 pub mod tls;
 mod topic_routes;
 mod trace_routes;

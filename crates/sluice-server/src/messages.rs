@@ -19,6 +19,7 @@ use crate::AppState;
 use crate::convert;
 use crate::error::{ApiError, entry_error, entry_validation_error};
 use crate::extract::{Json, JsonOrEmpty, Path, Query};
+use crate::tenant::Tenant;
 
 type JsonResult<T> = Result<axum::Json<T>, ApiError>;
 
@@ -85,10 +86,12 @@ fn batch_response(field: &str, results: EntryResults<()>, expected: usize) -> Js
 )]
 pub async fn send(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
     ticket: Option<axum::Extension<Ticket>>,
     Json(request): Json<SendRequest>,
 ) -> Result<Response, ApiError> {
+    let name = tenant.name("name", &name)?;
     check_batch("messages", request.messages.len())?;
     let count = request.messages.len();
     // Entries the wire format already rules out get their error here; the others go to the
@@ -289,9 +292,11 @@ pub const DEPTH_MAX_HEADER: &str = "sluice-queue-depth-max";
 )]
 pub async fn receive(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
     JsonOrEmpty(request): JsonOrEmpty<ReceiveRequest>,
 ) -> JsonResult<MessageList> {
+    let name = tenant.name("name", &name)?;
     let request = sluice_store::ReceiveRequest {
         max: request.max.unwrap_or(1),
         wait_ms: request.wait_ms,
@@ -299,7 +304,8 @@ pub async fn receive(
     };
     request.validate()?;
     let received = state.store().receive(&name, request).await?;
-    let messages = received.into_iter().map(|r| convert::message(&r.message, Some(r.receipt), None)).collect();
+    let messages =
+        received.into_iter().map(|r| tenant.message(convert::message(&r.message, Some(r.receipt), None))).collect();
     Ok(axum::Json(MessageList { messages }))
 }
 
@@ -315,9 +321,11 @@ pub async fn receive(
 )]
 pub async fn ack(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
     Json(request): Json<AckRequest>,
 ) -> JsonResult<BatchResponse> {
+    let name = tenant.name("name", &name)?;
     check_batch("receipts", request.receipts.len())?;
     let count = request.receipts.len();
     let results = state.store().ack(&name, request.receipts).await?;
@@ -336,9 +344,11 @@ pub async fn ack(
 )]
 pub async fn change_visibility(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
     Json(request): Json<VisibilityRequest>,
 ) -> JsonResult<BatchResponse> {
+    let name = tenant.name("name", &name)?;
     check_batch("entries", request.entries.len())?;
     let count = request.entries.len();
     let entries = request.entries.into_iter().map(|e| (e.receipt, e.timeout_ms)).collect();
@@ -358,9 +368,11 @@ pub async fn change_visibility(
 )]
 pub async fn nack(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
     Json(request): Json<NackRequest>,
 ) -> JsonResult<BatchResponse> {
+    let name = tenant.name("name", &name)?;
     check_batch("entries", request.entries.len())?;
     let count = request.entries.len();
     let entries = request
@@ -390,14 +402,17 @@ pub struct PeekParams {
 )]
 pub async fn peek(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
     Query(params): Query<PeekParams>,
 ) -> JsonResult<MessageList> {
+    let name = tenant.name("name", &name)?;
     let limit = params.limit.unwrap_or(PEEK_MESSAGES_DEFAULT);
     if limit == 0 || limit > PEEK_MESSAGES_MAX {
         return Err(ApiError::invalid("limit", format!("limit must be 1 to {PEEK_MESSAGES_MAX}")));
     }
     let peeked = state.store().peek(&name, limit as usize).await?;
-    let messages = peeked.into_iter().map(|p| convert::message(&p.message, None, Some(p.state))).collect();
+    let messages =
+        peeked.into_iter().map(|p| tenant.message(convert::message(&p.message, None, Some(p.state)))).collect();
     Ok(axum::Json(MessageList { messages }))
 }

@@ -142,6 +142,17 @@ async fn all_queues(store: &dyn Store) -> Result<Vec<QueueView>, ApiError> {
 /// `resource` as `queue:NAME`, and each bounded queue's depth in bytes. A queue without a limit
 /// and without refusals gets no series, so that unbounded queues add nothing to a scrape.
 /// (Rate limits and shedding add their refusals from the services, `render_backpressure`.)
+/// A queue's labels: its name within its tenant, and the tenant unless it is the default one
+/// (whose series keep the labels they had before tenants).
+fn queue_labels(stored: &str) -> Vec<metrics::Label> {
+    let (tenant, name) = sluice_core::name::split_tenant(stored);
+    let mut labels = vec![metrics::Label::new("queue", name.to_string())];
+    if tenant != sluice_core::name::DEFAULT_TENANT {
+        labels.push(metrics::Label::new("tenant", tenant.to_string()));
+    }
+    labels
+}
+
 fn render_refusals(queues: &[QueueView], shed: &std::collections::BTreeMap<String, u64>) {
     metrics::describe_counter!(
         REJECTED_METRIC,
@@ -152,7 +163,7 @@ fn render_refusals(queues: &[QueueView], shed: &std::collections::BTreeMap<Strin
         let r = q.stats.refusals;
         let bounded = q.attributes.has_depth_limit() || q.attributes.rate_limit.is_some();
         if bounded {
-            metrics::gauge!("sluice_queue_depth_bytes", "queue" => q.name.clone()).set(q.stats.depth_bytes as f64);
+            metrics::gauge!("sluice_queue_depth_bytes", queue_labels(&q.name)).set(q.stats.depth_bytes as f64);
         }
         if !bounded && r == Default::default() {
             continue;
@@ -228,14 +239,14 @@ fn render_store(
         metrics::describe_gauge!("sluice_queue_dlq_depth", "Messages in the queue's dead-letter queue.");
         for q in queues {
             let s = &q.stats;
-            let name = q.name.clone();
-            metrics::gauge!("sluice_queue_visible", "queue" => name.clone()).set(s.visible as f64);
-            metrics::gauge!("sluice_queue_in_flight", "queue" => name.clone()).set(s.in_flight as f64);
-            metrics::gauge!("sluice_queue_delayed", "queue" => name.clone()).set(s.delayed as f64);
+            let labels = queue_labels(&q.name);
+            metrics::gauge!("sluice_queue_visible", labels.clone()).set(s.visible as f64);
+            metrics::gauge!("sluice_queue_in_flight", labels.clone()).set(s.in_flight as f64);
+            metrics::gauge!("sluice_queue_delayed", labels.clone()).set(s.delayed as f64);
             let age_seconds = s.oldest_age_ms.map_or(0.0, |ms| ms as f64 / 1000.0);
-            metrics::gauge!("sluice_queue_oldest_age_seconds", "queue" => name.clone()).set(age_seconds);
+            metrics::gauge!("sluice_queue_oldest_age_seconds", labels.clone()).set(age_seconds);
             if let Some(depth) = s.dead_letter_depth {
-                metrics::gauge!("sluice_queue_dlq_depth", "queue" => name).set(depth as f64);
+                metrics::gauge!("sluice_queue_dlq_depth", labels).set(depth as f64);
             }
         }
         render_refusals(queues, shed);

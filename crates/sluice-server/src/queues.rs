@@ -12,6 +12,7 @@ use crate::convert;
 use crate::error::ApiError;
 use crate::extract::{Json, Path, Query};
 use crate::paging::PageRequest;
+use crate::tenant::Tenant;
 
 type JsonResult<T> = Result<axum::Json<T>, ApiError>;
 
@@ -27,13 +28,18 @@ type JsonResult<T> = Result<axum::Json<T>, ApiError>;
 )]
 pub async fn create_queue(
     State(state): State<AppState>,
-    Json(request): Json<CreateQueueRequest>,
+    tenant: Tenant,
+    Json(mut request): Json<CreateQueueRequest>,
 ) -> Result<(StatusCode, axum::Json<Queue>), ApiError> {
+    request.name = tenant.name("name", &request.name)?;
+    if let Some(dead_letter) = &mut request.dead_letter {
+        dead_letter.queue = tenant.name("dead_letter.queue", &dead_letter.queue)?;
+    }
     let (name, attributes) = convert::create_attributes(request);
     let (view, created) = state.store().create_queue(&name, attributes).await?;
     state.services.schemas().forget_queue(&name);
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, axum::Json(convert::queue(&view))))
+    Ok((status, axum::Json(tenant.queue(&view))))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -57,6 +63,7 @@ pub struct ListQueuesParams {
 )]
 pub async fn list_queues(
     State(state): State<AppState>,
+    tenant: Tenant,
     Query(params): Query<ListQueuesParams>,
 ) -> JsonResult<QueueList> {
     let page = PageRequest::read(
@@ -65,10 +72,11 @@ pub async fn list_queues(
         LIST_QUEUES_LIMIT_DEFAULT,
         LIST_QUEUES_LIMIT_MAX as usize,
     )?;
-    let prefix = params.prefix.unwrap_or_default();
-    let mut views = state.store().list_queues(&prefix, page.after.as_deref(), page.fetch_count()).await?;
-    let next_token = page.cut(&mut views, |v| v.name.clone());
-    Ok(axum::Json(QueueList { queues: views.iter().map(convert::queue).collect(), next_token }))
+    let prefix = tenant.name("prefix", &params.prefix.unwrap_or_default())?;
+    let after = page.after.as_deref().map(|a| tenant.name("next_token", a)).transpose()?;
+    let mut views = tenant.list_queues(state.store().as_ref(), &prefix, after, page.fetch_count()).await?;
+    let next_token = page.cut(&mut views, |v| tenant.show(&v.name));
+    Ok(axum::Json(QueueList { queues: views.iter().map(|v| tenant.queue(v)).collect(), next_token }))
 }
 
 #[utoipa::path(
@@ -79,9 +87,9 @@ pub async fn list_queues(
         (status = 404, description = "`queue_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn get_queue(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<Queue> {
-    let view = state.store().get_queue(&name).await?;
-    Ok(axum::Json(convert::queue(&view)))
+pub async fn get_queue(State(state): State<AppState>, tenant: Tenant, Path(name): Path<String>) -> JsonResult<Queue> {
+    let view = state.store().get_queue(&tenant.name("name", &name)?).await?;
+    Ok(axum::Json(tenant.queue(&view)))
 }
 
 #[utoipa::path(
@@ -96,12 +104,17 @@ pub async fn get_queue(State(state): State<AppState>, Path(name): Path<String>) 
 )]
 pub async fn update_queue(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
-    Json(request): Json<UpdateQueueRequest>,
+    Json(mut request): Json<UpdateQueueRequest>,
 ) -> JsonResult<Queue> {
+    let name = tenant.name("name", &name)?;
+    if let Some(Some(dead_letter)) = &mut request.dead_letter {
+        dead_letter.queue = tenant.name("dead_letter.queue", &dead_letter.queue)?;
+    }
     let view = state.store().update_queue(&name, convert::patch(request)).await?;
     state.services.schemas().forget_queue(&name);
-    Ok(axum::Json(convert::queue(&view)))
+    Ok(axum::Json(tenant.queue(&view)))
 }
 
 #[utoipa::path(
@@ -112,7 +125,12 @@ pub async fn update_queue(
         (status = 404, description = "`queue_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn delete_queue(State(state): State<AppState>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
+pub async fn delete_queue(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let name = tenant.name("name", &name)?;
     state.store().delete_queue(&name).await?;
     state.services.schemas().forget_queue(&name);
     Ok(StatusCode::NO_CONTENT)
@@ -126,7 +144,11 @@ pub async fn delete_queue(State(state): State<AppState>, Path(name): Path<String
         (status = 404, description = "`queue_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn purge_queue(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<PurgeResponse> {
-    let purged = state.store().purge_queue(&name).await?;
+pub async fn purge_queue(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(name): Path<String>,
+) -> JsonResult<PurgeResponse> {
+    let purged = state.store().purge_queue(&tenant.name("name", &name)?).await?;
     Ok(axum::Json(PurgeResponse { purged }))
 }

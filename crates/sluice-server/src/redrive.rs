@@ -11,15 +11,16 @@ use crate::AppState;
 use crate::convert::rfc3339;
 use crate::error::ApiError;
 use crate::extract::{JsonOrEmpty, Path};
+use crate::tenant::Tenant;
 
 type JsonResult<T> = Result<axum::Json<T>, ApiError>;
 
-/// A task as the native API shows it.
-fn task_view(t: &TaskInfo) -> RedriveTask {
+/// A task as the native API shows it, in the tenant's names.
+fn task_view(tenant: &Tenant, t: &TaskInfo) -> RedriveTask {
     RedriveTask {
         id: t.id.to_string(),
-        source: t.source.clone(),
-        to: t.to.clone(),
+        source: tenant.show(&t.source),
+        to: t.to.as_deref().map(|q| tenant.show(q)),
         max_per_second: t.max_per_second,
         status: t.status.as_str().to_string(),
         moved: t.moved,
@@ -35,9 +36,10 @@ fn task_view(t: &TaskInfo) -> RedriveTask {
     }
 }
 
-/// Task ids are numbers; anything else names no task.
-fn parse_id(id: &str) -> Option<u64> {
-    id.parse().ok()
+/// The tenant's task with this id: ids are numbers, and another tenant's task is as absent.
+fn own_task(state: &AppState, tenant: &Tenant, id: &str) -> Option<TaskInfo> {
+    let task = state.redrives().get(id.parse().ok()?)?;
+    tenant.owns(&task.source).then_some(task)
 }
 
 fn not_found(id: &str) -> ApiError {
@@ -58,11 +60,14 @@ fn not_found(id: &str) -> ApiError {
 )]
 pub async fn start(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
     JsonOrEmpty(request): JsonOrEmpty<RedriveRequest>,
 ) -> Result<(StatusCode, axum::Json<RedriveTask>), ApiError> {
-    let task = state.redrives().start(&name, request.to, request.max_per_second).await?;
-    Ok((StatusCode::ACCEPTED, axum::Json(task_view(&task))))
+    let name = tenant.name("name", &name)?;
+    let to = request.to.map(|to| tenant.name("to", &to)).transpose()?;
+    let task = state.redrives().start(&name, to, request.max_per_second).await?;
+    Ok((StatusCode::ACCEPTED, axum::Json(task_view(&tenant, &task))))
 }
 
 #[utoipa::path(
@@ -72,16 +77,24 @@ pub async fn start(
         (status = 200, description = "Redrive tasks of this queue, oldest first (since the server started)", body = RedriveTaskList),
     )
 )]
-pub async fn list_for_queue(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<RedriveTaskList> {
-    Ok(axum::Json(RedriveTaskList { tasks: state.redrives().list(Some(&name)).iter().map(task_view).collect() }))
+pub async fn list_for_queue(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(name): Path<String>,
+) -> JsonResult<RedriveTaskList> {
+    let name = tenant.name("name", &name)?;
+    let tasks = state.redrives().list(Some(&name)).iter().map(|t| task_view(&tenant, t)).collect();
+    Ok(axum::Json(RedriveTaskList { tasks }))
 }
 
 #[utoipa::path(
     get, path = "/v1/redrives", tag = "redrive",
     responses((status = 200, description = "Every redrive task since the server started, oldest first", body = RedriveTaskList))
 )]
-pub async fn list(State(state): State<AppState>) -> axum::Json<RedriveTaskList> {
-    axum::Json(RedriveTaskList { tasks: state.redrives().list(None).iter().map(task_view).collect() })
+pub async fn list(State(state): State<AppState>, tenant: Tenant) -> axum::Json<RedriveTaskList> {
+    let tasks = state.redrives().list(None);
+    let tasks = tasks.iter().filter(|t| tenant.owns(&t.source)).map(|t| task_view(&tenant, t)).collect();
+    axum::Json(RedriveTaskList { tasks })
 }
 
 #[utoipa::path(
@@ -92,8 +105,8 @@ pub async fn list(State(state): State<AppState>) -> axum::Json<RedriveTaskList> 
         (status = 404, description = "`redrive_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> JsonResult<RedriveTask> {
-    parse_id(&id).and_then(|n| state.redrives().get(n)).map(|t| axum::Json(task_view(&t))).ok_or_else(|| not_found(&id))
+pub async fn get(State(state): State<AppState>, tenant: Tenant, Path(id): Path<String>) -> JsonResult<RedriveTask> {
+    own_task(&state, &tenant, &id).map(|t| axum::Json(task_view(&tenant, &t))).ok_or_else(|| not_found(&id))
 }
 
 #[utoipa::path(
@@ -104,9 +117,9 @@ pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> JsonR
         (status = 404, description = "`redrive_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> JsonResult<RedriveTask> {
-    parse_id(&id)
-        .and_then(|n| state.redrives().cancel(n))
-        .map(|t| axum::Json(task_view(&t)))
+pub async fn cancel(State(state): State<AppState>, tenant: Tenant, Path(id): Path<String>) -> JsonResult<RedriveTask> {
+    own_task(&state, &tenant, &id)
+        .and_then(|t| state.redrives().cancel(t.id))
+        .map(|t| axum::Json(task_view(&tenant, &t)))
         .ok_or_else(|| not_found(&id))
 }

@@ -25,6 +25,7 @@ use crate::convert::{self, rfc3339};
 use crate::error::{ApiError, publish_error};
 use crate::extract::{Json, Path, Query};
 use crate::paging::PageRequest;
+use crate::tenant::Tenant;
 use sluice_services::idempotency::{Template, Ticket};
 use sluice_services::topics::limits::{LIST_LIMIT_MAX, PUBLISH_BATCH_ENTRIES_MAX};
 use sluice_services::topics::{
@@ -43,9 +44,9 @@ fn rate_limit_attribute(limit: sluice_api::RateLimit) -> String {
     serde_json::json!({ "per_second": limit.per_second, "burst": limit.burst }).to_string()
 }
 
-fn topic(record: &TopicRecord, arn: String, counts: Option<SubscriptionCounts>) -> Topic {
+fn topic(tenant: &Tenant, record: &TopicRecord, arn: String, counts: Option<SubscriptionCounts>) -> Topic {
     Topic {
-        name: record.name.clone(),
+        name: tenant.show(&record.name),
         arn,
         fifo: record.fifo,
         content_based_dedup: record.fifo.then(|| record.content_based_dedup()),
@@ -60,12 +61,12 @@ fn topic(record: &TopicRecord, arn: String, counts: Option<SubscriptionCounts>) 
     }
 }
 
-fn topic_view(view: &TopicView) -> Topic {
+fn topic_view(tenant: &Tenant, view: &TopicView) -> Topic {
     let counts = SubscriptionCounts {
         confirmed: view.subscriptions_confirmed as u64,
         pending: view.subscriptions_pending as u64,
     };
-    topic(&view.record, view.arn.clone(), Some(counts))
+    topic(tenant, &view.record, view.arn.clone(), Some(counts))
 }
 
 /// A stored policy as JSON (it was checked to be JSON when set).
@@ -73,21 +74,23 @@ fn policy_json(text: &Option<String>) -> Option<serde_json::Value> {
     text.as_ref().map(|t| serde_json::from_str(t).unwrap_or_else(|_| serde_json::Value::String(t.clone())))
 }
 
-fn subscription(state: &AppState, s: &SubscriptionRecord) -> Subscription {
+/// A subscription in the tenant's names (its ARNs, like every ARN, name the stored topic and
+/// queue: see `tenant.rs`).
+fn subscription(state: &AppState, tenant: &Tenant, s: &SubscriptionRecord) -> Subscription {
     Subscription {
         id: s.id.clone(),
         arn: state.topics().arns().subscription(&s.topic, &s.id),
-        topic: s.topic.clone(),
+        topic: tenant.show(&s.topic),
         protocol: s.protocol.as_str().to_string(),
         endpoint: s.endpoint.clone(),
-        queue: s.queue.clone(),
+        queue: tenant.show(&s.queue),
         raw: s.raw,
         filter_policy: policy_json(&s.filter_policy),
         filter_policy_scope: match s.filter_scope {
             FilterScope::MessageAttributes => FilterPolicyScope::Attributes,
             FilterScope::MessageBody => FilterPolicyScope::Body,
         },
-        dead_letter_queue: s.dead_letter_queue.clone(),
+        dead_letter_queue: s.dead_letter_queue.as_deref().map(|q| tenant.show(q)),
         delivery_policy: policy_json(&s.delivery_policy),
         pending_confirmation: s.pending,
         signing_secret: s.signing_secret.clone(),
@@ -141,8 +144,10 @@ fn page(params: &ListParams) -> Result<PageRequest, ApiError> {
 )]
 pub async fn create_topic(
     State(state): State<AppState>,
-    Json(request): Json<CreateTopicRequest>,
+    tenant: Tenant,
+    Json(mut request): Json<CreateTopicRequest>,
 ) -> Result<(StatusCode, axum::Json<Topic>), ApiError> {
+    request.name = tenant.name("name", &request.name)?;
     let mut attributes = request.attributes.unwrap_or_default();
     let fifo = match (request.fifo, attributes.remove("FifoTopic")) {
         (Some(fifo), _) => fifo,
@@ -167,7 +172,7 @@ pub async fn create_topic(
     let tags = request.tags.unwrap_or_default();
     let (record, created) = state.topics().create_topic(&request.name, fifo, attributes, tags).await.map_err(native)?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, axum::Json(topic(&record, state.topics().arns().topic(&record.name), None))))
+    Ok((status, axum::Json(topic(&tenant, &record, state.topics().arns().topic(&record.name), None))))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -189,12 +194,19 @@ pub struct ListParams {
         (status = 400, description = "Bad limit or next_token", body = ErrorResponse),
     )
 )]
-pub async fn list_topics(State(state): State<AppState>, Query(params): Query<ListParams>) -> JsonResult<TopicList> {
+pub async fn list_topics(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Query(params): Query<ListParams>,
+) -> JsonResult<TopicList> {
     let page = page(&params)?;
-    let prefix = params.prefix.unwrap_or_default();
-    let mut records = state.topics().list_topics(&prefix, page.after.as_deref(), page.fetch_count()).await?;
-    let next_token = page.cut(&mut records, |t| t.name.clone());
-    let topics = records.iter().map(|t| topic(t, state.topics().arns().topic(&t.name), None)).collect();
+    let prefix = tenant.name("prefix", &params.prefix.unwrap_or_default())?;
+    let after = page.after.as_deref().map(|a| tenant.name("next_token", a)).transpose()?;
+    let (topics, prefix) = (state.topics(), prefix.as_str());
+    let fetch = |after: Option<String>, n| async move { topics.list_topics(prefix, after.as_deref(), n).await };
+    let mut records = tenant.keep_own(after, page.fetch_count(), fetch, |t| (t.name.clone(), t.name.clone())).await?;
+    let next_token = page.cut(&mut records, |t| tenant.show(&t.name));
+    let topics = records.iter().map(|t| topic(&tenant, t, state.topics().arns().topic(&t.name), None)).collect();
     Ok(axum::Json(TopicList { topics, next_token }))
 }
 
@@ -206,8 +218,9 @@ pub async fn list_topics(State(state): State<AppState>, Query(params): Query<Lis
         (status = 404, description = "`topic_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn get_topic(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<Topic> {
-    Ok(axum::Json(topic_view(&state.topics().get_topic(&name).await?)))
+pub async fn get_topic(State(state): State<AppState>, tenant: Tenant, Path(name): Path<String>) -> JsonResult<Topic> {
+    let name = tenant.name("name", &name)?;
+    Ok(axum::Json(topic_view(&tenant, &state.topics().get_topic(&name).await?)))
 }
 
 #[utoipa::path(
@@ -222,9 +235,11 @@ pub async fn get_topic(State(state): State<AppState>, Path(name): Path<String>) 
 )]
 pub async fn update_topic(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
     Json(request): Json<UpdateTopicRequest>,
 ) -> JsonResult<Topic> {
+    let name = tenant.name("name", &name)?;
     let mut changes = request.attributes.unwrap_or_default();
     if let Some(dedup) = request.content_based_dedup {
         changes.insert("ContentBasedDeduplication".into(), dedup.to_string());
@@ -246,7 +261,7 @@ pub async fn update_topic(
     if !changes.is_empty() {
         state.topics().set_topic_attributes(&name, &changes).await.map_err(native)?;
     }
-    Ok(axum::Json(topic_view(&state.topics().get_topic(&name).await?)))
+    Ok(axum::Json(topic_view(&tenant, &state.topics().get_topic(&name).await?)))
 }
 
 #[utoipa::path(
@@ -257,8 +272,12 @@ pub async fn update_topic(
         (status = 404, description = "`topic_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn delete_topic(State(state): State<AppState>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
-    if state.topics().delete_topic(&name).await? {
+pub async fn delete_topic(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    if state.topics().delete_topic(&tenant.name("name", &name)?).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(TopicError::TopicNotFound(name).into())
@@ -279,18 +298,22 @@ pub async fn delete_topic(State(state): State<AppState>, Path(name): Path<String
 )]
 pub async fn subscribe(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
     headers: HeaderMap,
     Json(request): Json<SubscribeRequest>,
 ) -> Result<(StatusCode, axum::Json<Subscription>), ApiError> {
+    let name = tenant.name("name", &name)?;
     let arns = state.topics().arns();
     let endpoint = match (request.queue, request.endpoint) {
         (Some(queue), None) if queue.starts_with("arn:") => {
-            Endpoint::Queue(arns.parse_queue(&queue).map_err(|_| {
+            // An ARN names the stored queue; another tenant's is no queue of this tenant's.
+            let stored = arns.parse_queue(&queue).ok().filter(|q| tenant.owns(q));
+            Endpoint::Queue(stored.ok_or_else(|| {
                 ApiError::invalid("queue", format!("{queue:?} is not the ARN of a queue of this server"))
             })?)
         }
-        (Some(queue), None) => Endpoint::Queue(queue),
+        (Some(queue), None) => Endpoint::Queue(tenant.name("queue", &queue)?),
         (None, Some(url)) => {
             // Refused now when the URL itself says so (an address, a denied host pattern); a name
             // resolving to a refused address is refused at each delivery.
@@ -314,7 +337,8 @@ pub async fn subscribe(
         attributes.insert("FilterPolicyScope".to_string(), scope.as_str().to_string());
     }
     if let Some(queue) = request.dead_letter_queue {
-        let policy = serde_json::json!({ "deadLetterTargetArn": arns.queue(&queue) });
+        let policy =
+            serde_json::json!({ "deadLetterTargetArn": arns.queue(&tenant.name("dead_letter_queue", &queue)?) });
         attributes.insert("RedrivePolicy".to_string(), policy.to_string());
     }
     if let Some(policy) = request.delivery_policy {
@@ -323,7 +347,7 @@ pub async fn subscribe(
     let origin = origin(&state, &headers);
     let (record, created) = state.topics().subscribe(&name, endpoint, &attributes, &origin).await.map_err(native)?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, axum::Json(subscription(&state, &record))))
+    Ok((status, axum::Json(subscription(&state, &tenant, &record))))
 }
 
 #[utoipa::path(
@@ -336,10 +360,12 @@ pub async fn subscribe(
 )]
 pub async fn list_topic_subscriptions(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
     Query(params): Query<ListParams>,
 ) -> JsonResult<SubscriptionList> {
-    list(&state, Some(&name), params).await
+    let name = tenant.name("name", &name)?;
+    list(&state, &tenant, Some(&name), params).await
 }
 
 #[utoipa::path(
@@ -349,16 +375,33 @@ pub async fn list_topic_subscriptions(
 )]
 pub async fn list_subscriptions(
     State(state): State<AppState>,
+    tenant: Tenant,
     Query(params): Query<ListParams>,
 ) -> JsonResult<SubscriptionList> {
-    list(&state, None, params).await
+    list(&state, &tenant, None, params).await
 }
 
-async fn list(state: &AppState, topic: Option<&str>, params: ListParams) -> JsonResult<SubscriptionList> {
+/// A page of one topic's subscriptions (paged by id), or of every topic's (paged by
+/// `<topic>/<id>`, the topic in the tenant's names).
+async fn list(
+    state: &AppState,
+    tenant: &Tenant,
+    topic: Option<&str>,
+    params: ListParams,
+) -> JsonResult<SubscriptionList> {
     let page = page(&params)?;
-    let mut records = state.topics().list_subscriptions(topic, page.after.as_deref(), page.fetch_count()).await?;
-    let next_token = page.cut(&mut records, |s| if topic.is_some() { s.id.clone() } else { s.key() });
-    let subscriptions = records.iter().map(|s| subscription(state, s)).collect();
+    let topics = state.topics();
+    let mut records = match topic {
+        Some(_) => topics.list_subscriptions(topic, page.after.as_deref(), page.fetch_count()).await?,
+        None => {
+            let after = page.after.as_deref().map(|a| tenant.name("next_token", a)).transpose()?;
+            let fetch =
+                |after: Option<String>, n| async move { topics.list_subscriptions(None, after.as_deref(), n).await };
+            tenant.keep_own(after, page.fetch_count(), fetch, |s| (s.key(), s.topic.clone())).await?
+        }
+    };
+    let next_token = page.cut(&mut records, |s| if topic.is_some() { s.id.clone() } else { tenant.show(&s.key()) });
+    let subscriptions = records.iter().map(|s| subscription(state, tenant, s)).collect();
     Ok(axum::Json(SubscriptionList { subscriptions, next_token }))
 }
 
@@ -372,10 +415,11 @@ async fn list(state: &AppState, topic: Option<&str>, params: ListParams) -> Json
 )]
 pub async fn get_subscription(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path((name, id)): Path<(String, String)>,
 ) -> JsonResult<Subscription> {
-    let record = state.topics().get_subscription(&name, &id).await?;
-    Ok(axum::Json(subscription(&state, &record)))
+    let record = state.topics().get_subscription(&tenant.name("name", &name)?, &id).await?;
+    Ok(axum::Json(subscription(&state, &tenant, &record)))
 }
 
 #[utoipa::path(
@@ -388,8 +432,10 @@ pub async fn get_subscription(
 )]
 pub async fn unsubscribe(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path((name, id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
+    let name = tenant.name("name", &name)?;
     if state.topics().unsubscribe(&name, &id).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -410,11 +456,13 @@ pub async fn unsubscribe(
 )]
 pub async fn publish(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
     headers: HeaderMap,
     ticket: Option<axum::Extension<Ticket>>,
     Json(request): Json<PublishRequest>,
 ) -> Result<Response, ApiError> {
+    let name = tenant.name("name", &name)?;
     let count = request.messages.len();
     if count == 0 {
         return Err(ApiError::new(ErrorCode::EmptyBatch, "messages is empty; publish 1 to 100 messages")

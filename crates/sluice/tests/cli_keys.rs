@@ -58,7 +58,6 @@ fn keys_are_made_with_the_admin_key_used_within_their_scopes_and_revoked() {
     let refused = server.cli(&["queue", "list"]);
     let stderr = refused.failed();
     assert!(stderr.contains("needs an API key") && stderr.contains("--api-key"), "{stderr}");
-    server.cli(&["queue", "create", "orders-1", "--api-key", ADMIN]).ok();
 
     let made = server.cli(&[
         "key",
@@ -68,7 +67,7 @@ fn keys_are_made_with_the_admin_key_used_within_their_scopes_and_revoked() {
         "--tenant",
         "acme",
         "--scopes",
-        "queues:orders-*:send,receive",
+        "queues:orders-*:send,receive,manage",
         "--api-key",
         ADMIN,
     ]);
@@ -76,6 +75,10 @@ fn keys_are_made_with_the_admin_key_used_within_their_scopes_and_revoked() {
     assert!(token.starts_with("slk_"), "the token alone on stdout: {made:?}");
     assert!(made.stderr.contains("shown only now"), "{made:?}");
 
+    // The key's tenant is its namespace: the default tenant's orders-1 is no queue of acme's.
+    server.cli(&["queue", "create", "orders-1", "--api-key", ADMIN]).ok();
+    assert!(server.cli(&["send", "orders-1", "hello", "--api-key", &token]).failed().contains("not"));
+    server.cli(&["queue", "create", "orders-1", "--api-key", &token]).ok();
     server.cli(&["send", "orders-1", "hello", "--api-key", &token]).ok();
     let forbidden = server.cli(&["queue", "create", "billing", "--api-key", &token]);
     let stderr = forbidden.failed();
@@ -87,7 +90,7 @@ fn keys_are_made_with_the_admin_key_used_within_their_scopes_and_revoked() {
     let tenant_at = lines[0].find("TENANT").expect("TENANT column");
     let scopes_at = lines[0].find("SCOPES").expect("SCOPES column");
     assert!(lines[1][tenant_at..].starts_with("acme"), "columns align:\n{listed}");
-    assert!(lines[1][scopes_at..].starts_with("queues:orders-*:send,receive"), "columns align:\n{listed}");
+    assert!(lines[1][scopes_at..].starts_with("queues:orders-*:send,receive,manage"), "columns align:\n{listed}");
     assert!(!listed.contains(&token));
     let id = lines[1].split_whitespace().next().unwrap().to_owned();
     assert!(token.contains(&id), "the id is inside the token");

@@ -15,12 +15,13 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sluice_api::ErrorCode;
 use sluice_core::limits::REQUEST_BYTES_MAX;
-use sluice_services::auth::{Access, Refusal, Requirement};
+use sluice_services::auth::{Access, NAMESPACED_KINDS, Refusal, Requirement};
 
 use crate::{ApiError, AppState};
 use routes::Need;
 
-/// Counts refused calls by reason (`missing`, `invalid`, `revoked`, `scope`).
+/// Counts refused calls by reason (`missing`, `invalid`, `revoked`, `scope`, `tenant`,
+/// `rate_limited`).
 fn refused(reason: &'static str) {
     metrics::counter!("sluice_auth_refused_total", "reason" => reason).increment(1);
 }
@@ -79,6 +80,12 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
         refused("scope");
         return forbidden(&access, missing);
     }
+    if let Some(outside) =
+        needs.iter().find(|n| !access.namespace().is_default() && !NAMESPACED_KINDS.contains(&n.kind))
+    {
+        refused("tenant");
+        return outside_tenant(&access, outside);
+    }
     match keys.admit(&access).await {
         Ok(None) => {}
         Ok(Some(retry_after_ms)) => {
@@ -88,10 +95,49 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
         }
         Err(e) => return ApiError::from(e).into_response(),
     }
+    let namespace = access.namespace();
     let mut request = request;
     request.extensions_mut().insert(access.principal.clone());
+    request.extensions_mut().insert(crate::tenant::Tenant(namespace.clone()));
     request.extensions_mut().insert(access);
-    next.run(request).await
+    let response = next.run(request).await;
+    if namespace.is_default() || response.status().is_success() {
+        return response;
+    }
+    in_namespace(response, &namespace).await
+}
+
+/// Most bytes of an error answer read to show it in the tenant's names.
+const ERROR_BYTES_MAX: usize = 64 * 1024;
+
+/// An error answer with every stored name in it (`acme~orders` in "queue acme~orders does not
+/// exist") shown as the tenant names it. Only the error's message and details are rewritten,
+/// never anything a client sent.
+async fn in_namespace(response: Response, namespace: &sluice_core::name::Namespace) -> Response {
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, ERROR_BYTES_MAX).await else {
+        return ApiError::new(ErrorCode::Internal, "the error answer was too long to show").into_response();
+    };
+    let Ok(mut error) = serde_json::from_slice::<sluice_api::ErrorResponse>(&bytes) else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    let prefix = namespace.prefix();
+    error.error.message = error.error.message.replace(&prefix, "");
+    if let Some(details) = &mut error.error.details {
+        strip_prefix_in(details, &prefix);
+    }
+    let bytes = serde_json::to_vec(&error).unwrap_or_else(|_| bytes.to_vec());
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+fn strip_prefix_in(value: &mut serde_json::Value, prefix: &str) {
+    match value {
+        serde_json::Value::String(text) => *text = text.replace(prefix, ""),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|v| strip_prefix_in(v, prefix)),
+        serde_json::Value::Object(fields) => fields.values_mut().for_each(|v| strip_prefix_in(v, prefix)),
+        _ => {}
+    }
 }
 
 /// The token of `Authorization: Bearer <token>` (the scheme in any case, as RFC 6750 allows).
@@ -119,6 +165,24 @@ fn unauthenticated(message: &str) -> Response {
     let mut response = ApiError::new(ErrorCode::Unauthenticated, message).into_response();
     response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"sluice\""));
     response
+}
+
+/// A tenant's key on a kind that is not namespaced yet: 403, so that no tenant sees what is
+/// shared by the whole server.
+fn outside_tenant(access: &Access, need: &Requirement) -> Response {
+    let kinds: Vec<&str> = NAMESPACED_KINDS.iter().map(|k| k.as_str()).collect();
+    ApiError::new(
+        ErrorCode::Forbidden,
+        format!(
+            "the key {} is of the tenant {}, and tenants' keys reach only {} (the rest is shared by the server); \
+             use a key of the default tenant",
+            access.key_id,
+            access.tenant,
+            kinds.join(" and ")
+        ),
+    )
+    .with_details(serde_json::json!({ "scope_needed": need.to_string(), "tenant": access.tenant }))
+    .into_response()
 }
 
 fn forbidden(access: &Access, missing: &Requirement) -> Response {

@@ -122,6 +122,14 @@ pub fn requirement(state: &AppState, service: Service, action: &str, input: &Val
     }
 }
 
+/// A requirement over a stored name (from a queue URL or an ARN) as the key's scopes name it:
+/// by the name within its tenant. Another tenant's name stays whole, so that only a pattern
+/// of `*` lets it by, and the action then finds no such resource.
+pub fn in_namespace(mut need: Requirement, namespace: &sluice_core::name::Namespace) -> Requirement {
+    need.name = need.name.map(|n| namespace.local(&n).map(str::to_string).unwrap_or(n));
+    need
+}
+
 /// Takes a token from the caller's key's rate limit, if it has one; AWS's throttling error
 /// (which SDKs retry) when none is left.
 pub async fn admit(state: &AppState, caller: &Caller) -> Result<(), AwsError> {

@@ -93,11 +93,15 @@ async fn handle(state: &AppState, parts: &Parts, body: Body, request_id: &str) -
     let outcome = match input {
         Ok(input) => match caller.access.as_ref().and_then(|a| {
             access::requirement(state, request.service, &request.action, &input, parts.uri.path())
+                .map(|need| access::in_namespace(need, &a.namespace()))
                 .filter(|need| !a.allows(need))
         }) {
             Some(need) => Err(access::denied(request.service, &request.action, &caller, &need)),
             None => match access::admit(state, &caller).await {
-                Ok(()) => run(state, parts, &request, input, caller.id).await,
+                Ok(()) => {
+                    let tenant = crate::tenant::Tenant::of_access(caller.access.as_deref());
+                    run(state, parts, &request, input, caller.id, tenant).await
+                }
                 Err(e) => Err(e),
             },
         },
@@ -143,10 +147,11 @@ async fn run(
     request: &AwsRequest,
     input: Value,
     caller: Option<String>,
+    tenant: crate::tenant::Tenant,
 ) -> Result<Option<Value>, AwsError> {
     match request.service {
         Service::Sqs => {
-            let ctx = sqs::actions::Ctx::new(state, parts, caller);
+            let ctx = sqs::actions::Ctx::new(state, parts, caller, tenant);
             sqs::actions::dispatch(&ctx, &request.action, input).await
         }
         Service::Sts => sts::dispatch(&state.config, &request.action, caller.as_deref()),
@@ -156,7 +161,7 @@ async fn run(
             axum::http::StatusCode::BAD_REQUEST,
             format!("The action {} is not valid for this endpoint: SNS speaks the Query protocol.", request.action),
         )),
-        Service::Sns => sns::dispatch(state, parts, &request.action, input, caller).await,
+        Service::Sns => sns::dispatch(state, parts, &request.action, input, caller, tenant).await,
     }
 }
 

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::support::TestServer;
 
 /// A call with an optional bearer token: status, `WWW-Authenticate` and body.
-async fn call(
+pub(crate) async fn call(
     s: &TestServer,
     method: &str,
     path: &str,
@@ -33,7 +33,7 @@ async fn call(
 }
 
 /// Makes a key with these scopes (with `admin`'s token) and returns its id and token.
-async fn key(s: &TestServer, admin: Option<&str>, name: &str, scopes: &[&str]) -> (String, String) {
+pub(crate) async fn key(s: &TestServer, admin: Option<&str>, name: &str, scopes: &[&str]) -> (String, String) {
     let (status, _, made) = call(s, "POST", "/v1/keys", Some(&json!({ "name": name, "scopes": scopes })), admin).await;
     assert_eq!(status, 201, "{made}");
     (made["id"].as_str().unwrap().to_string(), made["key"].as_str().unwrap().to_string())
@@ -285,12 +285,16 @@ async fn keys_are_listed_without_secrets_and_bad_ones_are_refused_with_their_fie
     }
     assert_ne!(tokens[0], tokens[1]);
 
-    // The key works, within its scopes.
+    // The key works, within its scopes and in its tenant: the default tenant's orders-1 is no
+    // queue of acme's, acme's own is.
     assert_eq!(call(&s, "POST", "/v1/queues", Some(&json!({ "name": "orders-1" })), Some(&admin)).await.0, 201);
-    let (status, _, _) =
-        call(&s, "POST", "/v1/queues/orders-1/messages", Some(&json!({ "messages": [{ "body": "x" }] })), Some(&token))
-            .await;
-    assert_eq!(status, 200);
+    let send = json!({ "messages": [{ "body": "x" }] });
+    assert_eq!(call(&s, "POST", "/v1/queues/orders-1/messages", Some(&send), Some(&token)).await.0, 404);
+    let manager = json!({ "tenant": "acme", "name": "manager", "scopes": ["queues:*:manage"] });
+    let (_, _, manager) = call(&s, "POST", "/v1/keys", Some(&manager), Some(&admin)).await;
+    let manager = manager["key"].as_str().unwrap();
+    assert_eq!(call(&s, "POST", "/v1/queues", Some(&json!({ "name": "orders-1" })), Some(manager)).await.0, 201);
+    assert_eq!(call(&s, "POST", "/v1/queues/orders-1/messages", Some(&send), Some(&token)).await.0, 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,5 +20,6 @@ mod schedules;
 mod schemas;
 mod serve;
 mod streams;
+mod tenants;
 mod topics;
 mod trace;

@@ -29,6 +29,7 @@ use tokio::sync::Semaphore;
 
 use crate::idempotency::Principal;
 pub use scope::{Action, Kind, Requirement, Scope};
+pub use sluice_core::name::{DEFAULT_TENANT, Namespace, TENANT_LEN_MAX, validate_tenant};
 
 /// The record kind of API keys.
 pub const API_KEY_KIND: &str = "api_key";
@@ -37,12 +38,8 @@ pub const KEYS_MAX: usize = RECORD_LIST_LIMIT_MAX;
 /// How old a key's record may be before it is read again: the bound on a revocation (or a
 /// change of scopes) reaching every node.
 pub const KEY_REFRESH_MS: u64 = 1_000;
-/// Longest tenant name (`[a-z0-9-]`, starting with a letter or digit).
-pub const TENANT_LEN_MAX: usize = 63;
 /// Longest key name, in bytes.
 pub const KEY_NAME_LEN_MAX: usize = 128;
-/// The tenant of keys made without one, and of the bootstrap admin token.
-pub const DEFAULT_TENANT: &str = "default";
 /// Most tokens one node remembers as verified; past it the memory is cleared and tokens are
 /// verified again.
 const VERIFIED_MAX: usize = 10_000;
@@ -137,7 +134,17 @@ impl Access {
     pub fn allows(&self, need: &Requirement) -> bool {
         self.scopes.iter().any(|s| s.allows(need))
     }
+
+    /// The namespace the key's calls name resources in.
+    pub fn namespace(&self) -> Namespace {
+        Namespace::of(&self.tenant)
+    }
 }
+
+/// The kinds whose resources live in tenants' namespaces. A key of a tenant other than the
+/// default one reaches only these; the rest are shared by the whole server and stay with the
+/// default tenant's keys until they are namespaced too.
+pub const NAMESPACED_KINDS: &[Kind] = &[Kind::Queues, Kind::Topics];
 
 /// Why a token was refused (every one is 401 `unauthenticated`, with this as the message).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -406,22 +413,6 @@ impl Keys {
 /// Whether the store holds any API key (revoked ones included): what turns authentication on.
 pub async fn keys_exist(store: &dyn Store) -> Result<bool, StoreError> {
     Ok(!store.list_records(API_KEY_KIND, "", None, 1).await?.is_empty())
-}
-
-/// Checks a tenant name: 1 to `TENANT_LEN_MAX` of `[a-z0-9-]`, starting with a letter or digit.
-pub fn validate_tenant(tenant: &str) -> Result<(), ValidationError> {
-    let ok = !tenant.is_empty()
-        && tenant.len() <= TENANT_LEN_MAX
-        && !tenant.starts_with('-')
-        && tenant.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    if ok {
-        Ok(())
-    } else {
-        Err(ValidationError::new(
-            "tenant",
-            format!("a tenant is 1 to {TENANT_LEN_MAX} of [a-z0-9-], starting with a letter or digit"),
-        ))
-    }
 }
 
 fn access_of(key: &StoredKey) -> Access {

@@ -13,8 +13,13 @@ use super::limits::{TOPIC_ATTRIBUTE_BYTES_MAX, TOPIC_NAME_LEN_MAX};
 use super::model::{Arns, CONTENT_BASED_DEDUPLICATION, FIFO_TOPIC, RATE_LIMIT, SCHEMA_VALIDATION};
 
 /// 1 to 256 characters of ASCII letters, digits, `-` and `_`; a FIFO topic's name ends in
-/// `.fifo` and only a FIFO topic's may.
+/// `.fifo` and only a FIFO topic's may. A stored name may start with its tenant
+/// (`acme~orders`, see `sluice_core::name`).
 pub fn check_topic_name(name: &str, fifo: bool) -> Result<(), Invalid> {
+    let name = match name.split_once(sluice_core::name::TENANT_SEPARATOR) {
+        Some((tenant, local)) if sluice_core::name::validate_tenant(tenant).is_ok() => local,
+        _ => name,
+    };
     let base = name.strip_suffix(FIFO_SUFFIX);
     let ok = !name.is_empty()
         && name.len() <= TOPIC_NAME_LEN_MAX

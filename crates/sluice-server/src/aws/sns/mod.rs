@@ -23,6 +23,7 @@ use crate::AppState;
 use crate::aws::common::AwsError;
 use crate::aws::common::dispatch::{aws_actions, host_header};
 use crate::paging::decode_page_token;
+use crate::tenant::Tenant;
 use sluice_services::topics::{Origin, Topics};
 
 /// Items per page of `ListTopics`, `ListSubscriptions` and `ListSubscriptionsByTopic` (SNS's
@@ -58,6 +59,9 @@ pub struct Ctx<'a> {
     pub origin: Origin,
     /// Where HTTP/S subscriptions may point.
     pub egress: &'a sluice_services::egress::Egress,
+    /// The caller's key's tenant: topic names are qualified with it, and an ARN of another
+    /// tenant's topic or queue names nothing (see `crate::tenant`).
+    pub tenant: Tenant,
 }
 
 /// Runs one SNS action; `Ok(None)` for actions without an output.
@@ -67,6 +71,7 @@ pub async fn dispatch(
     action: &str,
     input: Value,
     caller: Option<String>,
+    tenant: Tenant,
 ) -> Result<Option<Value>, AwsError> {
     let action = Action::parse(action).ok_or_else(|| AwsError::invalid_action(action))?;
     let host = host_header(parts).unwrap_or_else(|| "localhost".to_string());
@@ -75,6 +80,7 @@ pub async fn dispatch(
         topics: state.topics(),
         egress: state.push().egress(),
         account,
+        tenant,
         origin: Origin {
             base_url: format!("{}://{host}", state.scheme()),
             sender: caller.unwrap_or_else(|| account.to_string()),
@@ -105,7 +111,17 @@ impl Ctx<'_> {
     /// The topic name of a `TopicArn` (or other ARN) parameter.
     fn topic(&self, parameter: &str, arn: &Option<String>) -> Result<String, AwsError> {
         let arn = arn.as_deref().unwrap_or("");
-        self.topics.arns().parse_topic(arn).map_err(|e| errors::arn_error(parameter, e, errors::topic_not_found))
+        let name = self
+            .topics
+            .arns()
+            .parse_topic(arn)
+            .map_err(|e| errors::arn_error(parameter, e, errors::topic_not_found))?;
+        self.own(name).ok_or_else(errors::topic_not_found)
+    }
+
+    /// A stored topic or queue name from an ARN, if it is the caller's tenant's.
+    fn own(&self, stored: String) -> Option<String> {
+        self.tenant.owns(&stored).then_some(stored)
     }
 }
 

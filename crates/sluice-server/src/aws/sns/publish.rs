@@ -140,10 +140,12 @@ fn target(ctx: &Ctx<'_>, topic_arn: &Option<String>, target_arn: &Option<String>
     if let Some(target) = target_arn {
         // A platform endpoint's ARN (`.../endpoint/APNS/app/id`) names no topic.
         let is_topic_name = |name: &String| {
-            let base = name.strip_suffix(sluice_core::limits::FIFO_SUFFIX).unwrap_or(name);
+            let (_, local) = sluice_core::name::split_tenant(name);
+            let base = local.strip_suffix(sluice_core::limits::FIFO_SUFFIX).unwrap_or(local);
             base.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         };
-        return ctx.topics.arns().parse_topic(target).ok().filter(is_topic_name).ok_or_else(|| {
+        let topic = ctx.topics.arns().parse_topic(target).ok().filter(is_topic_name);
+        return topic.and_then(|name| ctx.own(name)).ok_or_else(|| {
             invalid_parameter("Invalid parameter: TargetArn Reason: No endpoint found for the target arn specified")
         });
     }

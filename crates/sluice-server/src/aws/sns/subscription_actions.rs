@@ -44,7 +44,9 @@ pub async fn subscribe(ctx: &Ctx<'_>, input: Value) -> Outcome {
                 .topics
                 .arns()
                 .parse_queue(&endpoint_text)
-                .map_err(|_| invalid_parameter("Invalid parameter: SQS endpoint ARN"))?;
+                .ok()
+                .and_then(|queue| ctx.own(queue))
+                .ok_or_else(|| invalid_parameter("Invalid parameter: SQS endpoint ARN"))?;
             Endpoint::Queue(queue)
         }
         Some(protocol) => {
@@ -68,6 +70,9 @@ pub async fn subscribe(ctx: &Ctx<'_>, input: Value) -> Outcome {
             )));
         }
     };
+    for (name, value) in &input.attributes {
+        own_redrive_target(ctx, name, value)?;
+    }
     let (record, _) =
         ctx.topics.subscribe(&topic, endpoint, &input.attributes, &ctx.origin).await.map_err(topic_error)?;
     let arn = if record.pending && !flag(&input.return_subscription_arn) {
@@ -89,10 +94,28 @@ struct SubscriptionArnInput {
 /// The topic and id of a `SubscriptionArn`.
 fn subscription(ctx: &Ctx<'_>, arn: &Option<String>) -> Result<(String, String), AwsError> {
     let arn = arn.as_deref().filter(|a| !a.is_empty()).ok_or_else(|| errors::required("SubscriptionArn"))?;
-    ctx.topics.arns().parse_subscription(arn).map_err(|e| match e {
+    let (topic, id) = ctx.topics.arns().parse_subscription(arn).map_err(|e| match e {
         ArnError::Malformed => invalid_parameter("Invalid parameter: SubscriptionId"),
         e => errors::arn_error("SubscriptionArn", e, errors::subscription_not_found),
-    })
+    })?;
+    let topic = ctx.own(topic).ok_or_else(errors::subscription_not_found)?;
+    Ok((topic, id))
+}
+
+/// A `RedrivePolicy` naming another tenant's queue names no queue of this caller's.
+fn own_redrive_target(ctx: &Ctx<'_>, name: &str, value: &str) -> Result<(), AwsError> {
+    if name != "RedrivePolicy" {
+        return Ok(());
+    }
+    let target = serde_json::from_str::<Value>(value)
+        .ok()
+        .and_then(|v| v.get("deadLetterTargetArn").and_then(Value::as_str).map(str::to_string));
+    match target.and_then(|arn| ctx.topics.arns().parse_queue(&arn).ok()) {
+        Some(queue) if !ctx.tenant.owns(&queue) => Err(invalid_parameter(
+            "Invalid parameter: RedrivePolicy: deadLetterTargetArn is not a queue of this server",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Unsubscribing what is not subscribed succeeds, as in SNS.
@@ -158,8 +181,13 @@ struct ListInput {
 pub async fn list_subscriptions(ctx: &Ctx<'_>, input: Value) -> Outcome {
     let input: ListInput = parse(input)?;
     let after = decode_token(&input.next_token)?;
-    let records =
-        ctx.topics.list_subscriptions(None, after.as_deref(), LIST_PAGE_MAX + 1).await.map_err(topic_error)?;
+    let fetch =
+        |after: Option<String>, n| async move { ctx.topics.list_subscriptions(None, after.as_deref(), n).await };
+    let records = ctx
+        .tenant
+        .keep_own(after, LIST_PAGE_MAX + 1, fetch, |s| (s.key(), s.topic.clone()))
+        .await
+        .map_err(topic_error)?;
     page(ctx, records, false)
 }
 
@@ -228,6 +256,7 @@ pub async fn set_subscription_attributes(ctx: &Ctx<'_>, input: Value) -> Outcome
     let (topic, id) = subscription(ctx, &input.subscription_arn)?;
     let name = input.attribute_name.filter(|a| !a.is_empty()).ok_or_else(|| errors::required("AttributeName"))?;
     let value = input.attribute_value.unwrap_or_default();
+    own_redrive_target(ctx, &name, &value)?;
     ctx.topics.set_subscription_attribute(&topic, &id, &name, &value).await.map_err(topic_error)?;
     Ok(None)
 }

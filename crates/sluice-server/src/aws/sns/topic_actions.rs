@@ -49,7 +49,10 @@ struct CreateTopicInput {
 
 pub async fn create_topic(ctx: &Ctx<'_>, input: Value) -> Outcome {
     let mut input: CreateTopicInput = parse(input)?;
-    let name = input.name.unwrap_or_default();
+    let name = ctx
+        .tenant
+        .name("Name", &input.name.unwrap_or_default())
+        .map_err(|_| super::errors::invalid_parameter("Invalid parameter: Topic Name"))?;
     let fifo = match input.attributes.remove("FifoTopic") {
         Some(value) => fifo_topic_value(&value).map_err(|e| topic_error(e.into()))?,
         None => false,
@@ -86,7 +89,12 @@ struct ListInput {
 pub async fn list_topics(ctx: &Ctx<'_>, input: Value) -> Outcome {
     let input: ListInput = parse(input)?;
     let after = decode_token(&input.next_token)?;
-    let mut topics = ctx.topics.list_topics("", after.as_deref(), LIST_PAGE_MAX + 1).await.map_err(topic_error)?;
+    let fetch = |after: Option<String>, n| async move { ctx.topics.list_topics("", after.as_deref(), n).await };
+    let mut topics = ctx
+        .tenant
+        .keep_own(after, LIST_PAGE_MAX + 1, fetch, |t| (t.name.clone(), t.name.clone()))
+        .await
+        .map_err(topic_error)?;
     let next = cut_page(&mut topics, LIST_PAGE_MAX, |t| t.name.clone());
     let arns: Vec<Value> = topics.iter().map(|t| json!({ "TopicArn": ctx.topics.arns().topic(&t.name) })).collect();
     let mut out = json!({ "Topics": arns });

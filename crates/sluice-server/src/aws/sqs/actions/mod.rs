@@ -23,6 +23,7 @@ use crate::aws::common::AwsError;
 use crate::aws::common::dispatch::{aws_actions, host_header};
 use crate::aws::common::input::{Int, optional_int, signed};
 use crate::paging::{cut_page, decode_page_token};
+use crate::tenant::Tenant;
 
 aws_actions! {
     /// Every action of the SQS API 2012-11-05.
@@ -102,10 +103,13 @@ pub struct Ctx<'a> {
     /// The X-Ray header (`X-Amzn-Trace-Id`), which SQS keeps as a sent message's
     /// `AWSTraceHeader` when the message does not carry one itself.
     pub trace_header: Option<String>,
+    /// The caller's key's tenant: queue names are qualified with it, and a URL or ARN of
+    /// another tenant's queue names no queue (see `crate::tenant`).
+    pub tenant: Tenant,
 }
 
 impl<'a> Ctx<'a> {
-    pub fn new(state: &'a AppState, parts: &Parts, caller: Option<String>) -> Ctx<'a> {
+    pub fn new(state: &'a AppState, parts: &Parts, caller: Option<String>, tenant: Tenant) -> Ctx<'a> {
         let host = host_header(parts)
             .or_else(|| parts.uri.authority().map(|a| a.to_string()))
             .unwrap_or_else(|| "localhost".to_string());
@@ -115,7 +119,7 @@ impl<'a> Ctx<'a> {
             .and_then(|v| v.to_str().ok())
             .filter(|v| !v.is_empty())
             .map(str::to_string);
-        Ctx { state, host, path: parts.uri.path().to_string(), caller, trace_header }
+        Ctx { state, host, path: parts.uri.path().to_string(), caller, trace_header, tenant }
     }
 
     pub fn store(&self) -> &dyn Store {
@@ -146,7 +150,18 @@ impl<'a> Ctx<'a> {
 
     /// The queue a request names through `QueueUrl` or its path.
     pub fn queue_name(&self, queue_url: &Option<String>) -> Result<String, AwsError> {
-        urls::queue_name(queue_url.as_deref(), &self.path, self.account())
+        let name = urls::queue_name(queue_url.as_deref(), &self.path, self.account())?;
+        self.own(name).ok_or_else(AwsError::queue_does_not_exist)
+    }
+
+    /// A stored queue name from a URL or ARN, if it is the caller's tenant's.
+    pub fn own(&self, stored: String) -> Option<String> {
+        self.tenant.owns(&stored).then_some(stored)
+    }
+
+    /// The stored name of a `QueueName` parameter; one holding `~` is no valid name.
+    pub fn qualify(&self, name: &str) -> Option<String> {
+        self.tenant.0.qualify("QueueName", name).ok()
     }
 
     pub async fn queue(&self, name: &str) -> Result<QueueView, AwsError> {
@@ -163,7 +178,7 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Every queue, in name order.
+    /// Every queue of the caller's tenant, in name order.
     pub async fn all_queues(&self) -> Result<Vec<QueueView>, AwsError> {
         let page = sluice_core::limits::LIST_QUEUES_LIMIT_MAX as usize;
         let mut queues: Vec<QueueView> = Vec::new();
@@ -173,6 +188,7 @@ impl<'a> Ctx<'a> {
             let done = batch.len() < page;
             queues.extend(batch);
             if done {
+                queues.retain(|q| self.tenant.owns(&q.name));
                 return Ok(queues);
             }
         }

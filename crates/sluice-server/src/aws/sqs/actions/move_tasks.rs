@@ -31,7 +31,7 @@ async fn existing_queue(ctx: &Ctx<'_>, arn: &str, parameter: &str) -> Result<Str
         ))
     };
     let name = match urls::queue_name_from_arn(arn, ctx.account()) {
-        Ok(name) => name.to_string(),
+        Ok(name) => ctx.own(name.to_string()).ok_or_else(missing)?,
         Err(ArnError::OtherAccount) => return Err(missing()),
         Err(ArnError::Malformed) => {
             return Err(AwsError::invalid_parameter_value(format!(

@@ -44,7 +44,10 @@ pub async fn create_queue(ctx: &Ctx<'_>, input: Value) -> Outcome {
         return Err(queue_name_error(fifo));
     }
     validate_queue_name(name).map_err(|_| queue_name_error(fifo))?;
+    let stored = ctx.qualify(name).ok_or_else(|| queue_name_error(fifo))?;
+    let name = stored.as_str();
     let mut config = queue_attributes::new_queue(&attributes, fifo, ctx.account())?;
+    own_dead_letter(ctx, config.dead_letter.as_ref(), &attributes)?;
     match ctx.store().get_queue(name).await {
         Ok(existing) => return same_queue(ctx, &existing, &attributes),
         Err(StoreError::Broker(BrokerError::QueueNotFound(_))) => {}
@@ -59,6 +62,22 @@ pub async fn create_queue(ctx: &Ctx<'_>, input: Value) -> Outcome {
         // Created by someone else since the look-up above.
         Err(StoreError::Broker(BrokerError::QueueExists(_))) => same_queue(ctx, &ctx.queue(name).await?, &attributes),
         Err(e) => Err(attribute_error(e, &attributes)),
+    }
+}
+
+/// A `RedrivePolicy` naming another tenant's queue names no queue of this caller's.
+fn own_dead_letter(
+    ctx: &Ctx<'_>,
+    dead_letter: Option<&sluice_core::DeadLetter>,
+    attributes: &BTreeMap<String, String>,
+) -> Result<(), AwsError> {
+    match dead_letter {
+        Some(d) if !ctx.tenant.owns(&d.queue) => Err(AwsError::invalid_value(
+            "RedrivePolicy",
+            attributes.get("RedrivePolicy").map_or("", String::as_str),
+            "Dead letter target does not exist.",
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -130,7 +149,8 @@ pub async fn get_queue_url(ctx: &Ctx<'_>, input: Value) -> Outcome {
     if input.owner.as_deref().is_some_and(|owner| !owner.is_empty() && owner != ctx.account()) {
         return Err(AwsError::queue_does_not_exist());
     }
-    let view = ctx.queue(name).await?;
+    let name = ctx.qualify(name).ok_or_else(AwsError::queue_does_not_exist)?;
+    let view = ctx.queue(&name).await?;
     output(QueueUrlOutput { queue_url: ctx.queue_url(&view.name) })
 }
 
@@ -154,9 +174,11 @@ struct ListQueuesOutput {
 pub async fn list_queues(ctx: &Ctx<'_>, input: Value) -> Outcome {
     let input: ListQueuesInput = parse(input)?;
     let page = Page::read(&input.max_results, &input.next_token)?;
-    let prefix = input.queue_name_prefix.unwrap_or_default();
+    let Some(prefix) = ctx.qualify(&input.queue_name_prefix.unwrap_or_default()) else {
+        return output(ListQueuesOutput { queue_urls: Vec::new(), next_token: None });
+    };
     // One more than asked tells whether another page follows.
-    let queues = ctx.store().list_queues(&prefix, page.after.as_deref(), page.limit() + 1).await?;
+    let queues = ctx.tenant.list_queues(ctx.store(), &prefix, page.after.clone(), page.limit() + 1).await?;
     let mut names: Vec<String> = queues.into_iter().map(|q| q.name).collect();
     let next_token = page.cut(&mut names);
     output(ListQueuesOutput { queue_urls: names.iter().map(|n| ctx.queue_url(n)).collect(), next_token })
@@ -217,6 +239,7 @@ pub async fn set_queue_attributes(ctx: &Ctx<'_>, input: Value) -> Outcome {
         return Err(AwsError::missing_parameter("Attributes"));
     };
     let patch = queue_attributes::patch(&attributes, Request::Set, view.attributes.fifo, ctx.account())?;
+    own_dead_letter(ctx, patch.core.dead_letter.as_ref().and_then(Option::as_ref), &attributes)?;
     queue_attributes::check_fifo(&patch.apply_to(&view.attributes))?;
     ctx.store().update_queue(&name, patch.core).await.map_err(|e| attribute_error(e, &attributes))?;
     Ok(None)

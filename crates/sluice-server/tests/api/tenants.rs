@@ -1,0 +1,139 @@
+//! Tenants as namespaces. Two tenants make queues, topics and subscriptions of the same names
+//! and never meet: each lists only its own, the same name is two resources, and every route
+//! naming a resource answers another tenant's key as if the resource were absent (404), while
+//! the owner's key gets its success. Names holding the separator are refused; a tenant's key
+//! reaches only the kinds that are namespaced; errors and metrics name resources as the tenant does.
+
+use serde_json::{Value, json};
+
+use crate::auth::{call, key};
+use crate::support::TestServer;
+
+/// A key of `tenant` with every action on queues and topics; returns its token.
+async fn tenant_key(s: &TestServer, admin: &str, tenant: &str) -> String {
+    let body = json!({ "name": tenant, "tenant": tenant, "scopes": ["queues:*:*", "topics:*:*", "streams:*:*"] });
+    let (status, _, made) = call(s, "POST", "/v1/keys", Some(&body), Some(admin)).await;
+    assert_eq!(status, 201, "{made}");
+    assert_eq!(made["tenant"], tenant);
+    made["key"].as_str().unwrap().to_string()
+}
+
+async fn ok(s: &TestServer, method: &str, path: &str, body: Value, token: &str) -> Value {
+    let body = (!body.is_null()).then_some(body);
+    let (status, _, answer) = call(s, method, path, body.as_ref(), Some(token)).await;
+    assert!((200..300).contains(&status), "{method} {path}: {status} {answer}");
+    answer
+}
+
+fn names(list: &Value, field: &str) -> Vec<String> {
+    list[field].as_array().unwrap().iter().map(|q| q["name"].as_str().unwrap().to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenants_share_names_and_never_see_each_others_resources() {
+    let s = TestServer::start();
+    let (_, admin) = key(&s, None, "admin", &["*:*:admin"]).await;
+    let acme = tenant_key(&s, &admin, "acme").await;
+    let beta = tenant_key(&s, &admin, "beta").await;
+
+    // The same names in both tenants, and in the default one.
+    for token in [&acme, &beta, &admin] {
+        ok(&s, "POST", "/v1/queues", json!({ "name": "dlq" }), token).await;
+        let made = ok(
+            &s,
+            "POST",
+            "/v1/queues",
+            json!({ "name": "orders", "dead_letter": { "queue": "dlq", "max_receive_count": 3 } }),
+            token,
+        )
+        .await;
+        assert_eq!((made["name"].as_str(), made["dead_letter"]["queue"].as_str()), (Some("orders"), Some("dlq")));
+        ok(&s, "POST", "/v1/topics", json!({ "name": "events" }), token).await;
+        let sub =
+            ok(&s, "POST", "/v1/topics/events/subscriptions", json!({ "queue": "orders", "raw": true }), token).await;
+        assert_eq!((sub["topic"].as_str(), sub["queue"].as_str()), (Some("events"), Some("orders")), "{sub}");
+    }
+    ok(&s, "POST", "/v1/queues", json!({ "name": "acme-only" }), &acme).await;
+    ok(&s, "POST", "/v1/queues/orders/messages", json!({ "messages": [{ "body": "acme's" }] }), &acme).await;
+    ok(&s, "POST", "/v1/topics/events/publish", json!({ "messages": [{ "body": "beta's" }] }), &beta).await;
+
+    // Each tenant lists its own, in its own names; the default tenant lists only its own too.
+    let listed = ok(&s, "GET", "/v1/queues", Value::Null, &acme).await;
+    assert_eq!(names(&listed, "queues"), ["acme-only", "dlq", "orders"]);
+    assert_eq!(names(&ok(&s, "GET", "/v1/queues", Value::Null, &beta).await, "queues"), ["dlq", "orders"]);
+    assert_eq!(names(&ok(&s, "GET", "/v1/queues", Value::Null, &admin).await, "queues"), ["dlq", "orders"]);
+    assert_eq!(
+        names(&ok(&s, "GET", "/v1/queues?prefix=acme", Value::Null, &beta).await, "queues"),
+        Vec::<String>::new()
+    );
+    // Paging within a tenant: one per page, the token in the tenant's names.
+    let first = ok(&s, "GET", "/v1/queues?limit=1", Value::Null, &acme).await;
+    assert_eq!(names(&first, "queues"), ["acme-only"]);
+    let token = first["next_token"].as_str().unwrap();
+    let second = ok(&s, "GET", &format!("/v1/queues?limit=2&next_token={token}"), Value::Null, &acme).await;
+    assert_eq!(names(&second, "queues"), ["dlq", "orders"]);
+    assert_eq!(names(&ok(&s, "GET", "/v1/topics", Value::Null, &beta).await, "topics"), ["events"]);
+    let subs = ok(&s, "GET", "/v1/subscriptions", Value::Null, &acme).await;
+    assert_eq!(subs["subscriptions"].as_array().unwrap().len(), 1, "{subs}");
+    assert_eq!(subs["subscriptions"][0]["queue"], "orders");
+
+    // The same name is three queues: each holds only what its tenant sent.
+    let bodies = |list: Value| -> Vec<String> {
+        list["messages"].as_array().unwrap().iter().map(|m| m["body"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(bodies(ok(&s, "GET", "/v1/queues/orders/messages", Value::Null, &acme).await), ["acme's"]);
+    assert_eq!(bodies(ok(&s, "GET", "/v1/queues/orders/messages", Value::Null, &beta).await), ["beta's"]);
+    assert!(bodies(ok(&s, "GET", "/v1/queues/orders/messages", Value::Null, &admin).await).is_empty());
+
+    // Every route naming acme's own resource: acme's key succeeds, beta's finds nothing (404).
+    ok(&s, "POST", "/v1/topics", json!({ "name": "events-acme" }), &acme).await;
+    let sub = ok(&s, "POST", "/v1/topics/events-acme/subscriptions", json!({ "queue": "orders" }), &acme).await;
+    let sub_id = sub["id"].as_str().unwrap().to_string();
+    let routes: Vec<(&str, String, Value, &str)> = vec![
+        ("GET", "/v1/queues/acme-only".into(), Value::Null, "queue_not_found"),
+        ("PATCH", "/v1/queues/acme-only".into(), json!({ "visibility_timeout_ms": 5000 }), "queue_not_found"),
+        ("POST", "/v1/queues/acme-only/messages".into(), json!({ "messages": [{ "body": "x" }] }), "queue_not_found"),
+        ("GET", "/v1/queues/acme-only/messages".into(), Value::Null, "queue_not_found"),
+        ("POST", "/v1/queues/acme-only/receive".into(), json!({}), "queue_not_found"),
+        ("POST", "/v1/queues/acme-only/purge".into(), Value::Null, "queue_not_found"),
+        ("POST", "/v1/queues/acme-only/redrive".into(), json!({ "to": "dlq" }), "queue_not_found"),
+        ("GET", "/v1/topics/events-acme".into(), Value::Null, "topic_not_found"),
+        ("POST", "/v1/topics/events-acme/publish".into(), json!({ "messages": [{ "body": "x" }] }), "topic_not_found"),
+        ("GET", format!("/v1/topics/events-acme/subscriptions/{sub_id}"), Value::Null, "subscription_not_found"),
+        ("DELETE", format!("/v1/topics/events-acme/subscriptions/{sub_id}"), Value::Null, "subscription_not_found"),
+        ("DELETE", "/v1/queues/acme-only".into(), Value::Null, "queue_not_found"),
+        ("DELETE", "/v1/topics/events-acme".into(), Value::Null, "topic_not_found"),
+    ];
+    for (method, path, body, code) in routes {
+        let body_ref = (!body.is_null()).then_some(&body);
+        let (status, _, answer) = call(&s, method, &path, body_ref, Some(&beta)).await;
+        assert_eq!((status, answer["error"]["code"].as_str()), (404, Some(code)), "beta: {method} {path}: {answer}");
+        assert!(!answer.to_string().contains('~'), "the error names acme's resource as stored: {answer}");
+        ok(&s, method, &path, body, &acme).await;
+    }
+
+    // A name spelling another tenant's prefix is no name; a subscription or dead-letter queue
+    // in another tenant is no queue of this one's.
+    let (status, _, answer) = call(&s, "GET", "/v1/queues/acme~orders", None, Some(&beta)).await;
+    assert_eq!((status, answer["error"]["details"]["field"].as_str()), (400, Some("name")), "{answer}");
+    let (status, _, answer) = call(&s, "POST", "/v1/queues", Some(&json!({ "name": "acme~x" })), Some(&admin)).await;
+    assert_eq!(status, 400, "{answer}");
+    let acme_orders_arn = subs["subscriptions"][0]["endpoint"].as_str().unwrap().to_string();
+    let body = json!({ "queue": acme_orders_arn });
+    let (status, _, answer) = call(&s, "POST", "/v1/topics/events/subscriptions", Some(&body), Some(&beta)).await;
+    assert_eq!((status, answer["error"]["details"]["field"].as_str()), (400, Some("queue")), "{answer}");
+
+    // Kinds not namespaced yet are the default tenant's alone.
+    let (status, _, answer) = call(&s, "GET", "/v1/streams", None, Some(&acme)).await;
+    assert_eq!((status, answer["error"]["code"].as_str()), (403, Some("forbidden")), "{answer}");
+    assert_eq!(answer["error"]["details"]["tenant"], "acme");
+    let (status, _, answer) = call(&s, "GET", "/v1/keys", None, Some(&acme)).await;
+    assert_eq!(status, 403, "a tenant's key cannot manage keys: {answer}");
+
+    // Metrics carry the tenant as a label and the queue by its own name.
+    let (_, _, bytes) = s.raw(axum::http::Request::get("/metrics").body(axum::body::Body::empty()).unwrap()).await;
+    let text = String::from_utf8(bytes).unwrap();
+    assert!(text.contains("sluice_queue_visible{queue=\"orders\",tenant=\"beta\"} 1"), "{text}");
+    assert!(text.contains("sluice_queue_visible{queue=\"orders\"} 0"), "{text}");
+    assert!(!text.contains("acme~"), "{text}");
+}
