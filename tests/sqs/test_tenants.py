@@ -77,3 +77,24 @@ def test_each_tenant_sees_only_its_own_queues_and_topics(secured_endpoint):  # n
     acme["sns"].publish(TopicArn=acme_topic, Message="fanned out")
     got = acme["sqs"].receive_message(QueueUrl=acme_url, WaitTimeSeconds=2)["Messages"]
     assert [m["Body"] for m in got] == ["fanned out"]
+
+
+def test_tenant_quotas_answer_in_aws_words(secured_endpoint):  # noqa: F811
+    endpoint = secured_endpoint
+    native(endpoint, "PUT", "/v1/tenants/gamma", {"max_resources": 1, "max_stored_bytes": 8})
+    gamma = {s: client(s, endpoint, *tenant_key(endpoint, "gamma")) for s in ("sqs", "sns")}
+    url = gamma["sqs"].create_queue(QueueName="only")["QueueUrl"]
+    assert gamma["sqs"].create_queue(QueueName="only")["QueueUrl"] == url, "making it again is no new resource"
+    assert error_code(lambda: gamma["sqs"].create_queue(QueueName="second")) == "OverLimit"
+    assert error_code(lambda: gamma["sns"].create_topic(Name="second")) == "TopicLimitExceeded"
+    gamma["sqs"].send_message(QueueUrl=url, MessageBody="five!")
+    # Throttling, which SDKs retry: one attempt only here (the client is made so).
+    assert error_code(lambda: gamma["sqs"].send_message(QueueUrl=url, MessageBody="way past eight bytes")) == \
+        "RequestThrottled"
+    used = native(endpoint, "GET", "/v1/tenants/gamma")["usage"]
+    assert used == {"resources": 1, "stored_bytes": 5}, used
+    # The tenant's rate, all its keys together, in each service's throttling words.
+    native(endpoint, "PUT", "/v1/tenants/gamma", {"rate_limit": {"per_second": 1, "burst": 1}})
+    gamma["sns"].list_topics()
+    assert error_code(lambda: gamma["sns"].list_topics()) == "Throttled"
+    assert error_code(lambda: gamma["sqs"].list_queues()) == "RequestThrottled"

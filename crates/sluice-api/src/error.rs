@@ -88,6 +88,8 @@ codes! {
     Unauthenticated = "unauthenticated", 401, "The call needs an API key (`Authorization: Bearer <key>`) and carries none, or one that is unknown, wrong or revoked.";
     Forbidden = "forbidden", 403, "The key lacks the scope this call needs; `details.scope_needed` names it (e.g. `queues:orders:send`).";
     KeyNotFound = "key_not_found", 404, "No API key has this id.";
+    TenantNotFound = "tenant_not_found", 404, "No tenant of this name has quotas.";
+    QuotaExceeded = "quota_exceeded", 429, "The tenant is at a quota (`details.quota`: max_resources or max_stored_bytes, with `limit` and `used`): delete resources or messages, or have the quota raised.";
     // Backpressure
     QueueFull = "queue_full", 429, "The queue is at its max_depth_messages or max_depth_bytes and its overflow policy is reject (`details` has the depth and the limits); retry after `Retry-After` seconds, or slow down as the send answers' depth nears the limit.";
     RateLimited = "rate_limited", 429, "The resource's rate_limit (token bucket) has no token for this call; retry after `Retry-After` seconds.";

@@ -16,6 +16,7 @@ pub mod schedules;
 pub mod schemas;
 pub mod stats;
 pub mod streams;
+pub mod tenants;
 pub mod topics;
 pub mod trace;
 
@@ -49,6 +50,7 @@ pub use streams::{
     SeekRequest, SeekResponse, StartName, Stream, StreamGroup, StreamList, StreamPartition, StreamRecord,
     UpdateStreamRequest,
 };
+pub use tenants::{Tenant, TenantList, TenantQuotas, TenantUsage};
 pub use topics::{
     CreateTopicRequest, FilterPolicyScope, PublishMessage, PublishRequest, PublishResponse, PublishResult,
     SubscribeRequest, Subscription, SubscriptionCounts, SubscriptionList, Topic, TopicList, UpdateTopicRequest,

@@ -34,6 +34,7 @@ mod sagas;
 mod schedules;
 mod schemas;
 pub mod streams;
+mod tenants;
 mod trace;
 
 use std::time::Duration;

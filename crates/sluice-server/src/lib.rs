@@ -40,6 +40,7 @@ mod shed;
 mod stats_routes;
 mod streams;
 mod tenant;
+mod tenant_routes;
 pub mod tls;
 mod topic_routes;
 mod trace_routes;
@@ -286,6 +287,7 @@ pub fn router(services: Arc<Services>, config: ServerConfig) -> Router {
         .merge(alert_routes::routes())
         .merge(trace_routes::routes())
         .merge(key_routes::routes())
+        .merge(tenant_routes::routes())
         .merge(ui::routes())
         // Applies to the routes added above, so it must come after them.
         .method_not_allowed_fallback(health::method_not_allowed)

@@ -123,6 +123,10 @@ pub async fn send(
         results[i] = Some(SendResult::refused(crate::error::violation_body(&violation)));
     }
     let (positions, accepted): (Vec<usize>, Vec<NewMessage>) = entries.into_iter().unzip();
+    if !accepted.is_empty() {
+        let bytes = accepted.iter().map(NewMessage::size_bytes).sum();
+        state.services.tenants().check_write(&tenant.0, bytes).await?;
+    }
     let mut depth = None;
     if let Some(axum::Extension(ticket)) = ticket {
         return send_committed(&state, &name, &ticket, results, positions, accepted).await;

@@ -83,6 +83,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
     doc.merge(crate::jobs::JobsDoc::openapi());
     doc.merge(crate::sagas::SagasDoc::openapi());
     doc.merge(crate::key_routes::KeysDoc::openapi());
+    doc.merge(crate::tenant_routes::TenantsDoc::openapi());
     bearer(&mut doc);
     // Last: it adds the Idempotency-Key header to every mutating operation merged above.
     crate::idempotency::document(&mut doc);

@@ -36,6 +36,9 @@ pub async fn create_queue(
         dead_letter.queue = tenant.name("dead_letter.queue", &dead_letter.queue)?;
     }
     let (name, attributes) = convert::create_attributes(request);
+    if !tenant.0.is_default() && state.store().get_queue(&name).await.is_err() {
+        state.services.tenants().check_create(&tenant.0).await?;
+    }
     let (view, created) = state.store().create_queue(&name, attributes).await?;
     state.services.schemas().forget_queue(&name);
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };

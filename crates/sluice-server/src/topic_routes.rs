@@ -170,6 +170,9 @@ pub async fn create_topic(
         attributes.insert("DeliveryPolicy".into(), policy.to_string());
     }
     let tags = request.tags.unwrap_or_default();
+    if !tenant.0.is_default() && state.topics().topic_record(&request.name).await.is_err() {
+        state.services.tenants().check_create(&tenant.0).await?;
+    }
     let (record, created) = state.topics().create_topic(&request.name, fifo, attributes, tags).await.map_err(native)?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, axum::Json(topic(&tenant, &record, state.topics().arns().topic(&record.name), None))))
@@ -477,6 +480,8 @@ pub async fn publish(
     }
     // A publish carries no priority: the low band, refused first while the server sheds.
     crate::shed::admit(&state, &format!("topic:{name}"), 0)?;
+    let bytes = request.messages.iter().map(|m| m.body.len() as u64).sum();
+    state.services.tenants().check_write(&tenant.0, bytes).await?;
     let mut results: Vec<Option<PublishResult>> = vec![None; count];
     let mut publications = Vec::with_capacity(count);
     let mut positions = Vec::with_capacity(count);

@@ -53,6 +53,7 @@ pub mod shedding;
 pub mod sqs;
 pub mod stats;
 pub mod streams;
+pub mod tenants;
 pub mod topics;
 pub mod trace;
 
@@ -144,6 +145,7 @@ pub struct Services {
     sagas: Arc<Sagas>,
     traces: Arc<Traces>,
     keys: Arc<Keys>,
+    tenants: Arc<tenants::Tenants>,
 }
 
 impl Services {
@@ -165,6 +167,7 @@ impl Services {
         let egress = Arc::new(config.egress);
         let traces = Arc::new(Traces::new(store.clone(), clock.clone(), config.trace_retention_ms));
         let topics = Arc::new(Topics::new(store.clone(), config.arns, clock.clone(), schemas.clone(), traces.clone()));
+        let tenants = Arc::new(tenants::Tenants::new(store.clone(), clock.clone(), topics.clone()));
         Arc::new(Services {
             schemas,
             schedules: Schedules::new(store.clone(), clock.clone(), topics.clone()),
@@ -182,6 +185,7 @@ impl Services {
             alerts: Arc::new(Alerts::new(store.clone(), clock.clone(), config.alerts)),
             events: Arc::new(events::Events::new(store.clone(), clock.clone())),
             keys: Arc::new(Keys::new(store.clone(), clock.clone(), config.auth)),
+            tenants,
             store,
             clock,
         })
@@ -255,6 +259,11 @@ impl Services {
     /// API keys: who a call comes from and what it may do.
     pub fn keys(&self) -> &Arc<Keys> {
         &self.keys
+    }
+
+    /// Tenants' quotas.
+    pub fn tenants(&self) -> &Arc<tenants::Tenants> {
+        &self.tenants
     }
 
     /// The causal trace: every write point records what carried a correlation id.

@@ -133,6 +133,10 @@ fn code_hint(code: ErrorCode) -> Option<&'static str> {
         }
         Forbidden => "use a key with the scope named above (`sluice key create --scopes ...`)",
         KeyNotFound => "list keys with `sluice key list`",
+        TenantNotFound => "list tenants with quotas with `sluice tenant list`",
+        QuotaExceeded => {
+            "delete queues, topics or messages of the tenant, or raise its quota (`sluice tenant set TENANT ...`)"
+        }
         ScheduleNotFound => "list schedules with `sluice schedule list`",
         ScheduleExists => "see its definition with `sluice schedule get NAME`; delete it first to define it again",
         StreamNotFound => "list streams with `sluice stream list`, or create one with `sluice stream create NAME`",

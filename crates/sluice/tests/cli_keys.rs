@@ -102,3 +102,43 @@ fn keys_are_made_with_the_admin_key_used_within_their_scopes_and_revoked() {
     let json = server.cli(&["key", "get", &id, "--json", "--api-key", ADMIN]).json();
     assert!(json["revoked_at"].is_string(), "{json}");
 }
+
+#[test]
+fn tenant_quotas_are_set_in_parts_shown_and_enforced() {
+    let dir = tempfile::tempdir().unwrap();
+    let admin_file = dir.path().join("admin-key");
+    std::fs::write(&admin_file, format!("{ADMIN}\n")).unwrap();
+    let server = Server::start_with(&dir.path().join("data"), &["--admin-key-file", admin_file.to_str().unwrap()]);
+    let acme = server
+        .cli(&["key", "create", "--name", "app", "--tenant", "acme", "--scopes", "queues:*:*", "--api-key", ADMIN])
+        .ok()
+        .trim()
+        .to_owned();
+
+    server.cli(&["tenant", "set", "acme", "--max-resources", "1", "--rate-limit", "100/200", "--api-key", ADMIN]).ok();
+    // A second set changes only what it names.
+    let shown =
+        server.cli(&["tenant", "set", "acme", "--max-stored-bytes", "1000", "--api-key", ADMIN]).ok().to_owned();
+    assert!(shown.contains("0 of 1") && shown.contains("0 of 1000") && shown.contains("100/s, burst 200"), "{shown}");
+
+    server.cli(&["queue", "create", "first", "--api-key", &acme]).ok();
+    let refused = server.cli(&["queue", "create", "second", "--api-key", &acme]);
+    let stderr = refused.failed();
+    assert!(stderr.contains("max_resources") && stderr.contains("sluice tenant set"), "says what to do: {stderr}");
+
+    let listed = server.cli(&["tenant", "list", "--api-key", ADMIN]).ok().to_owned();
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 2, "a header and one tenant:\n{listed}");
+    let rate_at = lines[0].find("RATE LIMIT").expect("RATE LIMIT column");
+    assert!(
+        lines[1].trim_start().starts_with("acme") && lines[1][rate_at..].starts_with("100/s"),
+        "columns align:\n{listed}"
+    );
+
+    server.cli(&["tenant", "set", "acme", "--max-resources", "none", "--api-key", ADMIN]).ok();
+    server.cli(&["queue", "create", "second", "--api-key", &acme]).ok();
+    server.cli(&["tenant", "delete", "acme", "--api-key", ADMIN]).ok();
+    let json = server.cli(&["tenant", "get", "acme", "--json", "--api-key", ADMIN]).json();
+    assert_eq!(json["quotas"], serde_json::json!({}), "{json}");
+    assert_eq!(json["usage"]["resources"], 2, "{json}");
+}

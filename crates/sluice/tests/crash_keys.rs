@@ -3,7 +3,8 @@
 //! revocation before its answer, so at the end every key whose making was answered must let its
 //! holder in, and every key whose revocation was answered must be refused (a revoked key that
 //! came back after a crash would be a hole); keys whose answers the kills cut short may be
-//! either way.
+//! either way. Each maker also sets its tenant's quotas (a rising `max_resources`): at the end
+//! each tenant holds the last answered value or a later one, never an older one or none.
 //!
 //! `SLUICE_CRASH_KEYS_KILLS` sets the number of kills (default 5); `SLUICE_CRASH_SEED` replays
 //! a run's timings; the seed is printed:
@@ -37,6 +38,8 @@ struct Ledger {
     made: Vec<(String, String)>,
     /// Ids of keys whose revocation was answered.
     revoked: Vec<String>,
+    /// The last answered `max_resources` of each tenant.
+    quotas: std::collections::HashMap<String, u64>,
     unanswered: usize,
 }
 
@@ -84,6 +87,16 @@ async fn sigkill_never_loses_an_answered_key_or_brings_back_a_revoked_one() {
                 };
                 let id = made.api_key.id.clone();
                 ledger.lock().unwrap().made.push((id.clone(), made.key));
+                if n.is_multiple_of(2) {
+                    let tenant = format!("maker-{m}");
+                    let quotas = sluice_api::TenantQuotas { max_resources: Some(n as u64), ..Default::default() };
+                    match as_key(&url.get(), &admin).set_tenant(&tenant, &quotas).await {
+                        Ok(_) => {
+                            ledger.lock().unwrap().quotas.insert(tenant, n as u64);
+                        }
+                        Err(_) => ledger.lock().unwrap().unanswered += 1,
+                    }
+                }
                 if n.is_multiple_of(3) {
                     match as_key(&url.get(), &admin).revoke_key(&id).await {
                         Ok(_) => ledger.lock().unwrap().revoked.push(id),
@@ -119,6 +132,13 @@ async fn sigkill_never_loses_an_answered_key_or_brings_back_a_revoked_one() {
             }
         }
     }
+    for (tenant, answered) in &ledger.quotas {
+        let kept = as_key(&server.url, &admin).get_tenant(tenant).await.expect("get tenant").quotas.max_resources;
+        assert!(
+            kept.is_some_and(|k| k >= *answered),
+            "tenant {tenant}: max_resources {answered} was answered, {kept:?} is kept after the kills"
+        );
+    }
     let listed = as_key(&server.url, &admin).list_keys().await.expect("list keys").keys;
     for (id, _) in &ledger.made {
         assert!(listed.iter().any(|k| &k.id == id), "key {id}, made and answered, is not listed after the kills");
@@ -129,6 +149,9 @@ async fn sigkill_never_loses_an_answered_key_or_brings_back_a_revoked_one() {
         ledger.revoked.len(),
         ledger.unanswered
     );
-    assert!(ledger.made.len() > 10 && !ledger.revoked.is_empty(), "too little was answered: the test proved nothing");
+    assert!(
+        ledger.made.len() > 10 && !ledger.revoked.is_empty() && !ledger.quotas.is_empty(),
+        "too little was answered: the test proved nothing"
+    );
     server.kill();
 }

@@ -96,6 +96,15 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
         Err(e) => return ApiError::from(e).into_response(),
     }
     let namespace = access.namespace();
+    match state.services.tenants().admit(&namespace).await {
+        Ok(None) => {}
+        Ok(Some(retry_after_ms)) => {
+            refused("rate_limited");
+            return crate::error::rate_limited(&format!("the tenant {}'s", access.tenant), retry_after_ms)
+                .into_response();
+        }
+        Err(e) => return ApiError::from(e).into_response(),
+    }
     let mut request = request;
     request.extensions_mut().insert(access.principal.clone());
     request.extensions_mut().insert(crate::tenant::Tenant(namespace.clone()));

@@ -104,6 +104,7 @@ pub fn need(method: &Method, segments: &[String], protected: Protected) -> Need 
 
         // The server itself.
         ["v1", "keys", ..] => view_or(Kind::Admin, Some("keys"), Manage),
+        ["v1", "tenants", ..] => view_or(Kind::Admin, Some("tenants"), Manage),
         ["v1", "alerts", ..] => view_or(Kind::Admin, Some("alerts"), Manage),
         ["v1", "stats", ..] => one(Kind::Admin, Some("stats"), Read),
         ["v1", "trace", ..] => one(Kind::Admin, Some("trace"), Read),
@@ -164,6 +165,8 @@ mod tests {
             (Method::POST, "/v1/schemas/Order/check", "schemas:Order:read"),
             (Method::POST, "/v1/keys", "admin:keys:manage"),
             (Method::GET, "/v1/keys", "admin:keys:read"),
+            (Method::PUT, "/v1/tenants/acme", "admin:tenants:manage"),
+            (Method::GET, "/v1/tenants", "admin:tenants:read"),
             (Method::GET, "/v1/trace/c1", "admin:trace:read"),
             (Method::GET, "/v1/nothing-here", "admin:*:manage"),
         ] {

@@ -132,15 +132,33 @@ pub fn in_namespace(mut need: Requirement, namespace: &sluice_core::name::Namesp
 
 /// Takes a token from the caller's key's rate limit, if it has one; AWS's throttling error
 /// (which SDKs retry) when none is left.
-pub async fn admit(state: &AppState, caller: &Caller) -> Result<(), AwsError> {
+pub async fn admit(state: &AppState, service: Service, caller: &Caller) -> Result<(), AwsError> {
     let Some(access) = &caller.access else { return Ok(()) };
     match state.services.keys().admit(access).await {
+        Ok(None) => {}
+        Ok(Some(retry_after_ms)) => {
+            let message =
+                format!("The API key {} is over its rate limit; retry in {retry_after_ms} ms.", access.key_id);
+            return Err(throttled(service, message));
+        }
+        Err(e) => return Err(e.into()),
+    }
+    match state.services.tenants().admit(&access.namespace()).await {
         Ok(None) => Ok(()),
-        Ok(Some(retry_after_ms)) => Err(AwsError::request_throttled(format!(
-            "The API key {} is over its rate limit; retry in {retry_after_ms} ms.",
-            access.key_id
-        ))),
-        Err(e) => Err(e.into()),
+        Ok(Some(retry_after_ms)) => {
+            let message = format!("The tenant {} is over its rate limit; retry in {retry_after_ms} ms.", access.tenant);
+            Err(throttled(service, message))
+        }
+        Err(e) => Err(crate::aws::tenant_error(service, e)),
+    }
+}
+
+/// The service's throttling error, which AWS SDKs retry with backoff: SQS `RequestThrottled`,
+/// SNS `Throttled` (429).
+fn throttled(service: Service, message: String) -> AwsError {
+    match service {
+        Service::Sns => AwsError::new("ThrottledException", "Throttled", StatusCode::TOO_MANY_REQUESTS, message),
+        _ => AwsError::request_throttled(message),
     }
 }
 

@@ -97,7 +97,7 @@ async fn handle(state: &AppState, parts: &Parts, body: Body, request_id: &str) -
                 .filter(|need| !a.allows(need))
         }) {
             Some(need) => Err(access::denied(request.service, &request.action, &caller, &need)),
-            None => match access::admit(state, &caller).await {
+            None => match access::admit(state, request.service, &caller).await {
                 Ok(()) => {
                     let tenant = crate::tenant::Tenant::of_access(caller.access.as_deref());
                     run(state, parts, &request, input, caller.id, tenant).await
@@ -236,6 +236,11 @@ fn auth_error(e: &AuthError) -> AwsError {
 fn capitalised(text: &str) -> String {
     let mut chars = text.chars();
     chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
+}
+
+/// A tenant's quota refusal in the words of `service` (see `common::errors::tenant_refusal`).
+pub fn tenant_error(service: Service, e: sluice_services::tenants::TenantError) -> AwsError {
+    common::errors::tenant_refusal(service == Service::Sns, e)
 }
 
 #[cfg(test)]

@@ -141,6 +141,8 @@ async fn openapi_lists_every_route() {
         ("/v1/events/subscriptions/{name}/checkpoint", &["post"]),
         ("/v1/keys", &["get", "post"]),
         ("/v1/keys/{id}", &["get", "delete"]),
+        ("/v1/tenants", &["get"]),
+        ("/v1/tenants/{name}", &["get", "put", "delete"]),
     ];
     for (path, methods) in want {
         let item = paths.get(path).unwrap_or_else(|| panic!("{path} missing from the OpenAPI document"));

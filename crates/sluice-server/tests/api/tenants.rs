@@ -137,3 +137,69 @@ async fn tenants_share_names_and_never_see_each_others_resources() {
     assert!(text.contains("sluice_queue_visible{queue=\"orders\"} 0"), "{text}");
     assert!(!text.contains("acme~"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenant_quotas_are_set_by_the_admin_and_refuse_with_their_figures() {
+    let s = TestServer::start();
+    let (_, admin) = key(&s, None, "admin", &["*:*:admin"]).await;
+    let acme = tenant_key(&s, &admin, "acme").await;
+
+    let set = ok(&s, "PUT", "/v1/tenants/acme", json!({ "max_resources": 1, "max_stored_bytes": 5 }), &admin).await;
+    assert_eq!(set["quotas"], json!({ "max_resources": 1, "max_stored_bytes": 5 }), "{set}");
+    assert_eq!(set["usage"], json!({ "resources": 0, "stored_bytes": 0 }));
+    // Only the default tenant's admin manages quotas, and the default tenant has none.
+    let (status, _, answer) = call(&s, "PUT", "/v1/tenants/acme", Some(&json!({})), Some(&acme)).await;
+    assert_eq!(status, 403, "{answer}");
+    let (status, _, answer) =
+        call(&s, "PUT", "/v1/tenants/default", Some(&json!({ "max_resources": 1 })), Some(&admin)).await;
+    assert_eq!((status, answer["error"]["details"]["field"].as_str()), (400, Some("tenant")), "{answer}");
+    let (status, _, answer) =
+        call(&s, "PUT", "/v1/tenants/acme", Some(&json!({ "max_queues": 1 })), Some(&admin)).await;
+    assert_eq!((status, answer["error"]["code"].as_str()), (400, Some("invalid_json")), "{answer}");
+
+    // One resource: the second is refused, making the first again is not.
+    ok(&s, "POST", "/v1/queues", json!({ "name": "a" }), &acme).await;
+    let (status, headers, bytes) = s
+        .raw(
+            axum::http::Request::post("/v1/topics")
+                .header("authorization", format!("Bearer {acme}"))
+                .header("content-type", "application/json")
+                .body(axum::body::Body::from(json!({ "name": "t" }).to_string()))
+                .unwrap(),
+        )
+        .await;
+    let answer: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!((status.as_u16(), answer["error"]["code"].as_str()), (429, Some("quota_exceeded")), "{answer}");
+    assert_eq!(
+        answer["error"]["details"],
+        json!({ "tenant": "acme", "quota": "max_resources", "limit": 1, "used": 1 }),
+        "{answer}"
+    );
+    assert!(headers.get("retry-after").is_none(), "waiting does not lift a resource quota");
+    ok(&s, "POST", "/v1/queues", json!({ "name": "a" }), &acme).await;
+
+    // Five stored bytes: a 6-byte body does not fit, a 3-byte one does.
+    let (status, _, answer) =
+        call(&s, "POST", "/v1/queues/a/messages", Some(&json!({ "messages": [{ "body": "sixsix" }] })), Some(&acme))
+            .await;
+    assert_eq!((status, answer["error"]["details"]["quota"].as_str()), (429, Some("max_stored_bytes")), "{answer}");
+    ok(&s, "POST", "/v1/queues/a/messages", json!({ "messages": [{ "body": "abc" }] }), &acme).await;
+
+    let got = ok(&s, "GET", "/v1/tenants/acme", Value::Null, &admin).await;
+    assert_eq!(got["usage"], json!({ "resources": 1, "stored_bytes": 3 }), "{got}");
+    let listed = ok(&s, "GET", "/v1/tenants", Value::Null, &admin).await;
+    assert_eq!(listed["tenants"].as_array().unwrap().len(), 1);
+
+    // A rate for the tenant's keys together: the burst, then 429 rate_limited.
+    ok(&s, "PUT", "/v1/tenants/acme", json!({ "rate_limit": { "per_second": 1, "burst": 2 } }), &admin).await;
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        statuses.push(call(&s, "GET", "/v1/queues", None, Some(&acme)).await.0);
+    }
+    assert_eq!(statuses, [200, 200, 429]);
+    assert_eq!(call(&s, "GET", "/v1/queues", None, Some(&admin)).await.0, 200, "the admin is not held back");
+
+    assert_eq!(call(&s, "DELETE", "/v1/tenants/acme", None, Some(&admin)).await.0, 204);
+    let (status, _, answer) = call(&s, "DELETE", "/v1/tenants/acme", None, Some(&admin)).await;
+    assert_eq!((status, answer["error"]["code"].as_str()), (404, Some("tenant_not_found")), "{answer}");
+}

@@ -289,6 +289,18 @@ fn routes() -> Vec<Route> {
             Some(json!({ "schema": { "type": "object" } })),
             json!({ "schema": { "type": "string" } }),
         ),
+        route(
+            "set tenant quotas",
+            "PUT",
+            "/v1/tenants/acme",
+            Some(json!({ "max_resources": 10 })),
+            json!({ "max_resources": 1 }),
+        ),
+        route("remove tenant quotas", "DELETE", "/v1/tenants/acme", None, json!({})).after(
+            "PUT",
+            "/v1/tenants/acme",
+            Some(json!({ "max_resources": 10 })),
+        ),
         route("create alert rule", "POST", "/v1/alerts/rules", Some(rule(60_000)), rule(1)),
         route("delete alert rule", "DELETE", "/v1/alerts/rules/late", None, json!({})).after(
             "POST",

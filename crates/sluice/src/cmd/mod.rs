@@ -19,6 +19,7 @@ mod schema;
 mod send;
 mod serve;
 mod stream;
+mod tenant;
 mod topic;
 mod trace;
 
@@ -46,6 +47,7 @@ pub enum Command {
     Saga(saga::Args),
     Trace(trace::Args),
     Key(key::Args),
+    Tenant(tenant::Args),
     // Boxed: the benchmark's many flags would make every command as large as it.
     Bench(Box<bench::Args>),
     Migrate(migrate::Args),
@@ -72,6 +74,7 @@ impl Command {
             Command::Saga(args) => saga::run(args).await,
             Command::Trace(args) => trace::run(args).await,
             Command::Key(args) => key::run(args).await,
+            Command::Tenant(args) => tenant::run(args).await,
             Command::Bench(args) => bench::run(*args).await,
             Command::Migrate(args) => migrate::run(args).await,
         }

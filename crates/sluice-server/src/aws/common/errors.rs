@@ -150,6 +150,26 @@ pub struct BatchError {
     pub sender_fault: bool,
 }
 
+/// A tenant's quota refusal in AWS's words: too many resources is `OverLimit` (SQS) or
+/// `TopicLimitExceeded` (SNS), both 403; too many stored bytes is the service's throttling
+/// error, which SDKs retry with backoff while consumers drain the queues.
+pub fn tenant_refusal(sns: bool, e: sluice_services::tenants::TenantError) -> AwsError {
+    use sluice_services::tenants::TenantError;
+    let message = e.to_string();
+    match e {
+        TenantError::Quota(q) if q.quota == "max_resources" && sns => {
+            AwsError::new("TopicLimitExceededException", "TopicLimitExceeded", StatusCode::FORBIDDEN, message)
+        }
+        TenantError::Quota(q) if q.quota == "max_resources" => AwsError::over_limit(message),
+        TenantError::Quota(_) if sns => {
+            AwsError::new("ThrottledException", "Throttled", StatusCode::TOO_MANY_REQUESTS, message)
+        }
+        TenantError::Quota(_) => AwsError::request_throttled(message),
+        TenantError::Store(s) => s.into(),
+        _ => AwsError::new("InternalError", "InternalError", StatusCode::INTERNAL_SERVER_ERROR, message),
+    }
+}
+
 impl From<StoreError> for AwsError {
     fn from(e: StoreError) -> AwsError {
         match e {

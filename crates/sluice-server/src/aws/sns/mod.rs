@@ -62,6 +62,7 @@ pub struct Ctx<'a> {
     /// The caller's key's tenant: topic names are qualified with it, and an ARN of another
     /// tenant's topic or queue names nothing (see `crate::tenant`).
     pub tenant: Tenant,
+    pub tenants: &'a sluice_services::tenants::Tenants,
 }
 
 /// Runs one SNS action; `Ok(None)` for actions without an output.
@@ -81,6 +82,7 @@ pub async fn dispatch(
         egress: state.push().egress(),
         account,
         tenant,
+        tenants: state.services.tenants(),
         origin: Origin {
             base_url: format!("{}://{host}", state.scheme()),
             sender: caller.unwrap_or_else(|| account.to_string()),
@@ -117,6 +119,21 @@ impl Ctx<'_> {
             .parse_topic(arn)
             .map_err(|e| errors::arn_error(parameter, e, errors::topic_not_found))?;
         self.own(name).ok_or_else(errors::topic_not_found)
+    }
+
+    /// Refuses a publish of `bytes` past the tenant's `max_stored_bytes` (`Throttled`).
+    async fn check_write(&self, bytes: u64) -> Result<(), AwsError> {
+        let refused = self.tenants.check_write(&self.tenant.0, bytes).await;
+        refused.map_err(|e| crate::aws::common::errors::tenant_refusal(true, e))
+    }
+
+    /// Refuses a new topic past the tenant's `max_resources` (`TopicLimitExceeded`).
+    async fn check_create(&self, name: &str) -> Result<(), AwsError> {
+        if self.tenant.0.is_default() || self.topics.topic_record(name).await.is_ok() {
+            return Ok(());
+        }
+        let refused = self.tenants.check_create(&self.tenant.0).await;
+        refused.map_err(|e| crate::aws::common::errors::tenant_refusal(true, e))
     }
 
     /// A stored topic or queue name from an ARN, if it is the caller's tenant's.

@@ -160,6 +160,7 @@ pub async fn publish(ctx: &Ctx<'_>, input: Value) -> Outcome {
         ));
     }
     let topic = target(ctx, &input.topic_arn, &input.target_arn)?;
+    ctx.check_write(input.message.payload_bytes() as u64).await?;
     let publication = input.message.publication(None)?;
     let mut results = ctx.topics.publish(&topic, vec![publication], &ctx.origin).await.map_err(topic_error)?;
     match results.pop() {
@@ -266,6 +267,7 @@ pub async fn publish_batch(ctx: &Ctx<'_>, input: Value) -> Outcome {
     let topic = ctx.topic("TopicArn", &input.topic_arn)?;
     let entries = input.publish_batch_request_entries;
     check_batch(&entries)?;
+    ctx.check_write(entries.iter().map(|e| e.payload_bytes() as u64).sum()).await?;
     let mut ids = Vec::with_capacity(entries.len());
     let mut publications = Vec::with_capacity(entries.len());
     for (i, entry) in entries.into_iter().enumerate() {

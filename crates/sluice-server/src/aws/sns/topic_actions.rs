@@ -58,6 +58,7 @@ pub async fn create_topic(ctx: &Ctx<'_>, input: Value) -> Outcome {
         None => false,
     };
     let tags = tag_map(input.tags)?;
+    ctx.check_create(&name).await?;
     let (record, _) = ctx.topics.create_topic(&name, fifo, input.attributes, tags).await.map_err(topic_error)?;
     output(json!({ "TopicArn": ctx.topics.arns().topic(&record.name) }))
 }

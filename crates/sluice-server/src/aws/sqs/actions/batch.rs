@@ -147,6 +147,7 @@ pub async fn send_message_batch(ctx: &Ctx<'_>, input: Value) -> Outcome {
         let (ids, prepared): (Vec<String>, Vec<_>) = ready.into_iter().unzip();
         let (messages, digests): (Vec<_>, Vec<_>) = prepared.into_iter().map(|p| (p.message, p.digests)).unzip();
         let links: Vec<_> = messages.iter().map(trace::message_links).collect();
+        ctx.check_write(messages.iter().map(sluice_core::NewMessage::size_bytes).sum()).await?;
         let results = ctx.store().send(&name, messages).await?;
         if results.len() != ids.len() {
             return Err(AwsError::internal());

@@ -154,6 +154,21 @@ impl<'a> Ctx<'a> {
         self.own(name).ok_or_else(AwsError::queue_does_not_exist)
     }
 
+    /// Refuses a send of `bytes` past the tenant's `max_stored_bytes` (`RequestThrottled`).
+    pub async fn check_write(&self, bytes: u64) -> Result<(), AwsError> {
+        let tenants = self.state.services.tenants();
+        tenants
+            .check_write(&self.tenant.0, bytes)
+            .await
+            .map_err(|e| crate::aws::common::errors::tenant_refusal(false, e))
+    }
+
+    /// Refuses a new queue past the tenant's `max_resources` (`OverLimit`).
+    pub async fn check_create(&self) -> Result<(), AwsError> {
+        let tenants = self.state.services.tenants();
+        tenants.check_create(&self.tenant.0).await.map_err(|e| crate::aws::common::errors::tenant_refusal(false, e))
+    }
+
     /// A stored queue name from a URL or ARN, if it is the caller's tenant's.
     pub fn own(&self, stored: String) -> Option<String> {
         self.tenant.owns(&stored).then_some(stored)

@@ -56,6 +56,7 @@ pub async fn create_queue(ctx: &Ctx<'_>, input: Value) -> Outcome {
     if ctx.state.sqs().deleted_recently(name, ctx.state.now_ms()) {
         return Err(AwsError::queue_deleted_recently());
     }
+    ctx.check_create().await?;
     config.tags = input.tags.unwrap_or_default();
     match ctx.store().create_queue(name, config).await {
         Ok((view, _)) => output(QueueUrlOutput { queue_url: ctx.queue_url(&view.name) }),

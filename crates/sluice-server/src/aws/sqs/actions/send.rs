@@ -235,6 +235,7 @@ pub async fn send_message(ctx: &Ctx<'_>, input: Value) -> Outcome {
         return Err(AwsError::invalid_parameter_value(violation.to_string()));
     }
     let links = trace::message_links(&prepared.message);
+    ctx.check_write(prepared.message.size_bytes()).await?;
     let mut results = ctx.store().send(&name, vec![prepared.message]).await?;
     let id = results.first().and_then(|r| r.as_ref().ok()).map(|sent| sent.id.to_string());
     ctx.state.services.traces().record_messages(&name, [(links, id)]).await;
