@@ -97,4 +97,12 @@ def test_tenant_quotas_answer_in_aws_words(secured_endpoint):  # noqa: F811
     native(endpoint, "PUT", "/v1/tenants/gamma", {"rate_limit": {"per_second": 1, "burst": 1}})
     gamma["sns"].list_topics()
     assert error_code(lambda: gamma["sns"].list_topics()) == "Throttled"
-    assert error_code(lambda: gamma["sqs"].list_queues()) == "RequestThrottled"
+    # Calls faster than the bucket refills (one a second): some are refused.
+    codes = []
+    for _ in range(5):
+        try:
+            gamma["sqs"].list_queues()
+            codes.append("ok")
+        except botocore.exceptions.ClientError as e:
+            codes.append(e.response["Error"]["Code"])
+    assert "RequestThrottled" in codes and set(codes) <= {"ok", "RequestThrottled"}, codes
