@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TenantQuotas {
-    /// Most queues and topics the tenant may have; past it, a creation is 429 `quota_exceeded`.
+    /// Most queues, topics and streams the tenant may have; past it, a creation is 429 `quota_exceeded`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_resources: Option<u64>,
     /// Most bytes (bodies and attributes) the tenant's queues may hold; past it, sends and
@@ -23,7 +23,7 @@ pub struct TenantQuotas {
 /// What a tenant holds now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct TenantUsage {
-    /// Queues and topics.
+    /// Queues, topics and streams.
     pub resources: u64,
     /// Bytes of every message in its queues.
     pub stored_bytes: u64,

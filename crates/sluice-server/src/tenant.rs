@@ -57,6 +57,19 @@ impl Tenant {
         queue
     }
 
+    /// A stream as the tenant sees it: its own name, and its groups' dead-letter queues.
+    pub fn stream(&self, mut stream: sluice_api::Stream) -> sluice_api::Stream {
+        stream.name = self.show(&stream.name);
+        stream.groups = stream.groups.into_iter().map(|g| self.group(g)).collect();
+        stream
+    }
+
+    /// A consumer group as the tenant sees it: its dead-letter queue by its own name.
+    pub fn group(&self, mut group: sluice_api::StreamGroup) -> sluice_api::StreamGroup {
+        group.dead_letter_queue = group.dead_letter_queue.map(|q| self.show(&q));
+        group
+    }
+
     /// A message as the tenant sees it: the queue it was dead-lettered from by its own name.
     pub fn message(&self, mut message: sluice_api::Message) -> sluice_api::Message {
         message.dead_letter_source = message.dead_letter_source.map(|q| self.show(&q));

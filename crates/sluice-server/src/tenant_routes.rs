@@ -25,7 +25,7 @@ pub fn routes() -> Router<AppState> {
 #[derive(OpenApi)]
 #[openapi(
     paths(set, get_one, list, remove),
-    tags((name = "tenants", description = "Tenants' quotas: most queues and topics, most stored bytes, calls a second of all a tenant's keys; a tenant is the namespace of its keys' queues and topics"))
+    tags((name = "tenants", description = "Tenants' quotas: most queues, topics and streams, most stored bytes, calls a second of all a tenant's keys; a tenant is the namespace of its keys' queues, topics and streams"))
 )]
 pub struct TenantsDoc;
 
@@ -105,7 +105,7 @@ pub async fn list(State(state): State<AppState>) -> JsonResult<api::TenantList> 
     delete, path = "/v1/tenants/{name}", tag = "tenants",
     params(("name" = String, Path, description = "Tenant name")),
     responses(
-        (status = 204, description = "The quotas are gone (the tenant's queues and topics stay)"),
+        (status = 204, description = "The quotas are gone (the tenant's queues, topics and streams stay)"),
         (status = 404, description = "`tenant_not_found`", body = ErrorResponse),
     )
 )]

@@ -1,4 +1,4 @@
-//! Tenants' quotas: how many queues and topics a tenant may have, how many bytes its queues may
+//! Tenants' quotas: how many queues, topics and streams a tenant may have, how many bytes its queues may
 //! hold, and how many calls a second its keys may make together. A tenant is a namespace
 //! (`sluice_core::name`); its quotas are a record of kind [`TENANT_KIND`] under its name, read
 //! again when older than [`QUOTA_REFRESH_MS`] (the bound on a change reaching every node). A
@@ -9,10 +9,10 @@
 //! - `max_resources` is counted from the store at each creation of a queue or topic that does not
 //!   exist yet. Two creations racing on two nodes can both pass at the last free place, so a
 //!   tenant may end one resource per node over.
-//! - `max_stored_bytes` is compared with the bytes of the tenant's queues as read at most
+//! - `max_stored_bytes` is compared with the bytes of the tenant's queues and streams as read at most
 //!   [`USAGE_REFRESH_MS`] ago, plus what the call sends: a tenant may overshoot by what it sends
-//!   within that time. Sends and publishes are refused; receives, acks and deletes never are, so
-//!   a tenant over its quota can always drain back under it.
+//!   within that time. Sends, publishes and appends are refused; receives, acks and deletes never
+//!   are, so a tenant over its quota can always drain back under it (a stream by its retention).
 //! - `rate_limit` is a token bucket in the store, one for every node, like a key's.
 
 use std::collections::HashMap;
@@ -65,7 +65,7 @@ impl Quotas {
 /// What a tenant holds now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
-    /// Queues and topics.
+    /// Queues, topics and streams.
     pub resources: u64,
     /// Bytes of every message in its queues.
     pub stored_bytes: u64,
@@ -185,7 +185,7 @@ impl Tenants {
         Ok(())
     }
 
-    /// Refuses a new queue or topic past the tenant's `max_resources`. Call it only for a
+    /// Refuses a new queue, topic or stream past the tenant's `max_resources`. Call it only for a
     /// resource that does not exist yet (making an existing one again is never refused).
     pub async fn check_create(&self, namespace: &Namespace) -> Result<(), TenantError> {
         let Some(quotas) = self.quotas(namespace).await? else { return Ok(()) };
@@ -198,7 +198,7 @@ impl Tenants {
                 quota: "max_resources",
                 limit,
                 used,
-                hint: "delete a queue or topic, or raise the quota (`sluice tenant set`)",
+                hint: "delete a queue, topic or stream, or raise the quota (`sluice tenant set`)",
             }
             .into());
         }
@@ -272,7 +272,8 @@ impl Tenants {
         Ok(self.store.get_record(TENANT_KIND, tenant).await?.and_then(|raw| serde_json::from_slice(&raw).ok()))
     }
 
-    /// The tenant's queues and topics, counted up to `stop` (enough to compare with a quota).
+    /// The tenant's queues, topics and streams, counted up to `stop` (enough to compare with a
+    /// quota).
     async fn count_resources(&self, namespace: &Namespace, stop: u64) -> Result<u64, StoreError> {
         if namespace.is_default() {
             return Ok(0);
@@ -298,10 +299,24 @@ impl Tenants {
                 break;
             }
         }
+        after = None;
+        while count < stop {
+            let streams = match self.store.list_streams(&prefix, after.as_deref(), page).await {
+                Ok(streams) => streams,
+                Err(sluice_store::LogError::Unsupported) => break,
+                Err(sluice_store::LogError::Store(e)) => return Err(e),
+                Err(e) => return Err(StoreError::Unavailable(e.to_string())),
+            };
+            count += streams.len() as u64;
+            after = streams.last().map(|s| s.name.clone());
+            if streams.len() < page {
+                break;
+            }
+        }
         Ok(count)
     }
 
-    /// Bytes of every message in the tenant's queues.
+    /// Bytes of every message in the tenant's queues and every record its streams keep.
     async fn count_stored_bytes(&self, namespace: &Namespace) -> Result<u64, StoreError> {
         if namespace.is_default() {
             return Ok(0);
@@ -315,6 +330,20 @@ impl Tenants {
             bytes += queues.iter().map(|q| q.stats.depth_bytes).sum::<u64>();
             after = queues.last().map(|q| q.name.clone());
             if queues.len() < page {
+                break;
+            }
+        }
+        after = None;
+        loop {
+            let streams = match self.store.list_streams(&prefix, after.as_deref(), page).await {
+                Ok(streams) => streams,
+                Err(sluice_store::LogError::Unsupported) => return Ok(bytes),
+                Err(sluice_store::LogError::Store(e)) => return Err(e),
+                Err(e) => return Err(StoreError::Unavailable(e.to_string())),
+            };
+            bytes += streams.iter().flat_map(|s| &s.partitions).map(|p| p.bytes).sum::<u64>();
+            after = streams.last().map(|s| s.name.clone());
+            if streams.len() < page {
                 return Ok(bytes);
             }
         }

@@ -60,8 +60,14 @@ async fn quotas_refuse_past_their_limits_and_only_for_their_tenant() {
     store.create_queue("beta~orders", QueueAttributes::default()).await.expect("beta's");
     store.create_queue("acmeish", QueueAttributes::default()).await.expect("the default's");
     assert_eq!(quota_of(tenants.check_create(&acme).await), ("max_resources", 2, 2));
+    // A stream counts as well: three of two.
+    tenants.set("acme", Quotas { max_resources: Some(3), ..quotas }).await.expect("raise");
+    tenants.check_create(&acme).await.expect("room for a third");
+    store.create_stream("acme~clicks", Default::default()).await.expect("stream");
+    assert_eq!(quota_of(tenants.check_create(&acme).await), ("max_resources", 3, 3));
+    tenants.set("acme", quotas).await.expect("back to two");
     tenants.check_create(&beta).await.expect("beta has no quotas");
-    assert_eq!(tenants.get("acme").await.expect("get").usage.resources, 2);
+    assert_eq!(tenants.get("acme").await.expect("get").usage.resources, 3);
 
     // Stored bytes: 60 sent, 40 more fit, 41 do not.
     let body = |n: usize| vec![NewMessage { body: vec![b'x'; n], ..Default::default() }];

@@ -187,6 +187,19 @@ pub fn validate_name(field: &str, name: &str) -> Result<(), ValidationError> {
     Ok(())
 }
 
+/// A stream's stored name: a name, after its tenant if it has one (`acme~clicks`, see
+/// `crate::name`).
+pub fn validate_stream_name(name: &str) -> Result<(), ValidationError> {
+    let local = match name.split_once(crate::name::TENANT_SEPARATOR) {
+        Some((tenant, local)) => {
+            crate::name::validate_tenant(tenant).map_err(|e| ValidationError::new("name", e.message))?;
+            local
+        }
+        None => name,
+    };
+    validate_name("name", local)
+}
+
 /// Member ids: 1 to 255 visible ASCII characters.
 pub fn validate_member(member: &str) -> Result<(), ValidationError> {
     if member.is_empty() || member.len() > MEMBER_ID_LEN_MAX || !member.bytes().all(|b| b.is_ascii_graphic()) {

@@ -295,7 +295,7 @@ impl Logs {
         config: StreamConfig,
         now: TimeMs,
     ) -> Result<(StreamView, bool), LogError> {
-        stream::validate_name("name", name)?;
+        stream::validate_stream_name(name)?;
         config.validate()?;
         if let Some(s) = self.streams.get(name) {
             if s.config == config {

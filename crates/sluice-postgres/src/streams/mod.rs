@@ -168,7 +168,7 @@ impl Inner {
 #[async_trait]
 impl LogStore for PostgresStore {
     async fn create_stream(&self, name: &str, config: StreamConfig) -> Result<(StreamView, bool), LogError> {
-        stream::validate_name("name", name)?;
+        stream::validate_stream_name(name)?;
         config.validate()?;
         let mut client = self.inner.client().await?;
         let tx = client.transaction().await.map_err(store_error)?;

@@ -18,6 +18,7 @@ use super::wire;
 use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::{Json, JsonOrEmpty, Path};
+use crate::tenant::Tenant;
 
 type JsonResult<T> = Result<axum::Json<T>, ApiError>;
 
@@ -35,12 +36,17 @@ type JsonResult<T> = Result<axum::Json<T>, ApiError>;
 )]
 pub async fn create(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(stream): Path<String>,
-    Json(request): Json<CreateGroupRequest>,
+    Json(mut request): Json<CreateGroupRequest>,
 ) -> Result<(StatusCode, axum::Json<StreamGroup>), ApiError> {
+    let stream = tenant.name("name", &stream)?;
+    if let Some(queue) = &mut request.dead_letter_queue {
+        *queue = tenant.name("dead_letter_queue", queue)?;
+    }
     let (view, created) = state.store().create_group(&stream, &request.name, wire::group_config(&request)).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, axum::Json(wire::group(view))))
+    Ok((status, axum::Json(tenant.group(wire::group(view)))))
 }
 
 #[utoipa::path(
@@ -48,9 +54,10 @@ pub async fn create(
     params(("name" = String, Path, description = "Stream name")),
     responses((status = 200, description = "The stream's groups with their lag", body = GroupList), (status = 404, description = "`stream_not_found`", body = ErrorResponse))
 )]
-pub async fn list(State(state): State<AppState>, Path(stream): Path<String>) -> JsonResult<GroupList> {
+pub async fn list(State(state): State<AppState>, tenant: Tenant, Path(stream): Path<String>) -> JsonResult<GroupList> {
+    let stream = tenant.name("name", &stream)?;
     let view = state.store().get_stream(&stream).await?;
-    Ok(axum::Json(GroupList { groups: view.groups.into_iter().map(wire::group).collect() }))
+    Ok(axum::Json(GroupList { groups: view.groups.into_iter().map(|g| tenant.group(wire::group(g))).collect() }))
 }
 
 #[utoipa::path(
@@ -60,9 +67,11 @@ pub async fn list(State(state): State<AppState>, Path(stream): Path<String>) -> 
 )]
 pub async fn get(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path((stream, group)): Path<(String, String)>,
 ) -> JsonResult<StreamGroup> {
-    Ok(axum::Json(wire::group(state.store().get_group(&stream, &group).await?)))
+    let stream = tenant.name("name", &stream)?;
+    Ok(axum::Json(tenant.group(wire::group(state.store().get_group(&stream, &group).await?))))
 }
 
 #[utoipa::path(
@@ -72,8 +81,10 @@ pub async fn get(
 )]
 pub async fn delete(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path((stream, group)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
+    let stream = tenant.name("name", &stream)?;
     state.store().delete_group(&stream, &group).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -90,9 +101,11 @@ pub async fn delete(
 )]
 pub async fn fetch(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path((stream, group)): Path<(String, String)>,
     Json(request): Json<FetchRequest>,
 ) -> JsonResult<FetchResponse> {
+    let stream = tenant.name("name", &stream)?;
     let request = sluice_store::FetchRequest {
         member: request.member,
         max: request.max.unwrap_or(READ_RECORDS_DEFAULT),
@@ -121,9 +134,11 @@ pub async fn fetch(
 )]
 pub async fn commit(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path((stream, group)): Path<(String, String)>,
     Json(request): Json<CommitRequest>,
 ) -> Result<StatusCode, ApiError> {
+    let stream = tenant.name("name", &stream)?;
     if request.offsets.is_empty() {
         return Err(ApiError::invalid("offsets", "commit at least one partition's offset"));
     }
@@ -149,9 +164,11 @@ pub async fn commit(
 )]
 pub async fn seek(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path((stream, group)): Path<(String, String)>,
     Json(request): Json<SeekRequest>,
 ) -> JsonResult<SeekResponse> {
+    let stream = tenant.name("name", &stream)?;
     let to = match (request.offset, request.time_ms) {
         (Some(o), None) => SeekTo::Offset(o),
         (None, Some(t)) => SeekTo::Time(t),
@@ -196,9 +213,11 @@ fn results(r: ReceiptResults) -> axum::Json<BatchResponse> {
 )]
 pub async fn ack(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path((stream, group)): Path<(String, String)>,
     Json(request): Json<ReceiptsRequest>,
 ) -> JsonResult<BatchResponse> {
+    let stream = tenant.name("name", &stream)?;
     check_receipts(&request)?;
     Ok(results(state.store().ack_shared(&stream, &group, request.receipts).await?))
 }
@@ -211,9 +230,11 @@ pub async fn ack(
 )]
 pub async fn release(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path((stream, group)): Path<(String, String)>,
     JsonOrEmpty(request): JsonOrEmpty<ReceiptsRequest>,
 ) -> JsonResult<BatchResponse> {
+    let stream = tenant.name("name", &stream)?;
     check_receipts(&request)?;
     Ok(results(state.store().release_shared(&stream, &group, request.receipts, request.error).await?))
 }
@@ -226,9 +247,11 @@ pub async fn release(
 )]
 pub async fn nack(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path((stream, group)): Path<(String, String)>,
     Json(request): Json<ReceiptsRequest>,
 ) -> JsonResult<BatchResponse> {
+    let stream = tenant.name("name", &stream)?;
     check_receipts(&request)?;
     Ok(results(state.store().nack_shared(&stream, &group, request.receipts, request.error).await?))
 }

@@ -27,6 +27,7 @@ use crate::AppState;
 use crate::error::{ApiError, entry_validation_error};
 use crate::extract::{Json, Path, Query};
 use crate::paging::PageRequest;
+use crate::tenant::Tenant;
 
 type JsonResult<T> = Result<axum::Json<T>, ApiError>;
 
@@ -100,12 +101,17 @@ fn config(r: &CreateStreamRequest) -> StreamConfig {
 )]
 pub async fn create_stream(
     State(state): State<AppState>,
-    Json(request): Json<CreateStreamRequest>,
+    tenant: Tenant,
+    Json(mut request): Json<CreateStreamRequest>,
 ) -> Result<(StatusCode, axum::Json<Stream>), ApiError> {
+    request.name = tenant.name("name", &request.name)?;
+    if !tenant.0.is_default() && state.store().get_stream(&request.name).await.is_err() {
+        state.services.tenants().check_create(&tenant.0).await?;
+    }
     let (view, created) = state.store().create_stream(&request.name, config(&request)).await?;
     state.services.schemas().forget_stream(&request.name);
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, axum::Json(wire::stream(view))))
+    Ok((status, axum::Json(tenant.stream(wire::stream(view)))))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -123,12 +129,22 @@ pub struct ListParams {
     get, path = "/v1/streams", tag = "streams", params(ListParams),
     responses((status = 200, description = "Streams in name order", body = StreamList), (status = 400, description = "`invalid_argument`", body = ErrorResponse))
 )]
-pub async fn list_streams(State(state): State<AppState>, Query(params): Query<ListParams>) -> JsonResult<StreamList> {
+pub async fn list_streams(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Query(params): Query<ListParams>,
+) -> JsonResult<StreamList> {
     let page = PageRequest::read(params.limit, params.next_token.as_deref(), LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX)?;
-    let prefix = params.prefix.unwrap_or_default();
-    let mut views = state.store().list_streams(&prefix, page.after.as_deref(), page.fetch_count()).await?;
-    let next_token = page.cut(&mut views, |v| v.name.clone());
-    Ok(axum::Json(StreamList { streams: views.into_iter().map(wire::stream).collect(), next_token }))
+    let prefix = tenant.name("prefix", &params.prefix.unwrap_or_default())?;
+    let after = page.after.as_deref().map(|a| tenant.name("next_token", a)).transpose()?;
+    let (store, prefix) = (state.store().as_ref(), prefix.as_str());
+    let fetch = |after: Option<String>, n| async move { store.list_streams(prefix, after.as_deref(), n).await };
+    let mut views = tenant.keep_own(after, page.fetch_count(), fetch, |v| (v.name.clone(), v.name.clone())).await?;
+    let next_token = page.cut(&mut views, |v| tenant.show(&v.name));
+    Ok(axum::Json(StreamList {
+        streams: views.into_iter().map(|v| tenant.stream(wire::stream(v))).collect(),
+        next_token,
+    }))
 }
 
 #[utoipa::path(
@@ -139,8 +155,9 @@ pub async fn list_streams(State(state): State<AppState>, Query(params): Query<Li
         (status = 404, description = "`stream_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn get_stream(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<Stream> {
-    Ok(axum::Json(wire::stream(state.store().get_stream(&name).await?)))
+pub async fn get_stream(State(state): State<AppState>, tenant: Tenant, Path(name): Path<String>) -> JsonResult<Stream> {
+    let name = tenant.name("name", &name)?;
+    Ok(axum::Json(tenant.stream(wire::stream(state.store().get_stream(&name).await?))))
 }
 
 #[utoipa::path(
@@ -155,9 +172,11 @@ pub async fn get_stream(State(state): State<AppState>, Path(name): Path<String>)
 )]
 pub async fn update_stream(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
     Json(request): Json<UpdateStreamRequest>,
 ) -> JsonResult<Stream> {
+    let name = tenant.name("name", &name)?;
     let patch = StreamConfigPatch {
         partitions: request.partitions,
         retention_ms: request.retention_ms,
@@ -172,7 +191,7 @@ pub async fn update_stream(
     };
     let view = state.store().update_stream(&name, patch).await?;
     state.services.schemas().forget_stream(&name);
-    Ok(axum::Json(wire::stream(view)))
+    Ok(axum::Json(tenant.stream(wire::stream(view))))
 }
 
 #[utoipa::path(
@@ -180,7 +199,12 @@ pub async fn update_stream(
     params(("name" = String, Path, description = "Stream name")),
     responses((status = 204, description = "Deleted with its records and groups"), (status = 404, description = "`stream_not_found`", body = ErrorResponse))
 )]
-pub async fn delete_stream(State(state): State<AppState>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
+pub async fn delete_stream(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let name = tenant.name("name", &name)?;
     state.store().delete_stream(&name).await?;
     state.services.schemas().forget_stream(&name);
     Ok(StatusCode::NO_CONTENT)
@@ -200,10 +224,12 @@ pub async fn delete_stream(State(state): State<AppState>, Path(name): Path<Strin
 )]
 pub async fn append(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
     ticket: Option<axum::Extension<Ticket>>,
     Json(request): Json<AppendRequest>,
 ) -> Result<Response, ApiError> {
+    let name = tenant.name("name", &name)?;
     let count = request.records.len();
     if count == 0 {
         return Err(ApiError::new(ErrorCode::EmptyBatch, format!("records is empty; send 1 to {APPEND_RECORDS_MAX}"))
@@ -218,6 +244,9 @@ pub async fn append(
     }
     // Records carry no priority: the low band, refused first while the server sheds.
     crate::shed::admit(&state, &format!("stream:{name}"), 0)?;
+    let bytes =
+        request.records.iter().map(|r| r.body.as_ref().or(r.body_base64.as_ref()).map_or(0, |b| b.len() as u64)).sum();
+    state.services.tenants().check_write(&tenant.0, bytes).await?;
     let mut results: Vec<Option<AppendResult>> = vec![None; count];
     let (mut accepted, mut positions) = (Vec::with_capacity(count), Vec::with_capacity(count));
     for (i, r) in request.records.into_iter().enumerate() {
@@ -458,9 +487,11 @@ pub(crate) fn partition_number(text: &str) -> Result<u32, ApiError> {
 )]
 pub async fn read(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path((name, partition)): Path<(String, String)>,
     Query(params): Query<ReadParams>,
 ) -> JsonResult<ReadResponse> {
+    let name = tenant.name("name", &name)?;
     let partition = partition_number(&partition)?;
     let from = match (params.from_offset, params.from_time_ms) {
         (Some(_), Some(_)) => {
@@ -481,6 +512,18 @@ pub async fn read(
     let batch = state.store().read(&name, request).await?;
     let records = batch.records.into_iter().map(|r| wire::record(r, None, None)).collect();
     Ok(axum::Json(ReadResponse { records, first_offset: batch.first_offset, next_offset: batch.next_offset }))
+}
+
+/// A stream's labels: its name within its tenant, the tenant unless it is the default one (whose
+/// series keep the labels they had), then `extra`.
+fn labels(stored: &str, extra: &[(&'static str, String)]) -> Vec<(&'static str, String)> {
+    let (tenant, name) = sluice_core::name::split_tenant(stored);
+    let mut labels = vec![("stream", name.to_string())];
+    if tenant != sluice_core::name::DEFAULT_TENANT {
+        labels.push(("tenant", tenant.to_string()));
+    }
+    labels.extend_from_slice(extra);
+    labels
 }
 
 /// The streams' gauges for `/metrics`: every partition's offsets and bytes, every group's lag
@@ -515,19 +558,19 @@ pub async fn metrics_text(store: &dyn Store) -> Result<String, ApiError> {
         metrics::describe_gauge!("sluice_stream_group_in_flight", "Shared groups: records held by members now.");
         for s in &streams {
             for (p, part) in s.partitions.iter().enumerate() {
-                let labels = [("stream", s.name.clone()), ("partition", p.to_string())];
-                metrics::gauge!("sluice_stream_next_offset", &labels).set(part.next_offset as f64);
-                metrics::gauge!("sluice_stream_first_offset", &labels).set(part.first_offset as f64);
-                metrics::gauge!("sluice_stream_bytes", &labels).set(part.bytes as f64);
+                let labels = labels(&s.name, &[("partition", p.to_string())]);
+                metrics::gauge!("sluice_stream_next_offset", labels.as_slice()).set(part.next_offset as f64);
+                metrics::gauge!("sluice_stream_first_offset", labels.as_slice()).set(part.first_offset as f64);
+                metrics::gauge!("sluice_stream_bytes", labels.as_slice()).set(part.bytes as f64);
             }
             for g in &s.groups {
                 for (p, gp) in g.partitions.iter().enumerate() {
-                    let labels = [("stream", s.name.clone()), ("group", g.name.clone()), ("partition", p.to_string())];
-                    metrics::gauge!("sluice_stream_group_lag", &labels).set(gp.lag as f64);
+                    let labels = labels(&s.name, &[("group", g.name.clone()), ("partition", p.to_string())]);
+                    metrics::gauge!("sluice_stream_group_lag", labels.as_slice()).set(gp.lag as f64);
                 }
                 if g.config.mode == sluice_store::GroupMode::Shared {
-                    let labels = [("stream", s.name.clone()), ("group", g.name.clone())];
-                    metrics::gauge!("sluice_stream_group_in_flight", &labels).set(g.in_flight as f64);
+                    let labels = labels(&s.name, &[("group", g.name.clone())]);
+                    metrics::gauge!("sluice_stream_group_in_flight", labels.as_slice()).set(g.in_flight as f64);
                 }
             }
         }

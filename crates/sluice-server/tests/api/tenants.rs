@@ -11,7 +11,8 @@ use crate::support::TestServer;
 
 /// A key of `tenant` with every action on queues and topics; returns its token.
 async fn tenant_key(s: &TestServer, admin: &str, tenant: &str) -> String {
-    let body = json!({ "name": tenant, "tenant": tenant, "scopes": ["queues:*:*", "topics:*:*", "streams:*:*"] });
+    let body =
+        json!({ "name": tenant, "tenant": tenant, "scopes": ["queues:*:*", "topics:*:*", "streams:*:*", "jobs:*:*"] });
     let (status, _, made) = call(s, "POST", "/v1/keys", Some(&body), Some(admin)).await;
     assert_eq!(status, 201, "{made}");
     assert_eq!(made["tenant"], tenant);
@@ -123,8 +124,28 @@ async fn tenants_share_names_and_never_see_each_others_resources() {
     let (status, _, answer) = call(&s, "POST", "/v1/topics/events/subscriptions", Some(&body), Some(&beta)).await;
     assert_eq!((status, answer["error"]["details"]["field"].as_str()), (400, Some("queue")), "{answer}");
 
+    // Streams: the same name in two tenants is two streams, each listing its own, and a group's
+    // dead-letter queue is the tenant's own.
+    for (token, body) in [(&acme, "acme's record"), (&beta, "beta's record")] {
+        let made = ok(&s, "POST", "/v1/streams", json!({ "name": "clicks", "partitions": 1 }), token).await;
+        assert_eq!(made["name"], "clicks");
+        ok(&s, "POST", "/v1/streams/clicks/records", json!({ "records": [{ "body": body }] }), token).await;
+        let group = json!({ "name": "g", "mode": "shared", "dead_letter_queue": "dlq" });
+        let made = ok(&s, "POST", "/v1/streams/clicks/groups", group, token).await;
+        assert_eq!(made["dead_letter_queue"], "dlq", "{made}");
+    }
+    let read = ok(&s, "GET", "/v1/streams/clicks/partitions/0/records", Value::Null, &beta).await;
+    let values: Vec<&str> = read["records"].as_array().unwrap().iter().map(|r| r["body"].as_str().unwrap()).collect();
+    assert_eq!(values, ["beta's record"], "{read}");
+    assert_eq!(names(&ok(&s, "GET", "/v1/streams", Value::Null, &acme).await, "streams"), ["clicks"]);
+    assert_eq!(names(&ok(&s, "GET", "/v1/streams", Value::Null, &admin).await, "streams"), Vec::<String>::new());
+    ok(&s, "POST", "/v1/streams", json!({ "name": "acme-stream", "partitions": 1 }), &acme).await;
+    let (status, _, answer) = call(&s, "GET", "/v1/streams/acme-stream", None, Some(&beta)).await;
+    assert_eq!((status, answer["error"]["code"].as_str()), (404, Some("stream_not_found")), "{answer}");
+    assert!(!answer.to_string().contains('~'), "{answer}");
+
     // Kinds not namespaced yet are the default tenant's alone.
-    let (status, _, answer) = call(&s, "GET", "/v1/streams", None, Some(&acme)).await;
+    let (status, _, answer) = call(&s, "GET", "/v1/jobs", None, Some(&acme)).await;
     assert_eq!((status, answer["error"]["code"].as_str()), (403, Some("forbidden")), "{answer}");
     assert_eq!(answer["error"]["details"]["tenant"], "acme");
     let (status, _, answer) = call(&s, "GET", "/v1/keys", None, Some(&acme)).await;
@@ -136,6 +157,11 @@ async fn tenants_share_names_and_never_see_each_others_resources() {
     assert!(text.contains("sluice_queue_visible{queue=\"orders\",tenant=\"beta\"} 1"), "{text}");
     assert!(text.contains("sluice_queue_visible{queue=\"orders\"} 0"), "{text}");
     assert!(!text.contains("acme~"), "{text}");
+    let stream_lines: Vec<&str> = text.lines().filter(|l| l.starts_with("sluice_stream_next_offset{")).collect();
+    assert!(
+        stream_lines.iter().any(|l| l.contains("stream=\"clicks\"") && l.contains("tenant=\"beta\"")),
+        "{stream_lines:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

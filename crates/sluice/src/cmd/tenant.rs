@@ -10,8 +10,8 @@ use crate::output;
 
 /// Set and view tenants' quotas.
 ///
-/// A tenant is the namespace of its keys' queues and topics (`sluice key create --tenant T`):
-/// other tenants never see them. Its quotas bound how many queues and topics it has
+/// A tenant is the namespace of its keys' queues, topics and streams (`sluice key create --tenant T`):
+/// other tenants never see them. Its quotas bound how many queues, topics and streams it has
 /// (--max-resources), how many bytes its queues hold (--max-stored-bytes: sends and publishes
 /// past it are refused, receives never are) and how many calls a second all its keys make
 /// together (--rate-limit). Past one, calls are refused 429 quota_exceeded or rate_limited.
@@ -38,7 +38,7 @@ enum TenantCommand {
 struct SetArgs {
     /// The tenant (`[a-z0-9-]`).
     name: String,
-    /// Most queues and topics the tenant may have.
+    /// Most queues, topics and streams the tenant may have.
     #[arg(long, value_name = "N|none", value_parser = parse_bound)]
     max_resources: Option<Bound>,
     /// Most bytes (bodies and attributes) its queues may hold.
@@ -95,7 +95,7 @@ pub async fn run(args: Args) -> Result<()> {
         }
         TenantCommand::Delete(args) => {
             args.client.client()?.remove_tenant(&args.name).await?;
-            eprintln!("removed the quotas of {} (its queues and topics stay)", args.name);
+            eprintln!("removed the quotas of {} (its queues, topics and streams stay)", args.name);
             Ok(())
         }
     }
