@@ -109,17 +109,36 @@ fn queue_name(plan: &Plan, keyed: bool, round: usize, door: Door) -> String {
     format!("{}-{}-{}-{round}", plan.queue, door.slug(), if keyed { "on" } else { "off" })
 }
 
-/// A key on the secured server with the scopes the phases use, and a check that a send
-/// without it is refused there.
+/// The tenant of the bench's API key: its calls go through the whole door, the key, the
+/// tenant's namespace and its quotas (set high enough never to refuse).
+const BENCH_TENANT: &str = "bench";
+
+/// A key on the secured server with the scopes the phases use, of a tenant with quotas, and a
+/// check that a send without it is refused there.
 async fn api_key_client(url: &str, plan: &Plan) -> anyhow::Result<Client> {
-    let request = sluice_api::CreateKeyRequest {
+    let admin = sluice_api::CreateKeyRequest {
         tenant: None,
+        name: "bench-admin".into(),
+        scopes: vec!["*:*:admin".into()],
+        aws: false,
+        rate_limit: None,
+    };
+    let admin = workload::client(url)?.create_key(&admin).await.context("making the bench's admin key")?;
+    let admin = Client::builder(url).attempts(1).api_key(admin.key).build()?;
+    let quotas = sluice_api::TenantQuotas {
+        max_resources: Some(1_000_000),
+        max_stored_bytes: Some(1 << 50),
+        rate_limit: Some(sluice_api::RateLimit { per_second: 1_000_000_000, burst: 1_000_000_000 }),
+    };
+    admin.set_tenant(BENCH_TENANT, &quotas).await.context("setting the bench tenant's quotas")?;
+    let request = sluice_api::CreateKeyRequest {
+        tenant: Some(BENCH_TENANT.into()),
         name: "bench".into(),
         scopes: vec![format!("queues:{}-auth-*:send,read,manage", plan.queue)],
         aws: false,
         rate_limit: None,
     };
-    let made = workload::client(url)?.create_key(&request).await.context("making the bench's API key")?;
+    let made = admin.create_key(&request).await.context("making the bench's API key")?;
     let queue = format!("{}-auth-check", plan.queue);
     let refused = workload::client(url)?.create_queue(&CreateQueueRequest { name: queue, ..Default::default() }).await;
     if !matches!(refused, Err(ref e) if e.code() == Some(sluice_api::ErrorCode::Unauthenticated)) {
@@ -289,7 +308,7 @@ fn render(
     let keys = match door {
         Door::IdempotencyKey => "Idempotency-Key off, on, on, off (a new key per send call)",
         Door::ApiKey => {
-            "API key off (a server without keys), on, on (a server with keys, one key scoped to the queues), off"
+            "API key off (a server without keys), on, on (a server with keys: one key of a tenant with quotas, scoped\n           to the queues, so every send passes the key, the tenant's namespace and its quota checks), off"
         }
     };
     let _ = writeln!(

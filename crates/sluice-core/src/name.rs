@@ -85,6 +85,17 @@ impl Namespace {
     }
 }
 
+/// A resource's metric labels: `key` with the name within its tenant, then `tenant` unless it
+/// is the default one (whose series keep the labels they had before tenants).
+pub fn resource_labels(key: &'static str, stored: &str) -> Vec<(&'static str, String)> {
+    let (tenant, name) = split_tenant(stored);
+    let mut labels = vec![(key, name.to_string())];
+    if tenant != DEFAULT_TENANT {
+        labels.push(("tenant", tenant.to_string()));
+    }
+    labels
+}
+
 /// The tenant of a stored name, and the name within it.
 pub fn split_tenant(stored: &str) -> (&str, &str) {
     stored.split_once(TENANT_SEPARATOR).unwrap_or((DEFAULT_TENANT, stored))

@@ -142,15 +142,10 @@ async fn all_queues(store: &dyn Store) -> Result<Vec<QueueView>, ApiError> {
 /// `resource` as `queue:NAME`, and each bounded queue's depth in bytes. A queue without a limit
 /// and without refusals gets no series, so that unbounded queues add nothing to a scrape.
 /// (Rate limits and shedding add their refusals from the services, `render_backpressure`.)
-/// A queue's labels: its name within its tenant, and the tenant unless it is the default one
-/// (whose series keep the labels they had before tenants).
+/// A queue's labels (see `sluice_core::name::resource_labels`).
 fn queue_labels(stored: &str) -> Vec<metrics::Label> {
-    let (tenant, name) = sluice_core::name::split_tenant(stored);
-    let mut labels = vec![metrics::Label::new("queue", name.to_string())];
-    if tenant != sluice_core::name::DEFAULT_TENANT {
-        labels.push(metrics::Label::new("tenant", tenant.to_string()));
-    }
-    labels
+    let labels = sluice_core::name::resource_labels("queue", stored);
+    labels.into_iter().map(|(k, v)| metrics::Label::new(k, v)).collect()
 }
 
 fn render_refusals(queues: &[QueueView], shed: &std::collections::BTreeMap<String, u64>) {
@@ -254,10 +249,11 @@ fn render_store(
         metrics::describe_gauge!("sluice_job_result_bytes", "Result bytes held by a queue's finished jobs.");
         for q in job_stats {
             for status in JobStatus::ALL {
-                let labels = [("queue", q.queue.clone()), ("status", status.as_str().to_string())];
-                metrics::gauge!("sluice_jobs", &labels).set(q.counts[status.index()] as f64);
+                let mut labels = queue_labels(&q.queue);
+                labels.push(metrics::Label::new("status", status.as_str()));
+                metrics::gauge!("sluice_jobs", labels).set(q.counts[status.index()] as f64);
             }
-            metrics::gauge!("sluice_job_result_bytes", "queue" => q.queue.clone()).set(q.result_bytes as f64);
+            metrics::gauge!("sluice_job_result_bytes", queue_labels(&q.queue)).set(q.result_bytes as f64);
         }
         let c = store.counters();
         let counters = [

@@ -70,6 +70,12 @@ impl Tenant {
         group
     }
 
+    /// A job as the tenant sees it: its queue by its own name.
+    pub fn job(&self, mut job: sluice_api::Job) -> sluice_api::Job {
+        job.queue = self.show(&job.queue);
+        job
+    }
+
     /// A message as the tenant sees it: the queue it was dead-lettered from by its own name.
     pub fn message(&self, mut message: sluice_api::Message) -> sluice_api::Message {
         message.dead_letter_source = message.dead_letter_source.map(|q| self.show(&q));

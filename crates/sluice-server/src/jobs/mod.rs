@@ -29,6 +29,7 @@ use crate::convert::rfc3339;
 use crate::error::ApiError;
 use crate::extract::{Json, Path, Query};
 use crate::paging::{PageRequest, encode_page_token};
+use crate::tenant::Tenant;
 
 pub use convert::webhook_body;
 
@@ -81,9 +82,11 @@ fn job_id(text: &str) -> Result<JobId, ApiError> {
 )]
 pub async fn enqueue(
     State(state): State<AppState>,
+    tenant: Tenant,
     ticket: Option<axum::Extension<sluice_services::idempotency::Ticket>>,
-    Json(request): Json<EnqueueJobRequest>,
+    Json(mut request): Json<EnqueueJobRequest>,
 ) -> Result<Response, ApiError> {
+    request.queue = tenant.name("queue", &request.queue)?;
     // Job queues have no attributes of their own: a Sluice queue of the same name with
     // schema_validation has its jobs' payloads checked against their type's latest schema,
     // and its rate_limit limits the enqueues (a bucket of their own, `job_queue:NAME`).
@@ -127,7 +130,7 @@ pub async fn enqueue(
         );
         state.services.traces().record(vec![entry]).await;
     }
-    let body = convert::job(&enqueued.view);
+    let body = tenant.job(convert::job(&enqueued.view));
     let location = format!("/v1/jobs/{}", body.id);
     let status = if enqueued.created { StatusCode::ACCEPTED } else { StatusCode::OK };
     Ok(crate::convert::with_location((status, axum::Json(body)).into_response(), &location))
@@ -150,11 +153,13 @@ pub struct GetJobParams {
 )]
 pub async fn get_job(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<String>,
     Query(params): Query<GetJobParams>,
 ) -> JsonResult<Job> {
-    let view = jobs(&state).get(job_id(&id)?, params.wait_ms.unwrap_or(0)).await?;
-    Ok(axum::Json(convert::job(&view)))
+    let id = own_job(&state, &tenant, &id).await?;
+    let view = jobs(&state).get(id, params.wait_ms.unwrap_or(0)).await?;
+    Ok(axum::Json(tenant.job(convert::job(&view))))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -184,7 +189,11 @@ pub struct ListJobsParams {
         (status = 400, description = "A bad filter, limit or next_token", body = ErrorResponse),
     )
 )]
-pub async fn list(State(state): State<AppState>, Query(params): Query<ListJobsParams>) -> JsonResult<JobList> {
+pub async fn list(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Query(params): Query<ListJobsParams>,
+) -> JsonResult<JobList> {
     let page = PageRequest::read(
         params.limit,
         params.next_token.as_deref(),
@@ -214,7 +223,8 @@ pub async fn list(State(state): State<AppState>, Query(params): Query<ListJobsPa
     if let Some(tag) = &params.tag {
         validate_tag(tag, "tag")?;
     }
-    let filter = JobFilter { queue: params.queue, status, job_type: params.job_type };
+    let queue = params.queue.map(|q| tenant.name("queue", &q)).transpose()?;
+    let filter = JobFilter { queue, status, job_type: params.job_type };
     let request = JobListRequest { filter, tag: params.tag, after, limit: page.fetch_count() };
     let result = jobs(&state).list(request).await?;
     let mut views = result.jobs;
@@ -222,7 +232,23 @@ pub async fn list(State(state): State<AppState>, Query(params): Query<ListJobsPa
     if next_token.is_none() {
         next_token = result.resume_after.map(|id| encode_page_token(&id.to_string()));
     }
-    Ok(axum::Json(JobList { jobs: views.iter().map(convert::job).collect(), next_token }))
+    // Jobs of every tenant share one order: another tenant's are left out of the page, which
+    // may then be short (as with any filter) and still have a `next_token`.
+    views.retain(|v| tenant.owns(&v.record.queue));
+    Ok(axum::Json(JobList { jobs: views.iter().map(|v| tenant.job(convert::job(v))).collect(), next_token }))
+}
+
+/// The id of a job of the caller's tenant: another tenant's is `job_not_found`, as if absent.
+/// (Calls that carry a lease need no such check: only the claim, which is the tenant's own,
+/// hands the lease out.)
+async fn own_job(state: &AppState, tenant: &Tenant, id: &str) -> Result<JobId, ApiError> {
+    let job = job_id(id)?;
+    let view = jobs(state).get(job, 0).await?;
+    if tenant.owns(&view.record.queue) {
+        Ok(job)
+    } else {
+        Err(ApiError::from(sluice_store::StoreError::from(sluice_core::jobs::JobError::NotFound(job))))
+    }
 }
 
 #[utoipa::path(
@@ -234,9 +260,10 @@ pub async fn list(State(state): State<AppState>, Query(params): Query<ListJobsPa
         (status = 409, description = "`job_finished`: it succeeded or is dead", body = ErrorResponse),
     )
 )]
-pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> JsonResult<Job> {
-    let view = jobs(&state).cancel(job_id(&id)?).await?;
-    Ok(axum::Json(convert::job(&view)))
+pub async fn cancel(State(state): State<AppState>, tenant: Tenant, Path(id): Path<String>) -> JsonResult<Job> {
+    let id = own_job(&state, &tenant, &id).await?;
+    let view = jobs(&state).cancel(id).await?;
+    Ok(axum::Json(tenant.job(convert::job(&view))))
 }
 
 #[utoipa::path(
@@ -249,16 +276,19 @@ pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> Js
 )]
 pub async fn claim(
     State(state): State<AppState>,
+    tenant: Tenant,
     Json(request): Json<ClaimJobsRequest>,
 ) -> JsonResult<ClaimJobsResponse> {
+    let queues = request.queues.iter().map(|q| tenant.name("queues", q)).collect::<Result<_, _>>()?;
     let spec = ClaimSpec {
-        queues: request.queues,
+        queues,
         types: request.types,
         max: request.max.unwrap_or(1),
         lease_ms: request.lease_ms.unwrap_or(JOB_LEASE_MS_DEFAULT),
     };
     let claimed = jobs(&state).claim(spec, request.wait_ms.unwrap_or(0)).await?;
-    let jobs = claimed.iter().map(|c| ClaimedJob { lease: c.lease.clone(), job: convert::job(&c.view) }).collect();
+    let jobs =
+        claimed.iter().map(|c| ClaimedJob { lease: c.lease.clone(), job: tenant.job(convert::job(&c.view)) }).collect();
     Ok(axum::Json(ClaimJobsResponse { jobs }))
 }
 
@@ -298,12 +328,13 @@ pub async fn heartbeat(
 )]
 pub async fn complete(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<String>,
     Json(request): Json<CompleteJobRequest>,
 ) -> JsonResult<Job> {
     let result = convert::json_text(&request.result);
     let view = jobs(&state).complete(job_id(&id)?, &request.lease, result).await?;
-    Ok(axum::Json(convert::job(&view)))
+    Ok(axum::Json(tenant.job(convert::job(&view))))
 }
 
 #[utoipa::path(
@@ -318,12 +349,13 @@ pub async fn complete(
 )]
 pub async fn fail(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<String>,
     Json(request): Json<FailJobRequest>,
 ) -> JsonResult<Job> {
     let error = request.error.unwrap_or_else(|| "failed".to_string());
     let view = jobs(&state).fail(job_id(&id)?, &request.lease, error, request.retry.unwrap_or(true)).await?;
-    Ok(axum::Json(convert::job(&view)))
+    Ok(axum::Json(tenant.job(convert::job(&view))))
 }
 
 #[utoipa::path(
@@ -338,8 +370,16 @@ pub async fn callback_secret(State(state): State<AppState>) -> JsonResult<Callba
     get, path = "/v1/jobs/stats", tag = "jobs",
     responses((status = 200, description = "Every job queue that holds jobs, by name, with its jobs counted by status: one call however many jobs there are", body = JobStatsList))
 )]
-pub async fn stats(State(state): State<AppState>) -> JsonResult<JobStatsList> {
-    let mut queues: Vec<_> = jobs(&state).stats().await?.iter().map(convert::queue_stats).collect();
+pub async fn stats(State(state): State<AppState>, tenant: Tenant) -> JsonResult<JobStatsList> {
+    let stats = jobs(&state).stats().await?;
+    let mine = stats.iter().filter(|s| tenant.owns(&s.queue));
+    let mut queues: Vec<_> = mine
+        .map(convert::queue_stats)
+        .map(|mut q| {
+            q.queue = tenant.show(&q.queue);
+            q
+        })
+        .collect();
     queues.sort_by(|a, b| a.queue.cmp(&b.queue));
     Ok(axum::Json(JobStatsList { queues }))
 }

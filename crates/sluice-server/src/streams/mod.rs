@@ -514,14 +514,9 @@ pub async fn read(
     Ok(axum::Json(ReadResponse { records, first_offset: batch.first_offset, next_offset: batch.next_offset }))
 }
 
-/// A stream's labels: its name within its tenant, the tenant unless it is the default one (whose
-/// series keep the labels they had), then `extra`.
+/// A stream's labels (see `sluice_core::name::resource_labels`), then `extra`.
 fn labels(stored: &str, extra: &[(&'static str, String)]) -> Vec<(&'static str, String)> {
-    let (tenant, name) = sluice_core::name::split_tenant(stored);
-    let mut labels = vec![("stream", name.to_string())];
-    if tenant != sluice_core::name::DEFAULT_TENANT {
-        labels.push(("tenant", tenant.to_string()));
-    }
+    let mut labels = sluice_core::name::resource_labels("stream", stored);
     labels.extend_from_slice(extra);
     labels
 }

@@ -11,8 +11,7 @@ use crate::support::TestServer;
 
 /// A key of `tenant` with every action on queues and topics; returns its token.
 async fn tenant_key(s: &TestServer, admin: &str, tenant: &str) -> String {
-    let body =
-        json!({ "name": tenant, "tenant": tenant, "scopes": ["queues:*:*", "topics:*:*", "streams:*:*", "jobs:*:*"] });
+    let body = json!({ "name": tenant, "tenant": tenant, "scopes": ["queues:*:*", "topics:*:*", "streams:*:*", "jobs:*:*", "sagas:*:*"] });
     let (status, _, made) = call(s, "POST", "/v1/keys", Some(&body), Some(admin)).await;
     assert_eq!(status, 201, "{made}");
     assert_eq!(made["tenant"], tenant);
@@ -144,8 +143,37 @@ async fn tenants_share_names_and_never_see_each_others_resources() {
     assert_eq!((status, answer["error"]["code"].as_str()), (404, Some("stream_not_found")), "{answer}");
     assert!(!answer.to_string().contains('~'), "{answer}");
 
+    // Jobs: the same job queue name in two tenants; each sees, cancels and claims only its own.
+    let job = |n: u64| json!({ "queue": "reports", "type": "pdf", "payload": { "n": n } });
+    let acme_job = ok(&s, "POST", "/v1/jobs", job(1), &acme).await;
+    assert_eq!(acme_job["queue"], "reports", "{acme_job}");
+    let acme_job_id = acme_job["id"].as_str().unwrap().to_string();
+    ok(&s, "POST", "/v1/jobs", job(2), &beta).await;
+    let listed = ok(&s, "GET", "/v1/jobs", Value::Null, &beta).await;
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 1, "beta lists only its own job: {listed}");
+    for (method, path) in
+        [("GET", format!("/v1/jobs/{acme_job_id}")), ("POST", format!("/v1/jobs/{acme_job_id}/cancel"))]
+    {
+        let (status, _, answer) = call(&s, method, &path, None, Some(&beta)).await;
+        assert_eq!(
+            (status, answer["error"]["code"].as_str()),
+            (404, Some("job_not_found")),
+            "{method} {path}: {answer}"
+        );
+    }
+    let claimed = ok(&s, "POST", "/v1/jobs/claim", json!({ "queues": ["reports"], "max": 10 }), &beta).await;
+    let claimed = claimed["jobs"].as_array().unwrap();
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    assert_eq!((claimed[0]["payload"]["n"].as_u64(), claimed[0]["queue"].as_str()), (Some(2), Some("reports")));
+    let stats = ok(&s, "GET", "/v1/jobs/stats", Value::Null, &acme).await;
+    assert_eq!(stats["queues"].as_array().unwrap().len(), 1, "{stats}");
+    assert_eq!(stats["queues"][0]["queue"], "reports");
+    assert_eq!(ok(&s, "GET", &format!("/v1/jobs/{acme_job_id}"), Value::Null, &acme).await["id"], acme_job_id.as_str());
+    let (status, _, answer) = call(&s, "GET", "/v1/jobs/callback-secret", None, Some(&acme)).await;
+    assert_eq!(status, 403, "the callback secret is the server's: {answer}");
+
     // Kinds not namespaced yet are the default tenant's alone.
-    let (status, _, answer) = call(&s, "GET", "/v1/jobs", None, Some(&acme)).await;
+    let (status, _, answer) = call(&s, "GET", "/v1/sagas", None, Some(&acme)).await;
     assert_eq!((status, answer["error"]["code"].as_str()), (403, Some("forbidden")), "{answer}");
     assert_eq!(answer["error"]["details"]["tenant"], "acme");
     let (status, _, answer) = call(&s, "GET", "/v1/keys", None, Some(&acme)).await;

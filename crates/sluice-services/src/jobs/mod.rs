@@ -99,7 +99,7 @@ impl Jobs {
         let queue = job.queue.clone();
         let enqueued = self.store.enqueue_job(job).await?;
         if enqueued.created {
-            metrics::counter!(ENQUEUED_METRIC, "queue" => queue).increment(1);
+            metrics::counter!(ENQUEUED_METRIC, labels(&queue).as_slice()).increment(1);
         }
         Ok(enqueued)
     }
@@ -121,9 +121,9 @@ impl Jobs {
         let claimed = self.store.claim_jobs(spec, wait_ms).await?;
         for c in &claimed {
             let r = &c.view.record;
-            metrics::counter!(ATTEMPTS_METRIC, "queue" => r.queue.clone()).increment(1);
+            metrics::counter!(ATTEMPTS_METRIC, labels(&r.queue).as_slice()).increment(1);
             let waited = r.started_at.unwrap_or(r.run_at).saturating_sub(r.run_at);
-            metrics::histogram!(QUEUE_WAIT_METRIC, "queue" => r.queue.clone()).record(seconds(waited));
+            metrics::histogram!(QUEUE_WAIT_METRIC, labels(&r.queue).as_slice()).record(seconds(waited));
         }
         Ok(claimed)
     }
@@ -176,11 +176,18 @@ impl Jobs {
     }
 }
 
+/// A job queue's metric labels: its name within its tenant, and the tenant.
+fn labels(queue: &str) -> Vec<(&'static str, String)> {
+    sluice_core::name::resource_labels("queue", queue)
+}
+
 /// How long the attempt that just ended (at `now`, unless the job says when it finished) ran.
 fn record_duration(view: &JobView, outcome: &'static str, now: u64) {
     let r = &view.record;
     if let Some(started) = r.started_at {
         let ms = r.finished_at.unwrap_or(now).saturating_sub(started);
-        metrics::histogram!(DURATION_METRIC, "queue" => r.queue.clone(), "outcome" => outcome).record(seconds(ms));
+        let mut labels = labels(&r.queue);
+        labels.push(("outcome", outcome.to_string()));
+        metrics::histogram!(DURATION_METRIC, labels.as_slice()).record(seconds(ms));
     }
 }
