@@ -128,7 +128,7 @@ async fn api_key_client(url: &str, plan: &Plan) -> anyhow::Result<Client> {
     let quotas = sluice_api::TenantQuotas {
         max_resources: Some(1_000_000),
         max_stored_bytes: Some(1 << 50),
-        rate_limit: Some(sluice_api::RateLimit { per_second: 1_000_000_000, burst: 1_000_000_000 }),
+        rate_limit: Some(sluice_api::RateLimit { per_second: 10_000_000, burst: 10_000_000 }),
     };
     admin.set_tenant(BENCH_TENANT, &quotas).await.context("setting the bench tenant's quotas")?;
     let request = sluice_api::CreateKeyRequest {

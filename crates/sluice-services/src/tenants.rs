@@ -301,12 +301,7 @@ impl Tenants {
         }
         after = None;
         while count < stop {
-            let streams = match self.store.list_streams(&prefix, after.as_deref(), page).await {
-                Ok(streams) => streams,
-                Err(sluice_store::LogError::Unsupported) => break,
-                Err(sluice_store::LogError::Store(e)) => return Err(e),
-                Err(e) => return Err(StoreError::Unavailable(e.to_string())),
-            };
+            let Some(streams) = self.streams_page(&prefix, after.as_deref(), page).await? else { break };
             count += streams.len() as u64;
             after = streams.last().map(|s| s.name.clone());
             if streams.len() < page {
@@ -335,17 +330,29 @@ impl Tenants {
         }
         after = None;
         loop {
-            let streams = match self.store.list_streams(&prefix, after.as_deref(), page).await {
-                Ok(streams) => streams,
-                Err(sluice_store::LogError::Unsupported) => return Ok(bytes),
-                Err(sluice_store::LogError::Store(e)) => return Err(e),
-                Err(e) => return Err(StoreError::Unavailable(e.to_string())),
-            };
+            let Some(streams) = self.streams_page(&prefix, after.as_deref(), page).await? else { return Ok(bytes) };
             bytes += streams.iter().flat_map(|s| &s.partitions).map(|p| p.bytes).sum::<u64>();
             after = streams.last().map(|s| s.name.clone());
             if streams.len() < page {
                 return Ok(bytes);
             }
+        }
+    }
+}
+
+impl Tenants {
+    /// A page of the tenant's streams; `None` from a store that keeps none.
+    async fn streams_page(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<Vec<sluice_store::StreamView>>, StoreError> {
+        match self.store.list_streams(prefix, after, limit).await {
+            Ok(streams) => Ok(Some(streams)),
+            Err(sluice_store::LogError::Unsupported) => Ok(None),
+            Err(sluice_store::LogError::Store(e)) => Err(e),
+            Err(e) => Err(StoreError::Unavailable(e.to_string())),
         }
     }
 }
