@@ -106,3 +106,65 @@ def test_tenant_quotas_answer_in_aws_words(secured_endpoint):  # noqa: F811
         except botocore.exceptions.ClientError as e:
             codes.append(e.response["Error"]["Code"])
     assert "RequestThrottled" in codes and set(codes) <= {"ok", "RequestThrottled"}, codes
+
+
+def test_every_action_on_another_tenants_resource_finds_nothing(secured_endpoint):  # noqa: F811
+    """The other-tenant column of the SigV4 matrix: each SQS action naming acme's queue and each
+    SNS action naming acme's topic or subscription, made with beta's key (whose scopes allow
+    everything), answers as if the resource did not exist; acme's own key gets its success."""
+    endpoint = secured_endpoint
+    acme = {s: client(s, endpoint, *tenant_key(endpoint, "acme2")) for s in ("sqs", "sns")}
+    beta = {s: client(s, endpoint, *tenant_key(endpoint, "beta2")) for s in ("sqs", "sns")}
+    url = acme["sqs"].create_queue(QueueName="private")["QueueUrl"]
+    arn = acme["sqs"].get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    acme["sqs"].send_message(QueueUrl=url, MessageBody="m")
+    handle = acme["sqs"].receive_message(QueueUrl=url, VisibilityTimeout=0)["Messages"][0]["ReceiptHandle"]
+    topic = acme["sns"].create_topic(Name="private")["TopicArn"]
+    sub = acme["sns"].subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn, ReturnSubscriptionArn=True)
+    sub = sub["SubscriptionArn"]
+
+    missing = "AWS.SimpleQueueService.NonExistentQueue"
+    sqs_calls = {
+        "GetQueueAttributes": lambda c: c.get_queue_attributes(QueueUrl=url, AttributeNames=["All"]),
+        "SetQueueAttributes": lambda c: c.set_queue_attributes(QueueUrl=url, Attributes={"DelaySeconds": "0"}),
+        "SendMessage": lambda c: c.send_message(QueueUrl=url, MessageBody="x"),
+        "SendMessageBatch": lambda c: c.send_message_batch(QueueUrl=url, Entries=[{"Id": "1", "MessageBody": "x"}]),
+        "ReceiveMessage": lambda c: c.receive_message(QueueUrl=url),
+        "ChangeMessageVisibility": lambda c: c.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0),
+        "DeleteMessageBatch": lambda c: c.delete_message_batch(
+            QueueUrl=url, Entries=[{"Id": "1", "ReceiptHandle": handle}]),
+        "TagQueue": lambda c: c.tag_queue(QueueUrl=url, Tags={"a": "b"}),
+        "ListQueueTags": lambda c: c.list_queue_tags(QueueUrl=url),
+        "ListDeadLetterSourceQueues": lambda c: c.list_dead_letter_source_queues(QueueUrl=url),
+        "PurgeQueue": lambda c: c.purge_queue(QueueUrl=url),
+    }
+    for action, call in sqs_calls.items():
+        assert error_code(lambda: call(beta["sqs"])) == missing, action
+        call(acme["sqs"])
+    assert error_code(lambda: beta["sqs"].start_message_move_task(SourceArn=arn)) == "ResourceNotFoundException"
+
+    sns_calls = {
+        "GetTopicAttributes": (lambda c: c.get_topic_attributes(TopicArn=topic), "NotFound"),
+        "SetTopicAttributes": (lambda c: c.set_topic_attributes(
+            TopicArn=topic, AttributeName="DisplayName", AttributeValue="x"), "NotFound"),
+        "ListSubscriptionsByTopic": (lambda c: c.list_subscriptions_by_topic(TopicArn=topic), "NotFound"),
+        "Publish": (lambda c: c.publish(TopicArn=topic, Message="x"), "NotFound"),
+        "TagResource": (lambda c: c.tag_resource(ResourceArn=topic, Tags=[{"Key": "a", "Value": "b"}]),
+                        "ResourceNotFound"),
+        "ListTagsForResource": (lambda c: c.list_tags_for_resource(ResourceArn=topic), "ResourceNotFound"),
+        "GetSubscriptionAttributes": (lambda c: c.get_subscription_attributes(SubscriptionArn=sub), "NotFound"),
+    }
+    for action, (call, code) in sns_calls.items():
+        got = error_code(lambda: call(beta["sns"]))
+        assert got == code, (action, got)
+        call(acme["sns"])
+    # Unsubscribing what is not one's own succeeds, as SNS answers for what is not subscribed,
+    # and leaves acme's subscription in place.
+    beta["sns"].unsubscribe(SubscriptionArn=sub)
+    acme["sns"].get_subscription_attributes(SubscriptionArn=sub)
+    # Deletes last: beta's attempts leave acme's resources in place.
+    beta["sns"].delete_topic(TopicArn=topic)  # SNS deletes a missing topic without an error
+    assert error_code(lambda: beta["sqs"].delete_queue(QueueUrl=url)) == missing
+    assert acme["sqs"].get_queue_url(QueueName="private")["QueueUrl"] == url
+    assert [t["TopicArn"] for t in acme["sns"].list_topics()["Topics"]] == [topic]
