@@ -194,8 +194,11 @@ struct TagInput {
 /// The topic a tag action names; a topic that does not exist is `ResourceNotFound`.
 fn tagged_topic(ctx: &Ctx<'_>, arn: &Option<String>) -> Result<String, AwsError> {
     let arn = arn.as_deref().unwrap_or("");
-    let name =
-        ctx.topics.arns().parse_topic(arn).map_err(|e| errors::arn_error("ResourceArn", e, errors::resource_not_found))?;
+    let name = ctx
+        .topics
+        .arns()
+        .parse_topic(arn)
+        .map_err(|e| errors::arn_error("ResourceArn", e, errors::resource_not_found))?;
     // Another tenant's topic is no resource of this caller's.
     ctx.own(name).ok_or_else(errors::resource_not_found)
 }
