@@ -101,14 +101,20 @@ pub fn split_tenant(stored: &str) -> (&str, &str) {
     stored.split_once(TENANT_SEPARATOR).unwrap_or((DEFAULT_TENANT, stored))
 }
 
-pub fn validate_queue_name(name: &str) -> Result<(), ValidationError> {
-    let name = match name.split_once(TENANT_SEPARATOR) {
+/// The name within its tenant of a stored name (`orders` of `acme~orders`, `orders` of
+/// `orders`); a prefix that is no tenant name is refused.
+pub fn without_tenant(stored: &str) -> Result<&str, ValidationError> {
+    match stored.split_once(TENANT_SEPARATOR) {
         Some((tenant, local)) => {
             validate_tenant(tenant).map_err(|e| ValidationError::new("name", e.message))?;
-            local
+            Ok(local)
         }
-        None => name,
-    };
+        None => Ok(stored),
+    }
+}
+
+pub fn validate_queue_name(name: &str) -> Result<(), ValidationError> {
+    let name = without_tenant(name)?;
     if name.is_empty() || name.len() > QUEUE_NAME_LEN_MAX {
         return Err(ValidationError::new("name", format!("queue names are 1 to {QUEUE_NAME_LEN_MAX} characters long")));
     }

@@ -19,7 +19,7 @@ pub struct Tenant(pub Namespace);
 impl Tenant {
     /// The stored name of a name the client gave in `field`.
     pub fn name(&self, field: &str, name: &str) -> Result<String, ApiError> {
-        self.0.qualify(field, name).map_err(|e| ApiError::from(sluice_core::BrokerError::Invalid(e)))
+        self.0.qualify(field, name).map_err(ApiError::from)
     }
 
     /// The client's name of a stored name.

@@ -154,10 +154,7 @@ impl Tenants {
         validate_tenant(tenant)?;
         let namespace = Namespace::of(tenant);
         let stored = self.read(tenant).await?;
-        let usage = Usage {
-            resources: self.count_resources(&namespace, u64::MAX).await?,
-            stored_bytes: self.count_stored_bytes(&namespace).await?,
-        };
+        let usage = self.usage(&namespace).await?;
         Ok(TenantView {
             name: tenant.to_string(),
             quotas: stored.as_ref().map(|s| s.quotas).unwrap_or_default(),
@@ -190,22 +187,16 @@ impl Tenants {
     pub async fn check_create(&self, namespace: &Namespace) -> Result<(), TenantError> {
         let Some(quotas) = self.quotas(namespace).await? else { return Ok(()) };
         let Some(limit) = quotas.max_resources else { return Ok(()) };
-        let used = self.count_resources(namespace, limit).await?;
+        let used = self.usage(namespace).await?.resources;
         if used >= limit {
-            crate::rate_limits::count_refused(&format!("tenant:{}", namespace.tenant()), "quota_exceeded", 1);
-            return Err(QuotaExceeded {
-                tenant: namespace.tenant().to_string(),
-                quota: "max_resources",
-                limit,
-                used,
-                hint: "delete a queue, topic or stream, or raise the quota (`sluice tenant set`)",
-            }
-            .into());
+            let hint = "delete a queue, topic or stream, or raise the quota (`sluice tenant set`)";
+            return Err(exceeded(namespace, "max_resources", limit, used, hint));
         }
         Ok(())
     }
 
-    /// Refuses sending `bytes` more when the tenant's queues hold `max_stored_bytes` already.
+    /// Refuses sending `bytes` more when the tenant's queues and streams hold
+    /// `max_stored_bytes` already.
     pub async fn check_write(&self, namespace: &Namespace, bytes: u64) -> Result<(), TenantError> {
         let Some(quotas) = self.quotas(namespace).await? else { return Ok(()) };
         let Some(limit) = quotas.max_stored_bytes else { return Ok(()) };
@@ -214,7 +205,8 @@ impl Tenants {
         let used = match remembered {
             Some((used, at)) if now.saturating_sub(at) < USAGE_REFRESH_MS => used,
             _ => {
-                let used = self.count_stored_bytes(namespace).await?;
+                let (queues, streams) = self.holdings(namespace).await?;
+                let used = stored_bytes(&queues, &streams);
                 let mut memory = self.lock();
                 if memory.stored_bytes.len() >= REMEMBERED_MAX {
                     memory.stored_bytes.clear();
@@ -224,15 +216,8 @@ impl Tenants {
             }
         };
         if used.saturating_add(bytes) > limit {
-            crate::rate_limits::count_refused(&format!("tenant:{}", namespace.tenant()), "quota_exceeded", 1);
-            return Err(QuotaExceeded {
-                tenant: namespace.tenant().to_string(),
-                quota: "max_stored_bytes",
-                limit,
-                used,
-                hint: "receive and delete messages, or raise the quota (`sluice tenant set`)",
-            }
-            .into());
+            let hint = "receive and delete messages, or raise the quota (`sluice tenant set`)";
+            return Err(exceeded(namespace, "max_stored_bytes", limit, used, hint));
         }
         Ok(())
     }
@@ -272,89 +257,82 @@ impl Tenants {
         Ok(self.store.get_record(TENANT_KIND, tenant).await?.and_then(|raw| serde_json::from_slice(&raw).ok()))
     }
 
-    /// The tenant's queues, topics and streams, counted up to `stop` (enough to compare with a
-    /// quota).
-    async fn count_resources(&self, namespace: &Namespace, stop: u64) -> Result<u64, StoreError> {
+    /// What the tenant holds now: one walk over its queues, topics and streams.
+    async fn usage(&self, namespace: &Namespace) -> Result<Usage, StoreError> {
         if namespace.is_default() {
-            return Ok(0);
+            return Ok(Usage::default());
         }
+        let (queues, streams) = self.holdings(namespace).await?;
         let prefix = namespace.prefix();
-        let page = RECORD_LIST_LIMIT_MAX;
-        let mut count = 0u64;
-        let mut after: Option<String> = None;
-        loop {
-            let queues = self.store.list_queues(&prefix, after.as_deref(), page).await?;
-            count += queues.len() as u64;
-            after = queues.last().map(|q| q.name.clone());
-            if queues.len() < page || count >= stop {
-                break;
-            }
-        }
-        after = None;
-        while count < stop {
-            let topics = self.topics.list_topics(&prefix, after.as_deref(), page).await.map_err(topic_store_error)?;
-            count += topics.len() as u64;
-            after = topics.last().map(|t| t.name.clone());
-            if topics.len() < page {
-                break;
-            }
-        }
-        after = None;
-        while count < stop {
-            let Some(streams) = self.streams_page(&prefix, after.as_deref(), page).await? else { break };
-            count += streams.len() as u64;
-            after = streams.last().map(|s| s.name.clone());
-            if streams.len() < page {
-                break;
-            }
-        }
-        Ok(count)
+        let (topics, prefix) = (self.topics.as_ref(), prefix.as_str());
+        let topics = all_pages(
+            |after, n| async move { topics.list_topics(prefix, after.as_deref(), n).await.map_err(topic_store_error) },
+            |t: &crate::topics::TopicRecord| t.name.clone(),
+        )
+        .await?;
+        Ok(Usage {
+            resources: (queues.len() + topics.len() + streams.len()) as u64,
+            stored_bytes: stored_bytes(&queues, &streams),
+        })
     }
 
-    /// Bytes of every message in the tenant's queues and every record its streams keep.
-    async fn count_stored_bytes(&self, namespace: &Namespace) -> Result<u64, StoreError> {
-        if namespace.is_default() {
-            return Ok(0);
-        }
+    /// The tenant's queues and streams (a store that keeps no streams has none).
+    async fn holdings(
+        &self,
+        namespace: &Namespace,
+    ) -> Result<(Vec<sluice_core::broker::QueueView>, Vec<sluice_store::StreamView>), StoreError> {
         let prefix = namespace.prefix();
-        let page = RECORD_LIST_LIMIT_MAX;
-        let mut bytes = 0u64;
-        let mut after: Option<String> = None;
-        loop {
-            let queues = self.store.list_queues(&prefix, after.as_deref(), page).await?;
-            bytes += queues.iter().map(|q| q.stats.depth_bytes).sum::<u64>();
-            after = queues.last().map(|q| q.name.clone());
-            if queues.len() < page {
-                break;
-            }
-        }
-        after = None;
-        loop {
-            let Some(streams) = self.streams_page(&prefix, after.as_deref(), page).await? else { return Ok(bytes) };
-            bytes += streams.iter().flat_map(|s| &s.partitions).map(|p| p.bytes).sum::<u64>();
-            after = streams.last().map(|s| s.name.clone());
-            if streams.len() < page {
-                return Ok(bytes);
-            }
+        let prefix = prefix.as_str();
+        let store = self.store.as_ref();
+        let queues = all_pages(
+            |after, n| async move { store.list_queues(prefix, after.as_deref(), n).await },
+            |q: &sluice_core::broker::QueueView| q.name.clone(),
+        )
+        .await?;
+        let streams = all_pages(
+            |after, n| async move {
+                match store.list_streams(prefix, after.as_deref(), n).await {
+                    Ok(streams) => Ok(streams),
+                    Err(sluice_store::LogError::Unsupported) => Ok(Vec::new()),
+                    Err(sluice_store::LogError::Store(e)) => Err(e),
+                    Err(e) => Err(StoreError::Unavailable(e.to_string())),
+                }
+            },
+            |s: &sluice_store::StreamView| s.name.clone(),
+        )
+        .await?;
+        Ok((queues, streams))
+    }
+}
+
+/// Every item of a list the store pages by name: `fetch(after, n)` gives up to `n` after a name.
+async fn all_pages<T, F, Fut>(mut fetch: F, name: impl Fn(&T) -> String) -> Result<Vec<T>, StoreError>
+where
+    F: FnMut(Option<String>, usize) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<T>, StoreError>>,
+{
+    let page = RECORD_LIST_LIMIT_MAX;
+    let mut all: Vec<T> = Vec::new();
+    loop {
+        let batch = fetch(all.last().map(&name), page).await?;
+        let done = batch.len() < page;
+        all.extend(batch);
+        if done {
+            return Ok(all);
         }
     }
 }
 
-impl Tenants {
-    /// A page of the tenant's streams; `None` from a store that keeps none.
-    async fn streams_page(
-        &self,
-        prefix: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Option<Vec<sluice_store::StreamView>>, StoreError> {
-        match self.store.list_streams(prefix, after, limit).await {
-            Ok(streams) => Ok(Some(streams)),
-            Err(sluice_store::LogError::Unsupported) => Ok(None),
-            Err(sluice_store::LogError::Store(e)) => Err(e),
-            Err(e) => Err(StoreError::Unavailable(e.to_string())),
-        }
-    }
+/// Bytes of every message in `queues` and every record `streams` keep.
+fn stored_bytes(queues: &[sluice_core::broker::QueueView], streams: &[sluice_store::StreamView]) -> u64 {
+    let messages: u64 = queues.iter().map(|q| q.stats.depth_bytes).sum();
+    messages + streams.iter().flat_map(|s| &s.partitions).map(|p| p.bytes).sum::<u64>()
+}
+
+/// A quota refusal, counted in `sluice_rejected_total{resource="tenant:T", reason="quota_exceeded"}`.
+fn exceeded(namespace: &Namespace, quota: &'static str, limit: u64, used: u64, hint: &'static str) -> TenantError {
+    crate::rate_limits::count_refused(&format!("tenant:{}", namespace.tenant()), "quota_exceeded", 1);
+    QuotaExceeded { tenant: namespace.tenant().to_string(), quota, limit, used, hint }.into()
 }
 
 /// Quotas are for named tenants: the default tenant is the operator's.

@@ -232,10 +232,8 @@ pub fn validate_lease_ms(lease_ms: u64, field: &str) -> Result<(), ValidationErr
 /// A job queue's stored name: 1 to `JOB_QUEUE_NAME_LEN_MAX` of `[A-Za-z0-9_-]`, after its
 /// tenant if it has one (`acme~reports`, see `crate::name`).
 pub fn validate_job_queue(name: &str, field: &str) -> Result<(), ValidationError> {
-    let name = match name.split_once(crate::name::TENANT_SEPARATOR) {
-        Some((tenant, local)) if crate::name::validate_tenant(tenant).is_ok() => local,
-        _ => name,
-    };
+    // A bad tenant leaves the separator in, which the rule below refuses.
+    let name = crate::name::without_tenant(name).unwrap_or(name);
     let ok = !name.is_empty()
         && name.len() <= JOB_QUEUE_NAME_LEN_MAX
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');

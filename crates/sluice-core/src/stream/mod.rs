@@ -190,14 +190,7 @@ pub fn validate_name(field: &str, name: &str) -> Result<(), ValidationError> {
 /// A stream's stored name: a name, after its tenant if it has one (`acme~clicks`, see
 /// `crate::name`).
 pub fn validate_stream_name(name: &str) -> Result<(), ValidationError> {
-    let local = match name.split_once(crate::name::TENANT_SEPARATOR) {
-        Some((tenant, local)) => {
-            crate::name::validate_tenant(tenant).map_err(|e| ValidationError::new("name", e.message))?;
-            local
-        }
-        None => name,
-    };
-    validate_name("name", local)
+    validate_name("name", crate::name::without_tenant(name)?)
 }
 
 /// Member ids: 1 to 255 visible ASCII characters.

@@ -80,9 +80,10 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
         refused("scope");
         return forbidden(&access, missing);
     }
+    let namespace = access.namespace();
     let server_wide = segments.iter().map(String::as_str).eq(SERVER_WIDE_JOBS_SECRET.iter().copied());
     if let Some(outside) =
-        needs.iter().find(|n| !access.namespace().is_default() && (server_wide || !NAMESPACED_KINDS.contains(&n.kind)))
+        needs.iter().find(|n| !namespace.is_default() && (server_wide || !NAMESPACED_KINDS.contains(&n.kind)))
     {
         refused("tenant");
         return outside_tenant(&access, outside);
@@ -96,7 +97,6 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
         }
         Err(e) => return ApiError::from(e).into_response(),
     }
-    let namespace = access.namespace();
     match state.services.tenants().admit(&namespace).await {
         Ok(None) => {}
         Ok(Some(retry_after_ms)) => {

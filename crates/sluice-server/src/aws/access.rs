@@ -149,15 +149,14 @@ pub async fn admit(state: &AppState, service: Service, caller: &Caller) -> Resul
             let message = format!("The tenant {} is over its rate limit; retry in {retry_after_ms} ms.", access.tenant);
             Err(throttled(service, message))
         }
-        Err(e) => Err(crate::aws::tenant_error(service, e)),
+        Err(e) => Err(super::common::errors::tenant_refusal(service == Service::Sns, e)),
     }
 }
 
-/// The service's throttling error, which AWS SDKs retry with backoff: SQS `RequestThrottled`,
-/// SNS `Throttled` (429).
+/// The service's throttling error, which AWS SDKs retry with backoff.
 fn throttled(service: Service, message: String) -> AwsError {
     match service {
-        Service::Sns => AwsError::new("ThrottledException", "Throttled", StatusCode::TOO_MANY_REQUESTS, message),
+        Service::Sns => AwsError::sns_throttled(message),
         _ => AwsError::request_throttled(message),
     }
 }

@@ -238,11 +238,6 @@ fn capitalised(text: &str) -> String {
     chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
 }
 
-/// A tenant's quota refusal in the words of `service` (see `common::errors::tenant_refusal`).
-pub fn tenant_error(service: Service, e: sluice_services::tenants::TenantError) -> AwsError {
-    common::errors::tenant_refusal(service == Service::Sns, e)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,10 +16,8 @@ use super::model::{Arns, CONTENT_BASED_DEDUPLICATION, FIFO_TOPIC, RATE_LIMIT, SC
 /// `.fifo` and only a FIFO topic's may. A stored name may start with its tenant
 /// (`acme~orders`, see `sluice_core::name`).
 pub fn check_topic_name(name: &str, fifo: bool) -> Result<(), Invalid> {
-    let name = match name.split_once(sluice_core::name::TENANT_SEPARATOR) {
-        Some((tenant, local)) if sluice_core::name::validate_tenant(tenant).is_ok() => local,
-        _ => name,
-    };
+    // A bad tenant leaves the separator in, which the rule below refuses.
+    let name = sluice_core::name::without_tenant(name).unwrap_or(name);
     let base = name.strip_suffix(FIFO_SUFFIX);
     let ok = !name.is_empty()
         && name.len() <= TOPIC_NAME_LEN_MAX

@@ -32,6 +32,11 @@ impl AwsError {
         if self.status.is_server_error() { "Receiver" } else { "Sender" }
     }
 
+    /// SNS's throttling error (`Throttled`, 429), which AWS SDKs retry with backoff.
+    pub fn sns_throttled(message: impl Into<String>) -> AwsError {
+        AwsError::new("ThrottledException", "Throttled", StatusCode::TOO_MANY_REQUESTS, message)
+    }
+
     /// SQS's throttling error (`RequestThrottled`, 400), which AWS SDKs class as throttling
     /// and retry with backoff: Sluice answers it for a send into a full queue (`queue_full`),
     /// a rate limit and load shedding.
@@ -161,9 +166,7 @@ pub fn tenant_refusal(sns: bool, e: sluice_services::tenants::TenantError) -> Aw
             AwsError::new("TopicLimitExceededException", "TopicLimitExceeded", StatusCode::FORBIDDEN, message)
         }
         TenantError::Quota(q) if q.quota == "max_resources" => AwsError::over_limit(message),
-        TenantError::Quota(_) if sns => {
-            AwsError::new("ThrottledException", "Throttled", StatusCode::TOO_MANY_REQUESTS, message)
-        }
+        TenantError::Quota(_) if sns => AwsError::sns_throttled(message),
         TenantError::Quota(_) => AwsError::request_throttled(message),
         TenantError::Store(s) => s.into(),
         _ => AwsError::new("InternalError", "InternalError", StatusCode::INTERNAL_SERVER_ERROR, message),

@@ -201,7 +201,7 @@ fn incomplete(e: &PublishError) -> AwsError {
 /// A subscription's queue is full (its `overflow` is `reject`): SNS's throttling error,
 /// `Throttled` (429), which AWS SDKs retry with backoff.
 fn throttled(e: &PublishError) -> AwsError {
-    AwsError::new("ThrottledException", "Throttled", axum::http::StatusCode::TOO_MANY_REQUESTS, e.to_string())
+    AwsError::sns_throttled(e.to_string())
 }
 
 #[derive(Deserialize, Default)]
