@@ -46,6 +46,11 @@ impl Namespace {
         Namespace { tenant: (tenant != DEFAULT_TENANT).then(|| tenant.to_string()) }
     }
 
+    /// The namespace a stored name lives in (`acme`'s for `acme~orders`).
+    pub fn of_stored(stored: &str) -> Namespace {
+        Namespace::of(split_tenant(stored).0)
+    }
+
     /// The tenant's name.
     pub fn tenant(&self) -> &str {
         self.tenant.as_deref().unwrap_or(DEFAULT_TENANT)

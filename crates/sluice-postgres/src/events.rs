@@ -19,6 +19,7 @@ use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use sluice_core::events::limits::EVENT_SCAN_MAX;
 use sluice_core::events::{self, AppendError, Decision, ExpectedVersion, NewEvent, Prior, StreamState, StreamStatus};
+use sluice_core::name::TENANT_SEPARATOR;
 use sluice_store::{
     AllEvents, AllRead, AppendedEvents, Direction, EventError, EventStore, StoredEvent, StreamEvents, StreamRead,
     validate_append_events,
@@ -242,9 +243,18 @@ impl PostgresStore {
                        AND ($3::text[] IS NULL OR event_type = ANY($3))
                        AND ($4::text IS NULL OR starts_with(stream_id, $4))
                        AND ($5::text IS NULL OR correlation_id = $5)
+                       AND (NOT $7 OR strpos(stream_id, '{TENANT_SEPARATOR}') = 0)
                      ORDER BY position LIMIT $6"
                 ),
-                &[&(from as i64), &(end as i64), &types, &prefix, &f.correlation_id, &i64::from(read.max)],
+                &[
+                    &(from as i64),
+                    &(end as i64),
+                    &types,
+                    &prefix,
+                    &f.correlation_id,
+                    &i64::from(read.max),
+                    &f.untenanted,
+                ],
             )
             .await
             .map_err(failed)?;

@@ -19,6 +19,7 @@ use crate::convert::{self, parse_rfc3339, rfc3339};
 use crate::error::ApiError;
 use crate::extract::{Json, Path, Query};
 use crate::paging::PageRequest;
+use crate::tenant::Tenant;
 use crate::topic_routes::origin;
 
 /// Schedules per page of a list: default and most.
@@ -67,13 +68,20 @@ fn invalid(field: &str, message: &str) -> ApiError {
 }
 
 /// The definition a create request asks for.
-fn definition(r: api::CreateScheduleRequest) -> Result<Definition, ApiError> {
+/// The definition a request asks for, its name and target in `tenant`'s namespace.
+fn definition(r: api::CreateScheduleRequest, tenant: &Tenant) -> Result<Definition, ApiError> {
     let target = match r.target {
-        api::ScheduleTarget { queue: Some(q), topic: None, stream: None, job: None } => Target::Queue(q),
-        api::ScheduleTarget { queue: None, topic: Some(t), stream: None, job: None } => Target::Topic(t),
-        api::ScheduleTarget { queue: None, topic: None, stream: Some(s), job: None } => Target::Stream(s),
+        api::ScheduleTarget { queue: Some(q), topic: None, stream: None, job: None } => {
+            Target::Queue(tenant.name("target.queue", &q)?)
+        }
+        api::ScheduleTarget { queue: None, topic: Some(t), stream: None, job: None } => {
+            Target::Topic(tenant.name("target.topic", &t)?)
+        }
+        api::ScheduleTarget { queue: None, topic: None, stream: Some(s), job: None } => {
+            Target::Stream(tenant.name("target.stream", &s)?)
+        }
         api::ScheduleTarget { queue: None, topic: None, stream: None, job: Some(j) } => Target::Job(JobTarget {
-            queue: j.queue,
+            queue: tenant.name("target.job.queue", &j.queue)?,
             job_type: j.job_type,
             priority: j.priority,
             timeout_ms: j.timeout_ms,
@@ -103,7 +111,7 @@ fn definition(r: api::CreateScheduleRequest) -> Result<Definition, ApiError> {
     };
     let time = |field: &str, text: Option<String>| text.map(|t| parse_rfc3339(field, &t)).transpose();
     Ok(Definition {
-        name: r.name,
+        name: tenant.name("name", &r.name)?,
         cron: r.cron,
         timezone: r.timezone.unwrap_or_else(|| "UTC".into()),
         every_ms: r.every_ms,
@@ -121,17 +129,18 @@ fn definition(r: api::CreateScheduleRequest) -> Result<Definition, ApiError> {
 }
 
 /// A schedule as the API shows it.
-fn view(v: &ScheduleView) -> api::Schedule {
+/// A schedule as `tenant` sees it: its name and target in the tenant's names.
+fn view(v: &ScheduleView, tenant: &Tenant) -> api::Schedule {
     let d = &v.record.definition;
     let s = &v.record.state;
     let mut target = api::ScheduleTarget::default();
     match &d.target {
-        Target::Queue(q) => target.queue = Some(q.clone()),
-        Target::Topic(t) => target.topic = Some(t.clone()),
-        Target::Stream(s) => target.stream = Some(s.clone()),
+        Target::Queue(q) => target.queue = Some(tenant.show(q)),
+        Target::Topic(t) => target.topic = Some(tenant.show(t)),
+        Target::Stream(s) => target.stream = Some(tenant.show(s)),
         Target::Job(j) => {
             target.job = Some(api::ScheduleJob {
-                queue: j.queue.clone(),
+                queue: tenant.show(&j.queue),
                 job_type: j.job_type.clone(),
                 priority: j.priority,
                 timeout_ms: j.timeout_ms,
@@ -149,7 +158,7 @@ fn view(v: &ScheduleView) -> api::Schedule {
     let next = (!s.paused).then_some(s.next_tick_ms).flatten();
     let message = convert::send_message(&d.message, d.priority);
     api::Schedule {
-        name: d.name.clone(),
+        name: tenant.show(&d.name),
         cron: d.cron.clone(),
         every_ms: d.every_ms,
         timezone: d.timezone.clone(),
@@ -189,13 +198,14 @@ fn view(v: &ScheduleView) -> api::Schedule {
 )]
 pub async fn create(
     State(state): State<AppState>,
+    tenant: Tenant,
     headers: HeaderMap,
     Json(request): Json<api::CreateScheduleRequest>,
 ) -> Result<(StatusCode, axum::Json<api::Schedule>), ApiError> {
-    let definition = definition(request)?;
+    let definition = definition(request, &tenant)?;
     let (schedule, created) = state.services.schedules().create(definition, &origin(&state, &headers)).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, axum::Json(view(&schedule))))
+    Ok((status, axum::Json(view(&schedule, &tenant))))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -217,12 +227,20 @@ pub struct ListParams {
         (status = 400, description = "Bad limit or next_token", body = ErrorResponse),
     )
 )]
-pub async fn list(State(state): State<AppState>, Query(params): Query<ListParams>) -> JsonResult<api::ScheduleList> {
+pub async fn list(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Query(params): Query<ListParams>,
+) -> JsonResult<api::ScheduleList> {
     let page = PageRequest::read(params.limit, params.next_token.as_deref(), LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX)?;
-    let prefix = params.prefix.unwrap_or_default();
-    let mut found = state.services.schedules().list(&prefix, page.after.as_deref(), page.fetch_count()).await?;
-    let next_token = page.cut(&mut found, |s| s.record.definition.name.clone());
-    Ok(axum::Json(api::ScheduleList { schedules: found.iter().map(view).collect(), next_token }))
+    let prefix = tenant.name("prefix", &params.prefix.unwrap_or_default())?;
+    let after = page.after.as_deref().map(|a| tenant.name("next_token", a)).transpose()?;
+    let (schedules, prefix) = (state.services.schedules(), prefix.as_str());
+    let fetch = |after: Option<String>, n| async move { schedules.list(prefix, after.as_deref(), n).await };
+    let name = |s: &ScheduleView| (s.record.definition.name.clone(), s.record.definition.name.clone());
+    let mut found = tenant.keep_own(after, page.fetch_count(), fetch, name).await?;
+    let next_token = page.cut(&mut found, |s| tenant.show(&s.record.definition.name));
+    Ok(axum::Json(api::ScheduleList { schedules: found.iter().map(|s| view(s, &tenant)).collect(), next_token }))
 }
 
 #[utoipa::path(
@@ -233,8 +251,13 @@ pub async fn list(State(state): State<AppState>, Query(params): Query<ListParams
         (status = 404, description = "`schedule_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn get_one(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<api::Schedule> {
-    Ok(axum::Json(view(&state.services.schedules().get(&name).await?)))
+pub async fn get_one(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(name): Path<String>,
+) -> JsonResult<api::Schedule> {
+    let name = tenant.name("name", &name)?;
+    Ok(axum::Json(view(&state.services.schedules().get(&name).await?, &tenant)))
 }
 
 #[utoipa::path(
@@ -245,7 +268,12 @@ pub async fn get_one(State(state): State<AppState>, Path(name): Path<String>) ->
         (status = 404, description = "`schedule_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn delete(State(state): State<AppState>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
+pub async fn delete(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let name = tenant.name("name", &name)?;
     if state.services.schedules().delete(&name).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -261,8 +289,13 @@ pub async fn delete(State(state): State<AppState>, Path(name): Path<String>) -> 
         (status = 404, description = "`schedule_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn pause(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<api::Schedule> {
-    Ok(axum::Json(view(&state.services.schedules().pause(&name).await?)))
+pub async fn pause(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(name): Path<String>,
+) -> JsonResult<api::Schedule> {
+    let name = tenant.name("name", &name)?;
+    Ok(axum::Json(view(&state.services.schedules().pause(&name).await?, &tenant)))
 }
 
 #[utoipa::path(
@@ -273,6 +306,11 @@ pub async fn pause(State(state): State<AppState>, Path(name): Path<String>) -> J
         (status = 404, description = "`schedule_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn resume(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<api::Schedule> {
-    Ok(axum::Json(view(&state.services.schedules().resume(&name).await?)))
+pub async fn resume(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(name): Path<String>,
+) -> JsonResult<api::Schedule> {
+    let name = tenant.name("name", &name)?;
+    Ok(axum::Json(view(&state.services.schedules().resume(&name).await?, &tenant)))
 }

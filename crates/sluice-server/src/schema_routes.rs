@@ -19,6 +19,8 @@ use crate::convert::rfc3339;
 use crate::error::{ApiError, failure};
 use crate::extract::{Json, Path, Query};
 use crate::paging::PageRequest;
+use crate::tenant::Tenant;
+use sluice_core::name::Namespace;
 
 /// Types per page of a list: default and most.
 const LIST_LIMIT_DEFAULT: u32 = 100;
@@ -103,9 +105,10 @@ fn mode_from_api(c: api::Compatibility) -> Compatibility {
     }
 }
 
-fn type_view(t: &TypeRecord, versions: Option<Vec<u32>>) -> api::SchemaType {
+/// A type as `tenant` sees it: by its name in the tenant's namespace.
+fn type_view(t: &TypeRecord, versions: Option<Vec<u32>>, tenant: &Tenant) -> api::SchemaType {
     api::SchemaType {
-        message_type: t.name.clone(),
+        message_type: tenant.show(&t.name),
         compatibility: mode_to_api(t.compatibility),
         latest_version: (t.latest > 0).then_some(t.latest),
         versions,
@@ -129,10 +132,11 @@ fn type_view(t: &TypeRecord, versions: Option<Vec<u32>>) -> api::SchemaType {
 )]
 pub async fn register(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
     Json(request): Json<api::RegisterSchemaRequest>,
 ) -> Result<(StatusCode, axum::Json<api::RegisteredSchema>), ApiError> {
-    let registered = state.services.schemas().register(&name, &request.schema).await?;
+    let registered = state.services.schemas().register(&tenant.name("type", &name)?, &request.schema).await?;
     let status = if registered.created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, axum::Json(api::RegisteredSchema { message_type: name, version: registered.version })))
 }
@@ -154,11 +158,19 @@ pub struct ListParams {
         (status = 400, description = "`invalid_argument`", body = ErrorResponse),
     )
 )]
-pub async fn list(State(state): State<AppState>, Query(params): Query<ListParams>) -> JsonResult<api::SchemaTypeList> {
+pub async fn list(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Query(params): Query<ListParams>,
+) -> JsonResult<api::SchemaTypeList> {
     let page = PageRequest::read(params.limit, params.next_token.as_deref(), LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX)?;
-    let mut found = state.services.schemas().list(page.after.as_deref(), page.fetch_count()).await?;
-    let next_token = page.cut(&mut found, |t| t.name.clone());
-    Ok(axum::Json(api::SchemaTypeList { types: found.iter().map(|t| type_view(t, None)).collect(), next_token }))
+    let after = page.after.as_deref().map(|a| tenant.name("next_token", a)).transpose()?;
+    let schemas = state.services.schemas();
+    let fetch = |after: Option<String>, n| async move { schemas.list(after.as_deref(), n).await };
+    let mut found = tenant.keep_own(after, page.fetch_count(), fetch, |t| (t.name.clone(), t.name.clone())).await?;
+    let next_token = page.cut(&mut found, |t| tenant.show(&t.name));
+    let types = found.iter().map(|t| type_view(t, None, &tenant)).collect();
+    Ok(axum::Json(api::SchemaTypeList { types, next_token }))
 }
 
 #[utoipa::path(
@@ -169,9 +181,13 @@ pub async fn list(State(state): State<AppState>, Query(params): Query<ListParams
         (status = 404, description = "`schema_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn get_type(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<api::SchemaType> {
-    let view = state.services.schemas().get(&name).await?;
-    Ok(axum::Json(type_view(&view.record, Some(view.versions))))
+pub async fn get_type(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(name): Path<String>,
+) -> JsonResult<api::SchemaType> {
+    let view = state.services.schemas().get(&tenant.name("type", &name)?).await?;
+    Ok(axum::Json(type_view(&view.record, Some(view.versions), &tenant)))
 }
 
 #[utoipa::path(
@@ -188,8 +204,10 @@ pub async fn get_type(State(state): State<AppState>, Path(name): Path<String>) -
 )]
 pub async fn get_version(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path((name, version)): Path<(String, String)>,
 ) -> JsonResult<api::SchemaVersion> {
+    let name = tenant.name("type", &name)?;
     let version = match version.as_str() {
         "latest" => None,
         text => Some(text.parse::<u32>().map_err(|_| {
@@ -200,7 +218,7 @@ pub async fn get_version(
     let schema = serde_json::from_str(&record.schema)
         .map_err(|e| ApiError::new(ErrorCode::Internal, format!("a stored schema is not JSON: {e}")))?;
     Ok(axum::Json(api::SchemaVersion {
-        message_type: record.name,
+        message_type: tenant.show(&record.name),
         version: record.version,
         schema,
         created_at: rfc3339(record.created_at_ms),
@@ -219,11 +237,13 @@ pub async fn get_version(
 )]
 pub async fn configure(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
     Json(request): Json<api::SchemaConfig>,
 ) -> JsonResult<api::SchemaType> {
+    let name = tenant.name("type", &name)?;
     let view = state.services.schemas().set_compatibility(&name, mode_from_api(request.compatibility)).await?;
-    Ok(axum::Json(type_view(&view.record, Some(view.versions))))
+    Ok(axum::Json(type_view(&view.record, Some(view.versions), &tenant)))
 }
 
 #[utoipa::path(
@@ -237,10 +257,12 @@ pub async fn configure(
 )]
 pub async fn check(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    tenant: Tenant,
+    Path(local): Path<String>,
     Json(request): Json<api::CheckSchemaRequest>,
 ) -> JsonResult<api::CheckSchemaResponse> {
     let schemas = state.services.schemas();
+    let name = tenant.name("type", &local)?;
     let answer = match (request.schema, request.body) {
         (Some(schema), None) => {
             if request.version.is_some() {
@@ -260,7 +282,8 @@ pub async fn check(
         }
         (None, Some(body)) => {
             let version = request.version.map(|v| v.to_string());
-            let outcome = schemas.check_message(Some(&name), version.as_deref(), body.as_bytes(), false).await?;
+            let outcome =
+                schemas.check_message(&tenant.0, Some(&local), version.as_deref(), body.as_bytes(), false).await?;
             match outcome {
                 Ok(()) => api::CheckSchemaResponse {
                     compatible: None,
@@ -317,7 +340,7 @@ pub async fn refuse_invalid<M: std::borrow::Borrow<sluice_core::NewMessage>>(
     let mut refused = Vec::new();
     let mut kept = Vec::with_capacity(messages.len());
     for (position, message) in messages.drain(..) {
-        match schemas.check_new_message(message.borrow()).await? {
+        match schemas.check_new_message(&Namespace::of_stored(queue), message.borrow()).await? {
             Ok(()) => kept.push((position, message)),
             Err(violation) => refused.push((position, violation)),
         }

@@ -201,7 +201,11 @@ impl Events {
     /// checkpoint does not move: the subscriber checkpoints what it handled.
     pub async fn fetch(&self, name: &str, max: u32, wait_ms: u64) -> Result<(Subscription, AllEvents), EventsError> {
         let sub = self.get_subscription(name).await?;
-        let read = AllRead { from_position: sub.next_position(), max, filter: sub.filter.clone(), wait_ms };
+        let mut filter = sub.filter.clone();
+        // A tenant's subscription holds its tenant's prefix; the default tenant's keeps to the
+        // streams without one.
+        filter.untenanted = !name.contains(sluice_core::name::TENANT_SEPARATOR);
+        let read = AllRead { from_position: sub.next_position(), max, filter, wait_ms };
         let got = self.store.read_all(read).await?;
         Ok((sub, got))
     }

@@ -528,3 +528,27 @@ async fn the_ticks_of_a_correlated_schedule_are_listed_in_its_trace() {
     assert_eq!(targets, expected.map(|(t, d)| (t.to_string(), d)), "two ticks each, the plain schedule not");
     assert!(trace.entries.iter().filter(|(e, _)| e.target == "stream:st").all(|(e, _)| e.id.starts_with("0/")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_schedule_fires_into_its_queue_under_its_own_name() {
+    let backend = Embedded::new();
+    let clock = ManualClock::new(T0_MS);
+    let store = backend.open(&clock);
+    let fifo = QueueAttributes { fifo: true, ..QueueAttributes::default() };
+    store.create_queue("acme~q.fifo", fifo).await.expect("queue");
+    let node = services(&store, &clock);
+    node.schedules()
+        .create(every("acme~s", 10 * SECOND, queue("acme~q.fifo"), CatchUp::None), &origin())
+        .await
+        .unwrap();
+    let running = node.start();
+    settles_at(&store, "acme~q.fifo", 1).await;
+    let request = ReceiveRequest { max: 10, wait_ms: Some(0), visibility_timeout_ms: Some(600_000) };
+    let got = store.receive("acme~q.fifo", request).await.expect("receive");
+    let message = &got[0].message;
+    // What the tenant's consumer sees names the schedule as the tenant does.
+    let named = &message.content.attributes[sluice_services::schedules::SCHEDULE_ATTRIBUTE].value;
+    assert_eq!(named, &AttributeData::Text("s".into()));
+    assert_eq!(message.content.envelope.group_id.as_deref(), Some("s"));
+    stop(&node, running).await;
+}

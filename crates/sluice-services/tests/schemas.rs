@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use sluice_clock::{Clock, ManualClock};
+use sluice_core::name::Namespace;
 use sluice_core::{QueueAttributes, QueueAttributesPatch};
 use sluice_embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 use sluice_services::schemas::{Compatibility, SchemaError, Schemas};
@@ -140,11 +141,15 @@ async fn the_door_checks_type_version_and_body() {
     let schemas = Schemas::new(e.store.clone(), Arc::new(clock.clone()));
     schemas.register("order", &order_v1()).await.unwrap();
     let good = br#"{"id": "o-1", "total": 5}"#;
-    assert_eq!(schemas.check_message(Some("order"), Some("1"), good, false).await.unwrap(), Ok(()));
-    assert_eq!(schemas.check_message(Some("order"), None, good, false).await.unwrap(), Ok(()));
+    assert_eq!(
+        schemas.check_message(&Namespace::default(), Some("order"), Some("1"), good, false).await.unwrap(),
+        Ok(())
+    );
+    assert_eq!(schemas.check_message(&Namespace::default(), Some("order"), None, good, false).await.unwrap(), Ok(()));
 
     let bad = br#"{"id": "o-1", "total": -3}"#;
-    let v = schemas.check_message(Some("order"), Some("1"), bad, false).await.unwrap().unwrap_err();
+    let v =
+        schemas.check_message(&Namespace::default(), Some("order"), Some("1"), bad, false).await.unwrap().unwrap_err();
     assert_eq!(v.pointer, "/total");
     assert_eq!((v.r#type.as_deref(), v.version), (Some("order"), Some(1)));
     assert!(!v.failures.is_empty());
@@ -157,7 +162,7 @@ async fn the_door_checks_type_version_and_body() {
         (Some("order"), None, &b"not json"[..], false, "not JSON"),
         (Some("order"), None, &good[..], true, "binary"),
     ] {
-        let v = schemas.check_message(t, version, body, binary).await.unwrap().unwrap_err();
+        let v = schemas.check_message(&Namespace::default(), t, version, body, binary).await.unwrap().unwrap_err();
         assert!(v.reason.contains(expect), "{expect}: {v}");
         assert_eq!(v.pointer, "");
     }
@@ -172,15 +177,15 @@ async fn caches_follow_the_clock_and_changes_made_here() {
     // running out.
     let there = Schemas::new(e.store.clone(), Arc::new(clock.clone()));
     let body = br#"{"id": "o-1", "total": 5}"#;
-    let unknown = here.check_message(Some("order"), None, body, false).await.unwrap();
+    let unknown = here.check_message(&Namespace::default(), Some("order"), None, body, false).await.unwrap();
     assert!(unknown.is_err(), "nothing registered yet");
     there.register("order", &order_v1()).await.unwrap();
     // Within the cache's time the type is still unknown here...
     clock.advance_by(sluice_services::schemas::check::CACHE_TTL_MS - 1);
-    assert!(here.check_message(Some("order"), None, body, false).await.unwrap().is_err());
+    assert!(here.check_message(&Namespace::default(), Some("order"), None, body, false).await.unwrap().is_err());
     // ...and known once it runs out.
     clock.advance_by(1);
-    assert_eq!(here.check_message(Some("order"), None, body, false).await.unwrap(), Ok(()));
+    assert_eq!(here.check_message(&Namespace::default(), Some("order"), None, body, false).await.unwrap(), Ok(()));
 
     e.store.create_queue("q", QueueAttributes::default()).await.unwrap();
     assert!(!here.queue_validates("q").await.unwrap());

@@ -268,6 +268,7 @@ fn visible_ascii(field: &str, value: &str, max: usize) -> Result<(), ValidationE
 /// Checks a stream id: 1 to `EVENT_STREAM_ID_LEN_MAX` of ASCII letters, digits and `-_.:@`,
 /// not starting with `$` (names like `$all` are the server's).
 pub fn validate_stream_id(id: &str) -> Result<(), ValidationError> {
+    let id = crate::name::without_tenant(id).map_err(|e| ValidationError::new("stream_id", e.message))?;
     let ok = !id.is_empty()
         && id.len() <= EVENT_STREAM_ID_LEN_MAX
         && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':' | b'@'));
@@ -283,6 +284,7 @@ pub fn validate_stream_id(id: &str) -> Result<(), ValidationError> {
 /// Checks a subscription name: 1 to `EVENT_SUBSCRIPTION_NAME_LEN_MAX` ASCII letters, digits,
 /// `-`, `_` and `.`.
 pub fn validate_subscription_name(name: &str) -> Result<(), ValidationError> {
+    let name = crate::name::without_tenant(name)?;
     let ok = !name.is_empty()
         && name.len() <= EVENT_SUBSCRIPTION_NAME_LEN_MAX
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
@@ -304,6 +306,10 @@ pub struct EventFilter {
     pub stream_prefix: Option<String>,
     #[serde(default)]
     pub correlation_id: Option<String>,
+    /// Only the default tenant's streams (ids without the tenant separator): what the default
+    /// tenant reads, so that no tenant's events reach it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub untenanted: bool,
 }
 
 impl EventFilter {
@@ -329,12 +335,14 @@ impl EventFilter {
         self.types.is_empty()
             && self.stream_prefix.as_deref().is_none_or(str::is_empty)
             && self.correlation_id.is_none()
+            && !self.untenanted
     }
 
     pub fn matches(&self, stream_id: &str, r#type: &str, correlation_id: Option<&str>) -> bool {
         (self.types.is_empty() || self.types.iter().any(|t| t == r#type))
             && self.stream_prefix.as_deref().is_none_or(|p| stream_id.starts_with(p))
             && self.correlation_id.as_deref().is_none_or(|c| correlation_id == Some(c))
+            && !(self.untenanted && stream_id.contains(crate::name::TENANT_SEPARATOR))
     }
 }
 

@@ -206,7 +206,7 @@ fn checkpoints_only_move_forward() {
 #[test]
 fn filters_match_types_prefixes_and_correlation() {
     let f =
-        EventFilter { types: vec!["A".into(), "B".into()], stream_prefix: Some("order-".into()), correlation_id: None };
+        EventFilter { types: vec!["A".into(), "B".into()], stream_prefix: Some("order-".into()), ..Default::default() };
     assert!(f.matches("order-1", "A", None));
     assert!(!f.matches("order-1", "C", None));
     assert!(!f.matches("user-1", "A", None));
@@ -215,6 +215,12 @@ fn filters_match_types_prefixes_and_correlation() {
     assert!(!c.matches("x", "T", Some("j")));
     assert!(!c.matches("x", "T", None));
     assert!(EventFilter::default().is_empty());
+    let own = EventFilter { untenanted: true, ..Default::default() };
+    assert!(!own.is_empty(), "the default tenant's filter is a filter");
+    assert!(own.matches("order-1", "A", None));
+    assert!(!own.matches("acme~order-1", "A", None), "a tenant's stream is not the default tenant's");
+    assert!(validate_stream_id("acme~order-1").is_ok());
+    assert_eq!(validate_stream_id("Acme~order-1").unwrap_err().field, "stream_id");
     assert!(
         EventFilter { types: vec!["x".into(); EVENT_FILTER_TYPES_MAX + 1], ..Default::default() }.validate().is_err()
     );

@@ -27,6 +27,7 @@ use crate::AppState;
 use crate::convert::rfc3339;
 use crate::error::ApiError;
 use crate::extract::{Json, Path, Query};
+use crate::tenant::Tenant;
 
 type JsonResult<T> = Result<axum::Json<T>, ApiError>;
 
@@ -76,10 +77,12 @@ fn expected(e: ExpectedVersionWire) -> ExpectedVersion {
 )]
 pub async fn append(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(stream_id): Path<String>,
     ticket: Option<axum::Extension<sluice_services::idempotency::Ticket>>,
     Json(request): Json<AppendEventsRequest>,
 ) -> JsonResult<AppendEventsResponse> {
+    let stream_id = tenant.name("stream_id", &stream_id)?;
     let count = request.events.len();
     if count == 0 {
         return Err(ApiError::new(
@@ -114,6 +117,8 @@ pub async fn append(
             causation_id: e.causation_id,
         })
         .collect();
+    let bytes = events.iter().map(|e| (e.data.len() + e.metadata.as_ref().map_or(0, String::len)) as u64).sum();
+    state.services.tenants().check_write(&tenant.0, bytes).await?;
     let target = format!("events:{stream_id}");
     let traced: Vec<TraceEntry> = events
         .iter()
@@ -166,10 +171,12 @@ pub struct StreamParams {
 )]
 pub async fn read_stream(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(stream_id): Path<String>,
     Query(params): Query<StreamParams>,
 ) -> JsonResult<StreamEventsResponse> {
-    sluice_core::events::validate_stream_id(&stream_id)?;
+    let stored = tenant.name("stream_id", &stream_id)?;
+    sluice_core::events::validate_stream_id(&stored)?;
     let direction = match params.direction.as_deref() {
         None | Some("forward") => Direction::Forward,
         Some("backward") => Direction::Backward,
@@ -177,11 +184,11 @@ pub async fn read_stream(
     };
     let read =
         StreamRead { from_version: params.from_version, direction, max: params.max.unwrap_or(EVENT_READ_DEFAULT) };
-    let got = state.store().read_stream(&stream_id, read).await?;
+    let got = state.store().read_stream(&stored, read).await?;
     wire::count_read("stream", got.events.len());
     Ok(axum::Json(StreamEventsResponse {
         stream_id,
-        events: wire::events(got.events),
+        events: wire::events(got.events, &tenant),
         first_version: got.first_version,
         last_version: got.last_version,
     }))
@@ -206,9 +213,11 @@ pub struct DeleteParams {
 )]
 pub async fn delete_stream(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(stream_id): Path<String>,
     Query(params): Query<DeleteParams>,
 ) -> Result<StatusCode, ApiError> {
+    let stream_id = tenant.name("stream_id", &stream_id)?;
     state.store().delete_event_stream(&stream_id, params.hard.unwrap_or(false)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -225,9 +234,11 @@ pub async fn delete_stream(
 )]
 pub async fn put_snapshot(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(stream_id): Path<String>,
     Json(request): Json<PutSnapshotRequest>,
 ) -> JsonResult<SnapshotWire> {
+    let stream_id = tenant.name("stream_id", &stream_id)?;
     let s = state.services.events().put_snapshot(&stream_id, request.version, request.data.to_string()).await?;
     Ok(axum::Json(SnapshotWire { version: s.version, data: request.data, taken_at: rfc3339(s.taken_at) }))
 }
@@ -249,17 +260,19 @@ pub struct SnapshotParams {
 )]
 pub async fn get_snapshot(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(stream_id): Path<String>,
     Query(params): Query<SnapshotParams>,
 ) -> JsonResult<SnapshotResponse> {
     let max = params.max.unwrap_or(sluice_core::events::limits::EVENT_READ_MAX);
-    let (s, events, last_version) = state.services.events().read_snapshot(&stream_id, max).await?;
+    let stored = tenant.name("stream_id", &stream_id)?;
+    let (s, events, last_version) = state.services.events().read_snapshot(&stored, max).await?;
     wire::count_read("stream", events.len());
     let data = serde_json::from_str(&s.data).unwrap_or(serde_json::Value::Null);
     Ok(axum::Json(SnapshotResponse {
         stream_id,
         snapshot: SnapshotWire { version: s.version, data, taken_at: rfc3339(s.taken_at) },
-        events: wire::events(events),
+        events: wire::events(events, &tenant),
         last_version,
     }))
 }
@@ -293,12 +306,14 @@ fn types_of(text: Option<&str>) -> Vec<String> {
         (status = 400, description = "`invalid_argument`", body = ErrorResponse),
     )
 )]
-pub async fn read_all(State(state): State<AppState>, Query(params): Query<AllParams>) -> JsonResult<AllEventsResponse> {
-    let filter = EventFilter {
-        types: types_of(params.types.as_deref()),
-        stream_prefix: params.stream_prefix,
-        correlation_id: params.correlation_id,
-    };
+pub async fn read_all(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Query(params): Query<AllParams>,
+) -> JsonResult<AllEventsResponse> {
+    let mut filter = tenant_filter(&tenant, params.stream_prefix)?;
+    filter.types = types_of(params.types.as_deref());
+    filter.correlation_id = params.correlation_id;
     let read = AllRead {
         from_position: params.from_position.unwrap_or(0),
         max: params.max.unwrap_or(EVENT_READ_DEFAULT),
@@ -311,10 +326,21 @@ pub async fn read_all(State(state): State<AppState>, Query(params): Query<AllPar
     let got = state.store().read_all(read).await?;
     wire::count_read("all", got.events.len());
     Ok(axum::Json(AllEventsResponse {
-        events: wire::events(got.events),
+        events: wire::events(got.events, &tenant),
         next_position: got.next_position,
         head_position: got.head,
     }))
+}
+
+/// A `$all` filter that keeps to the tenant's streams, with the client's stream prefix in the
+/// tenant's names: a tenant's streams share its prefix, and the default tenant's are those
+/// without one.
+pub(super) fn tenant_filter(tenant: &Tenant, stream_prefix: Option<String>) -> Result<EventFilter, ApiError> {
+    let stream_prefix = match stream_prefix {
+        Some(p) => Some(tenant.name("stream_prefix", &p)?),
+        None => Some(tenant.0.prefix()).filter(|p| !p.is_empty()),
+    };
+    Ok(EventFilter { stream_prefix, untenanted: tenant.0.is_default(), ..EventFilter::default() })
 }
 
 /// The event store's gauges for `/metrics`: the log's head and each subscription's lag (the
@@ -334,11 +360,12 @@ pub async fn metrics_text(state: &AppState) -> Result<String, ApiError> {
     out.push_str("# HELP sluice_event_subscription_lag Positions between a subscription's next fetch and the head.\n");
     out.push_str("# TYPE sluice_event_subscription_lag gauge\n");
     for s in subs {
-        out.push_str(&format!(
-            "sluice_event_subscription_lag{{subscription=\"{}\"}} {}\n",
-            s.name,
-            head.saturating_sub(s.next_position())
-        ));
+        let labels: Vec<String> = sluice_core::name::resource_labels("subscription", &s.name)
+            .into_iter()
+            .map(|(k, v)| format!("{k}=\"{v}\""))
+            .collect();
+        let lag = head.saturating_sub(s.next_position());
+        out.push_str(&format!("sluice_event_subscription_lag{{{}}} {lag}\n", labels.join(",")));
     }
     Ok(out)
 }

@@ -9,7 +9,6 @@ use sluice_api::events::{
     AllEventsResponse, CheckpointRequest, CreateEventSubscriptionRequest, EventSubscription, EventSubscriptionList,
     FetchEventsRequest, SubscriptionFrom, SubscriptionFromName,
 };
-use sluice_core::events::EventFilter;
 use sluice_core::events::limits::EVENT_READ_DEFAULT;
 use sluice_services::events::{StartFrom, Subscription};
 
@@ -18,16 +17,18 @@ use crate::AppState;
 use crate::convert::rfc3339;
 use crate::error::ApiError;
 use crate::extract::{Json, JsonOrEmpty, Path};
+use crate::tenant::Tenant;
 
 type JsonResult<T> = Result<axum::Json<T>, ApiError>;
 
-fn view(s: Subscription, head: u64) -> EventSubscription {
+/// A subscription as `tenant` sees it: its name and stream prefix in the tenant's names.
+fn view(s: Subscription, head: u64, tenant: &Tenant) -> EventSubscription {
     EventSubscription {
         next_position: s.next_position(),
-        name: s.name,
+        name: tenant.show(&s.name),
         start_position: s.start_position,
         types: s.filter.types,
-        stream_prefix: s.filter.stream_prefix,
+        stream_prefix: s.filter.stream_prefix.map(|p| tenant.show(&p)).filter(|p| !p.is_empty()),
         checkpoint: s.checkpoint,
         head_position: head,
         created_at: rfc3339(s.created_at),
@@ -46,6 +47,7 @@ fn view(s: Subscription, head: u64) -> EventSubscription {
 )]
 pub async fn create(
     State(state): State<AppState>,
+    tenant: Tenant,
     Json(request): Json<CreateEventSubscriptionRequest>,
 ) -> Result<(StatusCode, axum::Json<EventSubscription>), ApiError> {
     let from = match request.from {
@@ -53,23 +55,29 @@ pub async fn create(
         SubscriptionFrom::Named(SubscriptionFromName::End) => StartFrom::End,
         SubscriptionFrom::Position { position } => StartFrom::Position(position),
     };
-    let filter = EventFilter { types: request.types, stream_prefix: request.stream_prefix, correlation_id: None };
+    // The default tenant's subscriptions keep to its streams when they fetch (the services'
+    // rule), so the stored filter holds only what the client asked for.
+    let mut filter = super::tenant_filter(&tenant, request.stream_prefix)?;
+    filter.untenanted = false;
+    filter.types = request.types;
+    let name = tenant.name("name", &request.name)?;
     let events = state.services.events();
-    let (sub, created) = events.create_subscription(&request.name, from, filter).await?;
+    let (sub, created) = events.create_subscription(&name, from, filter).await?;
     let head = events.head().await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, axum::Json(view(sub, head))))
+    Ok((status, axum::Json(view(sub, head, &tenant))))
 }
 
 #[utoipa::path(
     get, path = "/v1/events/subscriptions", tag = "events",
     responses((status = 200, description = "Every subscription in name order", body = EventSubscriptionList))
 )]
-pub async fn list(State(state): State<AppState>) -> JsonResult<EventSubscriptionList> {
+pub async fn list(State(state): State<AppState>, tenant: Tenant) -> JsonResult<EventSubscriptionList> {
     let events = state.services.events();
     let head = events.head().await?;
     let subs = events.list_subscriptions().await?;
-    Ok(axum::Json(EventSubscriptionList { subscriptions: subs.into_iter().map(|s| view(s, head)).collect() }))
+    let mine = subs.into_iter().filter(|s| tenant.owns(&s.name));
+    Ok(axum::Json(EventSubscriptionList { subscriptions: mine.map(|s| view(s, head, &tenant)).collect() }))
 }
 
 #[utoipa::path(
@@ -80,10 +88,14 @@ pub async fn list(State(state): State<AppState>) -> JsonResult<EventSubscription
         (status = 404, description = "`event_subscription_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn get(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<EventSubscription> {
+pub async fn get(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(name): Path<String>,
+) -> JsonResult<EventSubscription> {
     let events = state.services.events();
-    let sub = events.get_subscription(&name).await?;
-    Ok(axum::Json(view(sub, events.head().await?)))
+    let sub = events.get_subscription(&tenant.name("name", &name)?).await?;
+    Ok(axum::Json(view(sub, events.head().await?, &tenant)))
 }
 
 #[utoipa::path(
@@ -91,8 +103,12 @@ pub async fn get(State(state): State<AppState>, Path(name): Path<String>) -> Jso
     params(("name" = String, Path, description = "Subscription name")),
     responses((status = 204, description = "Deleted"), (status = 404, description = "`event_subscription_not_found`", body = ErrorResponse))
 )]
-pub async fn delete(State(state): State<AppState>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
-    state.services.events().delete_subscription(&name).await?;
+pub async fn delete(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    state.services.events().delete_subscription(&tenant.name("name", &name)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -107,14 +123,16 @@ pub async fn delete(State(state): State<AppState>, Path(name): Path<String>) -> 
 )]
 pub async fn fetch(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
     JsonOrEmpty(request): JsonOrEmpty<FetchEventsRequest>,
 ) -> JsonResult<AllEventsResponse> {
     let max = request.max.unwrap_or(EVENT_READ_DEFAULT);
+    let name = tenant.name("name", &name)?;
     let (_, got) = state.services.events().fetch(&name, max, request.wait_ms.unwrap_or(0)).await?;
     wire::count_read("subscription", got.events.len());
     Ok(axum::Json(AllEventsResponse {
-        events: wire::events(got.events),
+        events: wire::events(got.events, &tenant),
         next_position: got.next_position,
         head_position: got.head,
     }))
@@ -133,10 +151,11 @@ pub async fn fetch(
 )]
 pub async fn checkpoint(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
     Json(request): Json<CheckpointRequest>,
 ) -> JsonResult<EventSubscription> {
     let events = state.services.events();
-    let sub = events.checkpoint(&name, request.position).await?;
-    Ok(axum::Json(view(sub, events.head().await?)))
+    let sub = events.checkpoint(&tenant.name("name", &name)?, request.position).await?;
+    Ok(axum::Json(view(sub, events.head().await?, &tenant)))
 }

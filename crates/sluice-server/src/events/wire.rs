@@ -5,15 +5,17 @@ use sluice_api::events::EventWire;
 use sluice_store::StoredEvent;
 
 use crate::convert::rfc3339;
+use crate::tenant::Tenant;
 
 /// JSON text as stored, back to a value (stored text was checked to be JSON on the way in).
 fn json(text: String) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
 }
 
-pub fn event(e: StoredEvent) -> EventWire {
+/// An event as `tenant` sees it: its stream by the tenant's name.
+pub fn event(e: StoredEvent, tenant: &Tenant) -> EventWire {
     EventWire {
-        stream_id: e.stream_id,
+        stream_id: tenant.show(&e.stream_id),
         version: e.version,
         position: e.position,
         id: e.id,
@@ -27,8 +29,8 @@ pub fn event(e: StoredEvent) -> EventWire {
     }
 }
 
-pub fn events(list: Vec<StoredEvent>) -> Vec<EventWire> {
-    list.into_iter().map(event).collect()
+pub fn events(list: Vec<StoredEvent>, tenant: &Tenant) -> Vec<EventWire> {
+    list.into_iter().map(|e| event(e, tenant)).collect()
 }
 
 /// Counts events handed to readers, by how they were read (`stream`, `all`, `subscription`).

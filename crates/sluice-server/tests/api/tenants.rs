@@ -11,7 +11,7 @@ use crate::support::TestServer;
 
 /// A key of `tenant` with every action on queues and topics; returns its token.
 async fn tenant_key(s: &TestServer, admin: &str, tenant: &str) -> String {
-    let body = json!({ "name": tenant, "tenant": tenant, "scopes": ["queues:*:*", "topics:*:*", "streams:*:*", "jobs:*:*", "sagas:*:*"] });
+    let body = json!({ "name": tenant, "tenant": tenant, "scopes": ["queues:*:*", "topics:*:*", "streams:*:*", "jobs:*:*", "sagas:*:*", "events:*:*", "schedules:*:*", "schemas:*:*"] });
     let (status, _, made) = call(s, "POST", "/v1/keys", Some(&body), Some(admin)).await;
     assert_eq!(status, 201, "{made}");
     assert_eq!(made["tenant"], tenant);
@@ -189,6 +189,172 @@ async fn tenants_share_names_and_never_see_each_others_resources() {
     assert!(
         stream_lines.iter().any(|l| l.contains("stream=\"clicks\"") && l.contains("tenant=\"beta\"")),
         "{stream_lines:?}"
+    );
+}
+
+fn event_ids(read: &Value) -> Vec<String> {
+    read["events"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenants_event_streams_and_subscriptions_are_their_own() {
+    let s = TestServer::start();
+    let (_, admin) = key(&s, None, "admin", &["*:*:admin"]).await;
+    let acme = tenant_key(&s, &admin, "acme").await;
+    let beta = tenant_key(&s, &admin, "beta").await;
+
+    // The same stream id in three tenants is three streams, each starting at version 0.
+    for (token, id) in [(&acme, "acme-0"), (&beta, "beta-0"), (&admin, "default-0")] {
+        let append = json!({ "expected_version": "no_stream", "events": [{ "id": id, "type": "Placed", "data": {} }] });
+        let made = ok(&s, "POST", "/v1/events/streams/order-1", append, token).await;
+        assert_eq!(made["first_version"], 0, "{made}");
+        let sub = json!({ "name": "proj", "from": "start", "stream_prefix": "order-" });
+        let made = ok(&s, "POST", "/v1/events/subscriptions", sub, token).await;
+        assert_eq!((made["name"].as_str(), made["stream_prefix"].as_str()), (Some("proj"), Some("order-")), "{made}");
+    }
+    let acme_only = json!({ "expected_version": "any", "events": [{ "id": "acme-1", "type": "Noted", "data": {} }] });
+    ok(&s, "POST", "/v1/events/streams/acme-notes", acme_only, &acme).await;
+
+    let read = ok(&s, "GET", "/v1/events/streams/order-1", Value::Null, &beta).await;
+    assert_eq!((event_ids(&read), read["stream_id"].as_str()), (vec!["beta-0".to_string()], Some("order-1")));
+    assert_eq!(read["events"][0]["stream_id"], "order-1", "{read}");
+    // $all holds only the reader's own events, the default tenant's included.
+    let all = ok(&s, "GET", "/v1/events/all", Value::Null, &acme).await;
+    assert_eq!(event_ids(&all), ["acme-0", "acme-1"], "{all}");
+    assert!(!all.to_string().contains('~'), "{all}");
+    assert_eq!(event_ids(&ok(&s, "GET", "/v1/events/all", Value::Null, &admin).await), ["default-0"]);
+    let prefixed = ok(&s, "GET", "/v1/events/all?stream_prefix=acme", Value::Null, &beta).await;
+    assert!(event_ids(&prefixed).is_empty(), "{prefixed}");
+    let by_type = ok(&s, "GET", "/v1/events/all?types=Noted", Value::Null, &beta).await;
+    assert!(event_ids(&by_type).is_empty(), "{by_type}");
+    let (status, _, answer) = call(&s, "GET", "/v1/events/all?stream_prefix=acme~", None, Some(&beta)).await;
+    assert_eq!((status, answer["error"]["details"]["field"].as_str()), (400, Some("stream_prefix")), "{answer}");
+
+    // Subscriptions of one name: each lists and fetches its own.
+    for (token, id) in [(&acme, "acme-0"), (&beta, "beta-0"), (&admin, "default-0")] {
+        let listed = ok(&s, "GET", "/v1/events/subscriptions", Value::Null, token).await;
+        assert_eq!(names(&listed, "subscriptions"), ["proj"], "{listed}");
+        let fetched = ok(&s, "POST", "/v1/events/subscriptions/proj/fetch", json!({}), token).await;
+        assert_eq!(event_ids(&fetched), [id], "{fetched}");
+    }
+    let acme_sub = json!({ "name": "acme-proj", "from": "start" });
+    ok(&s, "POST", "/v1/events/subscriptions", acme_sub, &acme).await;
+    let fetched = ok(&s, "POST", "/v1/events/subscriptions/acme-proj/fetch", json!({}), &acme).await;
+    assert_eq!(event_ids(&fetched), ["acme-0", "acme-1"], "an unfiltered subscription keeps to its tenant");
+    ok(&s, "PUT", "/v1/events/streams/acme-notes/snapshot", json!({ "version": 0, "data": { "n": 1 } }), &acme).await;
+
+    // Every route naming acme's own stream or subscription: beta finds nothing.
+    let routes: Vec<(&str, &str, Value, &str)> = vec![
+        ("GET", "/v1/events/streams/acme-notes", Value::Null, "event_stream_not_found"),
+        ("GET", "/v1/events/streams/acme-notes/snapshot", Value::Null, "snapshot_not_found"),
+        ("GET", "/v1/events/subscriptions/acme-proj", Value::Null, "event_subscription_not_found"),
+        ("POST", "/v1/events/subscriptions/acme-proj/fetch", json!({}), "event_subscription_not_found"),
+        (
+            "POST",
+            "/v1/events/subscriptions/acme-proj/checkpoint",
+            json!({ "position": 0 }),
+            "event_subscription_not_found",
+        ),
+        ("DELETE", "/v1/events/subscriptions/acme-proj", Value::Null, "event_subscription_not_found"),
+        ("DELETE", "/v1/events/streams/acme-notes", Value::Null, "event_stream_not_found"),
+    ];
+    for (method, path, body, code) in routes {
+        let body_ref = (!body.is_null()).then_some(&body);
+        let (status, _, answer) = call(&s, method, path, body_ref, Some(&beta)).await;
+        assert_eq!((status, answer["error"]["code"].as_str()), (404, Some(code)), "beta: {method} {path}: {answer}");
+        assert!(!answer.to_string().contains('~'), "{answer}");
+        ok(&s, method, path, body, &acme).await;
+    }
+
+    // Metrics name the subscription as its tenant does, with the tenant as a label.
+    let (_, _, bytes) = s.raw(axum::http::Request::get("/metrics").body(axum::body::Body::empty()).unwrap()).await;
+    let text = String::from_utf8(bytes).unwrap();
+    assert!(text.contains("sluice_event_subscription_lag{subscription=\"proj\",tenant=\"beta\"}"), "{text}");
+    assert!(text.contains("sluice_event_subscription_lag{subscription=\"proj\"}"), "{text}");
+    assert!(!text.contains("acme~"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenants_schedules_and_schemas_are_their_own() {
+    let s = TestServer::start();
+    let (_, admin) = key(&s, None, "admin", &["*:*:admin"]).await;
+    let acme = tenant_key(&s, &admin, "acme").await;
+    let beta = tenant_key(&s, &admin, "beta").await;
+
+    // Schedules of one name in two tenants, each into its own queue of one name.
+    for token in [&acme, &beta] {
+        ok(&s, "POST", "/v1/queues", json!({ "name": "orders" }), token).await;
+        let schedule = json!({
+            "name": "nightly", "every_ms": 60_000, "start_at": "2030-01-01T00:00:00Z",
+            "target": { "queue": "orders" }, "message": { "body": "tick" },
+        });
+        let made = ok(&s, "POST", "/v1/schedules", schedule, token).await;
+        assert_eq!((made["name"].as_str(), made["target"]["queue"].as_str()), (Some("nightly"), Some("orders")));
+    }
+    let job_schedule = json!({
+        "name": "acme-only", "every_ms": 60_000, "start_at": "2030-01-01T00:00:00Z",
+        "target": { "job": { "queue": "reports", "type": "pdf" } }, "message": { "body": "{}" },
+    });
+    let made = ok(&s, "POST", "/v1/schedules", job_schedule, &acme).await;
+    assert_eq!(made["target"]["job"]["queue"], "reports", "{made}");
+    assert_eq!(names(&ok(&s, "GET", "/v1/schedules", Value::Null, &acme).await, "schedules"), ["acme-only", "nightly"]);
+    assert_eq!(names(&ok(&s, "GET", "/v1/schedules", Value::Null, &beta).await, "schedules"), ["nightly"]);
+    assert!(names(&ok(&s, "GET", "/v1/schedules", Value::Null, &admin).await, "schedules").is_empty());
+    let page = ok(&s, "GET", "/v1/schedules?limit=1", Value::Null, &acme).await;
+    let token = page["next_token"].as_str().unwrap();
+    let rest = ok(&s, "GET", &format!("/v1/schedules?limit=1&next_token={token}"), Value::Null, &acme).await;
+    assert_eq!(names(&rest, "schedules"), ["nightly"]);
+    let into_other =
+        json!({ "name": "x", "every_ms": 60_000, "target": { "queue": "acme~orders" }, "message": { "body": "" } });
+    let (status, _, answer) = call(&s, "POST", "/v1/schedules", Some(&into_other), Some(&beta)).await;
+    assert_eq!((status, answer["error"]["details"]["field"].as_str()), (400, Some("target.queue")), "{answer}");
+
+    // Schemas: one type name, two tenants' schemas, each queue's door checks its tenant's.
+    let requires = |field: &str| json!({ "schema": { "type": "object", "required": [field] } });
+    ok(&s, "POST", "/v1/schemas/order/versions", requires("id"), &acme).await;
+    ok(&s, "POST", "/v1/schemas/order/versions", requires("sku"), &beta).await;
+    ok(&s, "POST", "/v1/schemas/acme-type/versions", requires("id"), &acme).await;
+    let types = |list: &Value| -> Vec<String> {
+        list["types"].as_array().unwrap().iter().map(|t| t["type"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(types(&ok(&s, "GET", "/v1/schemas", Value::Null, &acme).await), ["acme-type", "order"]);
+    assert_eq!(types(&ok(&s, "GET", "/v1/schemas", Value::Null, &beta).await), ["order"]);
+    assert!(types(&ok(&s, "GET", "/v1/schemas", Value::Null, &admin).await).is_empty());
+    let sku = json!({ "messages": [{ "body": r#"{"sku": 1}"#, "type": "order" }] });
+    for (token, taken) in [(&acme, false), (&beta, true)] {
+        ok(&s, "POST", "/v1/queues", json!({ "name": "strict", "schema_validation": true }), token).await;
+        let sent = ok(&s, "POST", "/v1/queues/strict/messages", sku.clone(), token).await;
+        assert_eq!(sent["results"][0]["id"].is_string(), taken, "{sent}");
+        let checked = ok(&s, "POST", "/v1/schemas/order/check", json!({ "body": r#"{"sku": 1}"# }), token).await;
+        assert_eq!(checked["valid"], taken, "{checked}");
+    }
+    let sent = ok(&s, "POST", "/v1/queues/strict/messages", sku, &acme).await;
+    assert_eq!(sent["results"][0]["error"]["details"]["type"], "order", "{sent}");
+    assert!(!sent.to_string().contains('~'), "{sent}");
+
+    // Every route naming acme's own schedule or type: beta finds nothing, acme succeeds.
+    let routes: Vec<(&str, &str, Value, &str)> = vec![
+        ("GET", "/v1/schedules/acme-only", Value::Null, "schedule_not_found"),
+        ("POST", "/v1/schedules/acme-only/pause", Value::Null, "schedule_not_found"),
+        ("POST", "/v1/schedules/acme-only/resume", Value::Null, "schedule_not_found"),
+        ("GET", "/v1/schemas/acme-type", Value::Null, "schema_not_found"),
+        ("GET", "/v1/schemas/acme-type/versions/1", Value::Null, "schema_not_found"),
+        ("DELETE", "/v1/schedules/acme-only", Value::Null, "schedule_not_found"),
+    ];
+    for (method, path, body, code) in routes {
+        let body_ref = (!body.is_null()).then_some(&body);
+        let (status, _, answer) = call(&s, method, path, body_ref, Some(&beta)).await;
+        assert_eq!((status, answer["error"]["code"].as_str()), (404, Some(code)), "beta: {method} {path}: {answer}");
+        assert!(!answer.to_string().contains('~'), "{answer}");
+        ok(&s, method, path, body, &acme).await;
+    }
+    // Configuring a type of the same name makes the caller's own, and leaves acme's as it was.
+    let made = ok(&s, "PUT", "/v1/schemas/acme-type/config", json!({ "compatibility": "none" }), &beta).await;
+    assert!(made.get("latest_version").is_none(), "beta's new type has no versions: {made}");
+    let acme_type = ok(&s, "GET", "/v1/schemas/acme-type", Value::Null, &acme).await;
+    assert_eq!(
+        (acme_type["latest_version"].as_u64(), acme_type["compatibility"].as_str()),
+        (Some(1), Some("backward"))
     );
 }
 

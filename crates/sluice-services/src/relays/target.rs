@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use sluice_core::limits::FIFO_SUFFIX;
 use sluice_core::message::AttributeData;
+use sluice_core::name::Namespace;
 use sluice_core::stream::{NewRecord, StreamConfig};
 use sluice_core::{AttributeValue, BrokerError, MessageEnvelope, NewMessage};
 use sluice_store::{LogError, StoreError};
@@ -365,7 +366,10 @@ async fn prepare(
             message.validate().map_err(|e| Ok(e.to_string()))?;
             let schemas = services.schemas();
             if schemas.queue_validates(&name).await.map_err(|e| Err(e.to_string()))?
-                && let Err(violation) = schemas.check_new_message(&message).await.map_err(|e| Err(e.to_string()))?
+                && let Err(violation) = schemas
+                    .check_new_message(&Namespace::of_stored(&name), &message)
+                    .await
+                    .map_err(|e| Err(e.to_string()))?
             {
                 return Err(Ok(violation.to_string()));
             }
@@ -391,8 +395,11 @@ async fn prepare(
             let record = stream_record(row).map_err(Ok)?;
             record.validate(&config).map_err(|e| Ok(e.to_string()))?;
             if config.schema_validation
-                && let Err(violation) =
-                    services.schemas().check_record(&record).await.map_err(|e| Err(e.to_string()))?
+                && let Err(violation) = services
+                    .schemas()
+                    .check_record(&Namespace::of_stored(&name), &record)
+                    .await
+                    .map_err(|e| Err(e.to_string()))?
             {
                 return Err(Ok(violation.to_string()));
             }

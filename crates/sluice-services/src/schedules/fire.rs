@@ -214,9 +214,11 @@ impl Schedules {
             Target::Queue(queue) => {
                 let mut message = message(record, tick);
                 if queue.ends_with(sluice_core::limits::FIFO_SUFFIX) {
-                    // The tick is its own dedup id: a FIFO queue can never take it twice.
-                    message.dedup_id = Some(format!("{}/{tick}", record.definition.name));
-                    message.envelope.group_id.get_or_insert_with(|| record.definition.name.clone());
+                    // The tick is its own dedup id: a FIFO queue can never take it twice. (The
+                    // schedule's name within its tenant: the queue is the tenant's too.)
+                    let name = local(&record.definition.name);
+                    message.dedup_id = Some(format!("{name}/{tick}"));
+                    message.envelope.group_id.get_or_insert_with(|| name.to_string());
                 }
                 Ok(vec![Write::Send { queue: queue.clone(), messages: vec![message] }])
             }
@@ -235,7 +237,8 @@ impl Schedules {
                 let enqueued = self.store.enqueue_job(job(&record.definition, target, tick)).await;
                 let enqueued = enqueued.map_err(|e| format!("the tick's job was refused: {e}"))?;
                 if enqueued.created {
-                    metrics::counter!(crate::jobs::ENQUEUED_METRIC, "queue" => target.queue.clone()).increment(1);
+                    let labels = sluice_core::name::resource_labels("queue", &target.queue);
+                    metrics::counter!(crate::jobs::ENQUEUED_METRIC, labels.as_slice()).increment(1);
                 }
                 Ok(Vec::new())
             }
@@ -250,12 +253,18 @@ fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     }
 }
 
+/// A schedule's name within its tenant: what its messages carry (their target is the tenant's
+/// own, so the name is unique there).
+fn local(name: &str) -> &str {
+    sluice_core::name::split_tenant(name).1
+}
+
 /// The tick's attributes: the schedule's, with the tick's time and the schedule's name.
 fn attributes(record: &ScheduleRecord, tick: u64) -> std::collections::BTreeMap<String, AttributeValue> {
     let mut attributes = record.definition.message.attributes.clone();
     let text = |value: String| AttributeValue { data_type: "String".into(), value: AttributeData::Text(value) };
     attributes.insert(SCHEDULED_AT_ATTRIBUTE.into(), text(rfc3339(tick)));
-    attributes.insert(SCHEDULE_ATTRIBUTE.into(), text(record.definition.name.clone()));
+    attributes.insert(SCHEDULE_ATTRIBUTE.into(), text(local(&record.definition.name).to_string()));
     attributes
 }
 
@@ -278,7 +287,7 @@ fn message(record: &ScheduleRecord, tick: u64) -> NewMessage {
 fn stream_record(record: &ScheduleRecord, tick: u64) -> NewRecord {
     use base64::Engine as _;
     let content = &record.definition.message;
-    let name = &record.definition.name;
+    let name = local(&record.definition.name);
     let headers = attributes(record, tick)
         .into_iter()
         .map(|(header, value)| {
@@ -305,14 +314,14 @@ fn stream_record(record: &ScheduleRecord, tick: u64) -> NewRecord {
 pub(super) fn publication(record: &ScheduleRecord, tick: u64) -> Publication {
     let content = &record.definition.message;
     let fifo = record.definition.target.name().ends_with(sluice_core::limits::FIFO_SUFFIX);
-    let name = &record.definition.name;
+    let name = local(&record.definition.name);
     Publication {
         message: String::from_utf8_lossy(&content.body).into_owned(),
         subject: None,
         attributes: attributes(record, tick),
         structure_json: false,
         // A FIFO topic needs a group, and the tick is its own dedup id there.
-        group_id: content.envelope.group_id.clone().or_else(|| fifo.then(|| name.clone())),
+        group_id: content.envelope.group_id.clone().or_else(|| fifo.then(|| name.to_string())),
         dedup_id: fifo.then(|| format!("{name}/{tick}")),
         message_id: None,
         schema_type: None,
@@ -323,7 +332,7 @@ pub(super) fn publication(record: &ScheduleRecord, tick: u64) -> Publication {
 /// for the longest window jobs allow) and in its tags (`schedule=NAME` only when it fits a
 /// tag's 64 bytes).
 pub(super) fn job(definition: &Definition, target: &JobTarget, tick: u64) -> NewJob {
-    let name = &definition.name;
+    let name = local(&definition.name);
     NewJob {
         queue: target.queue.clone(),
         job_type: target.job_type.clone(),

@@ -230,9 +230,10 @@ fn field_of(definition: &Definition) -> &'static str {
 
 /// The rules of a definition that need no store: name, recurrence, window, message.
 fn check(d: &Definition) -> Result<(), ScheduleError> {
-    let name_ok = !d.name.is_empty()
-        && d.name.len() <= SCHEDULE_NAME_LEN_MAX
-        && d.name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    let name = sluice_core::name::without_tenant(&d.name)?;
+    let name_ok = !name.is_empty()
+        && name.len() <= SCHEDULE_NAME_LEN_MAX
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
     if !name_ok {
         return Err(invalid("name", format!("a schedule name is 1 to {SCHEDULE_NAME_LEN_MAX} of [A-Za-z0-9._-]")));
     }

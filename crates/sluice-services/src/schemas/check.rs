@@ -13,6 +13,7 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 use sluice_core::message::AttributeData;
+use sluice_core::name::Namespace;
 use sluice_core::stream::NewRecord;
 use sluice_core::{BrokerError, NewMessage};
 use sluice_store::{LogError, StoreError};
@@ -119,49 +120,62 @@ fn put<T>(cache: &Mutex<HashMap<String, (T, u64)>>, key: &str, entry: (T, u64)) 
 }
 
 impl Schemas {
-    /// Checks one message body: `Ok(Err(violation))` refuses it; `Err` is the store failing.
+    /// Checks one message body against the schema its type names in `namespace` (the tenant
+    /// of the queue, topic or stream at whose door it is): `Ok(Err(violation))` refuses it;
+    /// `Err` is the store failing.
     pub async fn check_message(
         &self,
+        namespace: &Namespace,
         r#type: Option<&str>,
         version: Option<&str>,
         body: &[u8],
         binary: bool,
     ) -> Result<Result<(), Violation>, StoreError> {
-        counted(self.check_inner(r#type, version, Body::Bytes { body, binary }).await)
+        counted(self.check_inner(namespace, r#type, version, Body::Bytes { body, binary }).await)
     }
 
     /// Checks a message as a queue's door does: its schema is named by its `type` and
     /// `version`, or by the attributes `sluice.type` and `sluice.version` (SQS, relays).
-    pub async fn check_new_message(&self, m: &NewMessage) -> Result<Result<(), Violation>, StoreError> {
+    pub async fn check_new_message(
+        &self,
+        namespace: &Namespace,
+        m: &NewMessage,
+    ) -> Result<Result<(), Violation>, StoreError> {
         let named = |name: &str| match m.attributes.get(name).map(|a| &a.value) {
             Some(AttributeData::Text(t)) => Some(t.as_str()),
             _ => None,
         };
         let r#type = m.envelope.r#type.as_deref().or_else(|| named(ATTRIBUTE_TYPE));
         let version = m.envelope.version.as_deref().or_else(|| named(ATTRIBUTE_VERSION));
-        self.check_message(r#type, version, &m.body, m.body_binary).await
+        self.check_message(namespace, r#type, version, &m.body, m.body_binary).await
     }
 
     /// Checks a stream record: its schema is named by its `type` (or the header `sluice.type`)
     /// and the header `sluice.version`.
-    pub async fn check_record(&self, r: &NewRecord) -> Result<Result<(), Violation>, StoreError> {
+    pub async fn check_record(
+        &self,
+        namespace: &Namespace,
+        r: &NewRecord,
+    ) -> Result<Result<(), Violation>, StoreError> {
         let r#type = r.r#type.as_deref().or_else(|| r.headers.get(ATTRIBUTE_TYPE).map(String::as_str));
         let version = r.headers.get(ATTRIBUTE_VERSION).map(String::as_str);
-        self.check_message(r#type, version, &r.body, r.body_binary).await
+        self.check_message(namespace, r#type, version, &r.body, r.body_binary).await
     }
 
     /// Checks a JSON value that is already parsed (a job's payload).
     pub async fn check_value(
         &self,
+        namespace: &Namespace,
         r#type: Option<&str>,
         version: Option<&str>,
         instance: &Value,
     ) -> Result<Result<(), Violation>, StoreError> {
-        counted(self.check_inner(r#type, version, Body::Json(instance)).await)
+        counted(self.check_inner(namespace, r#type, version, Body::Json(instance)).await)
     }
 
     async fn check_inner(
         &self,
+        namespace: &Namespace,
         r#type: Option<&str>,
         version: Option<&str>,
         body: Body<'_>,
@@ -172,6 +186,11 @@ impl Schemas {
                 None,
                 "the message has no type; give `type` (over SQS and SNS the attribute sluice.type) naming its schema",
             )));
+        };
+        // The type's schema is its tenant's: a tenant's messages name its own types.
+        let stored = match namespace.qualify("type", name) {
+            Ok(stored) => stored,
+            Err(e) => return Ok(Err(Violation::whole(Some(name), None, e.message))),
         };
         let version = match version {
             Some(text) => match text.trim().parse::<u32>() {
@@ -184,7 +203,7 @@ impl Schemas {
                     )));
                 }
             },
-            None => match self.latest(name).await? {
+            None => match self.latest(&stored).await? {
                 0 => {
                     return Ok(Err(Violation::whole(
                         Some(name),
@@ -195,7 +214,7 @@ impl Schemas {
                 v => v,
             },
         };
-        let validator = match self.validator(name, version).await {
+        let validator = match self.validator(&stored, version).await {
             Ok(Some(v)) => v,
             Ok(None) => {
                 return Ok(Err(Violation::whole(

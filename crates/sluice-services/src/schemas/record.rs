@@ -132,6 +132,7 @@ pub fn versions_prefix(name: &str) -> String {
 
 /// Checks a message type's name.
 pub fn validate_type_name(name: &str) -> Result<(), ValidationError> {
+    let name = sluice_core::name::without_tenant(name).map_err(|e| ValidationError::new("type", e.message))?;
     let ok = !name.is_empty()
         && name.len() <= SCHEMA_TYPE_LEN_MAX
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':'));

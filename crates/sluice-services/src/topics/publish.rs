@@ -286,7 +286,7 @@ impl Topics {
         let mut results: Vec<Option<Result<Published, PublishError>>> = vec![None; publications.len()];
         if snapshot.topic.schema_validation() {
             for (index, publication) in publications.iter().enumerate() {
-                if let Err(violation) = self.check_schema(publication).await? {
+                if let Err(violation) = self.check_schema(&snapshot.topic.name, publication).await? {
                     results[index] = Some(Err(PublishError::Schema(violation)));
                 }
             }
@@ -335,7 +335,7 @@ impl Topics {
     /// Checks one message and gives it its id (and sequence number on a FIFO topic).
     /// A publication against the schema its attributes `sluice.type` and `sluice.version` name
     /// (with `MessageStructure=json`, its `default` text is checked).
-    async fn check_schema(&self, p: &Publication) -> Result<Result<(), Violation>, StoreError> {
+    async fn check_schema(&self, topic: &str, p: &Publication) -> Result<Result<(), Violation>, StoreError> {
         let text = |name: &str| match p.attributes.get(name).map(|a| &a.value) {
             Some(AttributeData::Text(t)) => Some(t.as_str()),
             _ if name == ATTRIBUTE_TYPE => p.schema_type.as_deref(),
@@ -351,7 +351,10 @@ impl Topics {
         } else {
             p.message.as_str()
         };
-        self.schemas.check_message(text(ATTRIBUTE_TYPE), text(ATTRIBUTE_VERSION), body.as_bytes(), false).await
+        let namespace = sluice_core::name::Namespace::of_stored(topic);
+        self.schemas
+            .check_message(&namespace, text(ATTRIBUTE_TYPE), text(ATTRIBUTE_VERSION), body.as_bytes(), false)
+            .await
     }
 
     fn accept(&self, snapshot: &Snapshot, index: usize, publication: Publication) -> Result<Accepted, Invalid> {

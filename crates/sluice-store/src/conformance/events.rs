@@ -123,6 +123,17 @@ pub async fn events_read_streams_both_ways_and_all_with_filters(b: &dyn Backend)
     assert_eq!(p1.events.len(), 2);
     let p2 = s.read_all(AllRead { from_position: p1.next_position, ..paged }).await.unwrap();
     assert_eq!(p2.events.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), ["o4"]);
+
+    // A tenant's stream: its prefix finds it alone, the default tenant's filter steps over it.
+    s.append_events("acme~order-1", ExpectedVersion::NoStream, vec![ev("a0", "Even")]).await.unwrap();
+    let tenant = EventFilter { stream_prefix: Some("acme~".into()), ..Default::default() };
+    let mine = s.read_all(filtered(tenant)).await.unwrap();
+    assert_eq!(mine.events.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), ["a0"]);
+    let untenanted = EventFilter { types: vec!["Even".into()], untenanted: true, ..Default::default() };
+    let evens = s.read_all(filtered(untenanted)).await.unwrap();
+    assert_eq!(evens.events.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), ["o0", "o2", "o4"]);
+    let own = s.read_all(filtered(EventFilter { untenanted: true, ..Default::default() })).await.unwrap();
+    assert_eq!((own.events.len(), own.next_position), (10, 11), "all ten, and past the tenant's event");
     b.close(s).await;
 }
 
