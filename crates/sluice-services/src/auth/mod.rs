@@ -144,7 +144,8 @@ impl Access {
 /// The kinds whose resources live in tenants' namespaces. A key of a tenant other than the
 /// default one reaches only these; the rest are shared by the whole server and stay with the
 /// default tenant's keys until they are namespaced too.
-pub const NAMESPACED_KINDS: &[Kind] = &[Kind::Queues, Kind::Topics, Kind::Streams, Kind::Jobs];
+pub const NAMESPACED_KINDS: &[Kind] =
+    &[Kind::Queues, Kind::Topics, Kind::Streams, Kind::Jobs, Kind::Sagas, Kind::Relays];
 
 /// Why a token was refused (every one is 401 `unauthenticated`, with this as the message).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
