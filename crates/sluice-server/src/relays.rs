@@ -2,6 +2,11 @@
 //! relays, and their figures at `/metrics`. They translate the native API's fields into the
 //! relays service's (`sluice_services::relays`), which holds every rule; source URLs leave
 //! here only with their passwords masked.
+//!
+//! Relays live in tenants' namespaces: a relay's name, its target and its dead-letter queue are
+//! qualified with the caller's tenant and shown back in its names; lists hold the tenant's own,
+//! and another tenant's relay answers `relay_not_found` as if absent. A relay routing by a
+//! column publishes into its own tenant (`sluice_services::relays`, `target.rs`).
 
 use axum::Router;
 use axum::extract::State;
@@ -10,7 +15,8 @@ use axum::routing::{get, post};
 use metrics_exporter_prometheus::PrometheusBuilder;
 use serde::Deserialize;
 use sluice_api::{
-    AfterPublish, CreateRelayRequest, ErrorResponse, Relay, RelayColumns, RelayList, RelayStatus, RelayTarget,
+    AfterPublish, CreateRelayRequest, ErrorCode, ErrorResponse, Relay, RelayColumns, RelayList, RelayStatus,
+    RelayTarget,
 };
 use sluice_services::relays::limits::{RELAY_BATCH_MAX_DEFAULT, RELAY_POLL_MS_DEFAULT, RELAYS_MAX};
 use sluice_services::relays::{self as service, Columns, RelayError, RelaySpec, RelayView, SourceUrl, Target, redact};
@@ -21,6 +27,7 @@ use crate::convert::rfc3339;
 use crate::error::ApiError;
 use crate::extract::{Json, Path, Query};
 use crate::paging::PageRequest;
+use crate::tenant::Tenant;
 
 type JsonResult<T> = Result<axum::Json<T>, ApiError>;
 
@@ -41,12 +48,13 @@ pub fn routes() -> Router<AppState> {
 )]
 pub struct RelaysDoc;
 
-/// The request as the service's configuration, defaults filled in.
-fn spec(request: CreateRelayRequest) -> Result<RelaySpec, ApiError> {
+/// The request as the service's configuration, defaults filled in, every name in `tenant`'s
+/// namespace.
+fn spec(tenant: &Tenant, request: CreateRelayRequest) -> Result<RelaySpec, ApiError> {
     let target = match (request.target.topic, request.target.queue, request.target.stream) {
-        (Some(topic), None, None) => Target::Topic(topic),
-        (None, Some(queue), None) => Target::Queue(queue),
-        (None, None, Some(stream)) => Target::Stream(stream),
+        (Some(topic), None, None) => Target::Topic(tenant.name("target.topic", &topic)?),
+        (None, Some(queue), None) => Target::Queue(tenant.name("target.queue", &queue)?),
+        (None, None, Some(stream)) => Target::Stream(tenant.name("target.stream", &stream)?),
         _ => {
             return Err(ApiError::invalid(
                 "target",
@@ -67,7 +75,7 @@ fn spec(request: CreateRelayRequest) -> Result<RelaySpec, ApiError> {
         position: c.position,
     };
     Ok(RelaySpec {
-        name: request.name,
+        name: tenant.name("name", &request.name)?,
         source: request.source,
         table: request.table,
         columns,
@@ -79,16 +87,18 @@ fn spec(request: CreateRelayRequest) -> Result<RelaySpec, ApiError> {
         },
         poll_ms: request.poll_ms.unwrap_or(RELAY_POLL_MS_DEFAULT),
         batch_max: request.batch_max.unwrap_or(RELAY_BATCH_MAX_DEFAULT),
-        dead_letter_queue: request.dead_letter_queue,
+        dead_letter_queue: request.dead_letter_queue.map(|q| tenant.name("dead_letter_queue", &q)).transpose()?,
     })
 }
 
-fn relay(view: &RelayView, now_ms: u64) -> Relay {
+/// A relay as `tenant` sees it: its name, target and dead-letter queue in the tenant's names,
+/// and its last error without the tenant's prefix.
+fn relay(tenant: &Tenant, view: &RelayView, now_ms: u64) -> Relay {
     let s = &view.record.spec;
     let state = &view.state;
     let c = &s.columns;
     Relay {
-        name: s.name.clone(),
+        name: tenant.show(&s.name),
         source: redact(&s.source),
         source_kind: SourceUrl::parse(&s.source).map(|u| u.kind()).unwrap_or("unknown").to_string(),
         table: s.table.clone(),
@@ -103,9 +113,9 @@ fn relay(view: &RelayView, now_ms: u64) -> Relay {
             position: Some(c.position().to_string()),
         },
         target: match &s.target {
-            Target::Topic(t) => RelayTarget { topic: Some(t.clone()), ..Default::default() },
-            Target::Queue(q) => RelayTarget { queue: Some(q.clone()), ..Default::default() },
-            Target::Stream(st) => RelayTarget { stream: Some(st.clone()), ..Default::default() },
+            Target::Topic(t) => RelayTarget { topic: Some(tenant.show(t)), ..Default::default() },
+            Target::Queue(q) => RelayTarget { queue: Some(tenant.show(q)), ..Default::default() },
+            Target::Stream(st) => RelayTarget { stream: Some(tenant.show(st)), ..Default::default() },
         },
         route_by: s.route_by.clone(),
         after_publish: match s.after_publish {
@@ -114,7 +124,7 @@ fn relay(view: &RelayView, now_ms: u64) -> Relay {
         },
         poll_ms: s.poll_ms,
         batch_max: s.batch_max,
-        dead_letter_queue: s.dead_letter_queue.clone(),
+        dead_letter_queue: s.dead_letter_queue.as_deref().map(|q| tenant.show(q)),
         paused: view.record.paused,
         status: RelayStatus {
             state: view.status(now_ms).to_string(),
@@ -126,7 +136,10 @@ fn relay(view: &RelayView, now_ms: u64) -> Relay {
             errors: state.errors,
             blocked_rows: state.blocked_rows,
             rows_per_second: state.rows_per_second,
-            last_error: state.last_error.as_deref().map(|e| sluice_services::relays::scrub_error(e, &s.source)),
+            last_error: state
+                .last_error
+                .as_deref()
+                .map(|e| sluice_services::relays::scrub_error(e, &s.source).replace(&tenant.0.prefix(), "")),
             last_error_at: state.last_error_at_ms.map(rfc3339),
             last_error_at_ms: state.last_error_at_ms,
         },
@@ -147,11 +160,22 @@ fn relay(view: &RelayView, now_ms: u64) -> Relay {
 )]
 pub async fn create_relay(
     State(state): State<AppState>,
+    tenant: Tenant,
     Json(request): Json<CreateRelayRequest>,
 ) -> Result<(StatusCode, axum::Json<Relay>), ApiError> {
-    let (view, created) = state.services.create_relay(spec(request)?).await?;
+    let (view, created) = match state.services.create_relay(spec(&tenant, request)?).await {
+        // Two relays of one table would publish every row twice, whoever's they are; another
+        // tenant's relay is not named.
+        Err(RelayError::SourceInUse { relay }) if !tenant.owns(&relay) => {
+            return Err(ApiError::new(
+                ErrorCode::RelaySourceInUse,
+                "a relay of another tenant already publishes this table from this source",
+            ));
+        }
+        made => made?,
+    };
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, axum::Json(relay(&view, state.now_ms()))))
+    Ok((status, axum::Json(relay(&tenant, &view, state.now_ms()))))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -171,12 +195,20 @@ pub struct ListParams {
         (status = 400, description = "Bad limit or next_token", body = ErrorResponse),
     )
 )]
-pub async fn list_relays(State(state): State<AppState>, Query(params): Query<ListParams>) -> JsonResult<RelayList> {
+pub async fn list_relays(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Query(params): Query<ListParams>,
+) -> JsonResult<RelayList> {
     let page = PageRequest::read(params.limit, params.next_token.as_deref(), RELAYS_MAX as u32, RELAYS_MAX)?;
-    let mut views = state.services.list_relays(page.after.as_deref(), page.fetch_count()).await?;
-    let next_token = page.cut(&mut views, |v| v.record.spec.name.clone());
+    let after = page.after.as_deref().map(|a| tenant.name("next_token", a)).transpose()?;
+    let services = &state.services;
+    let fetch = |after: Option<String>, n| async move { services.list_relays(after.as_deref(), n).await };
+    let name = |v: &RelayView| (v.record.spec.name.clone(), v.record.spec.name.clone());
+    let mut views = tenant.keep_own(after, page.fetch_count(), fetch, name).await?;
+    let next_token = page.cut(&mut views, |v| tenant.show(&v.record.spec.name));
     let now = state.now_ms();
-    Ok(axum::Json(RelayList { relays: views.iter().map(|v| relay(v, now)).collect(), next_token }))
+    Ok(axum::Json(RelayList { relays: views.iter().map(|v| relay(&tenant, v, now)).collect(), next_token }))
 }
 
 #[utoipa::path(
@@ -187,8 +219,9 @@ pub async fn list_relays(State(state): State<AppState>, Query(params): Query<Lis
         (status = 404, description = "`relay_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn get_relay(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<Relay> {
-    Ok(axum::Json(relay(&state.services.relay(&name).await?, state.now_ms())))
+pub async fn get_relay(State(state): State<AppState>, tenant: Tenant, Path(name): Path<String>) -> JsonResult<Relay> {
+    let name = tenant.name("name", &name)?;
+    Ok(axum::Json(relay(&tenant, &state.services.relay(&name).await?, state.now_ms())))
 }
 
 #[utoipa::path(
@@ -199,8 +232,9 @@ pub async fn get_relay(State(state): State<AppState>, Path(name): Path<String>) 
         (status = 404, description = "`relay_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn pause_relay(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<Relay> {
-    Ok(axum::Json(relay(&state.services.set_relay_paused(&name, true).await?, state.now_ms())))
+pub async fn pause_relay(State(state): State<AppState>, tenant: Tenant, Path(name): Path<String>) -> JsonResult<Relay> {
+    let name = tenant.name("name", &name)?;
+    Ok(axum::Json(relay(&tenant, &state.services.set_relay_paused(&name, true).await?, state.now_ms())))
 }
 
 #[utoipa::path(
@@ -211,8 +245,13 @@ pub async fn pause_relay(State(state): State<AppState>, Path(name): Path<String>
         (status = 404, description = "`relay_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn resume_relay(State(state): State<AppState>, Path(name): Path<String>) -> JsonResult<Relay> {
-    Ok(axum::Json(relay(&state.services.set_relay_paused(&name, false).await?, state.now_ms())))
+pub async fn resume_relay(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(name): Path<String>,
+) -> JsonResult<Relay> {
+    let name = tenant.name("name", &name)?;
+    Ok(axum::Json(relay(&tenant, &state.services.set_relay_paused(&name, false).await?, state.now_ms())))
 }
 
 #[utoipa::path(
@@ -223,7 +262,12 @@ pub async fn resume_relay(State(state): State<AppState>, Path(name): Path<String
         (status = 404, description = "`relay_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn delete_relay(State(state): State<AppState>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
+pub async fn delete_relay(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let name = tenant.name("name", &name)?;
     if state.services.delete_relay(&name).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -257,17 +301,18 @@ pub async fn render_metrics(state: &AppState) -> Result<String, ApiError> {
             "1 while a node holds the relay's lease, 0 when paused or unowned."
         );
         for v in &views {
-            let name = v.record.spec.name.clone();
+            // The relay's name within its tenant, and the tenant unless it is the default one.
+            let labels = sluice_core::name::resource_labels("relay", &v.record.spec.name);
+            let labels = labels.as_slice();
             let s = &v.state;
-            metrics::gauge!("sluice_relay_lag_seconds", "relay" => name.clone()).set(s.lag_ms as f64 / 1000.0);
-            metrics::counter!("sluice_relay_rows_published_total", "relay" => name.clone()).absolute(s.published);
-            metrics::counter!("sluice_relay_rows_dead_lettered_total", "relay" => name.clone())
-                .absolute(s.dead_lettered);
-            metrics::counter!("sluice_relay_errors_total", "relay" => name.clone()).absolute(s.errors);
-            metrics::gauge!("sluice_relay_blocked_rows", "relay" => name.clone()).set(s.blocked_rows as f64);
-            metrics::gauge!("sluice_relay_rows_per_second", "relay" => name.clone()).set(s.rows_per_second);
+            metrics::gauge!("sluice_relay_lag_seconds", labels).set(s.lag_ms as f64 / 1000.0);
+            metrics::counter!("sluice_relay_rows_published_total", labels).absolute(s.published);
+            metrics::counter!("sluice_relay_rows_dead_lettered_total", labels).absolute(s.dead_lettered);
+            metrics::counter!("sluice_relay_errors_total", labels).absolute(s.errors);
+            metrics::gauge!("sluice_relay_blocked_rows", labels).set(s.blocked_rows as f64);
+            metrics::gauge!("sluice_relay_rows_per_second", labels).set(s.rows_per_second);
             let active = if v.status(now) == "active" { 1.0 } else { 0.0 };
-            metrics::gauge!("sluice_relay_active", "relay" => name).set(active);
+            metrics::gauge!("sluice_relay_active", labels).set(active);
         }
     });
     Ok(recorder.handle().render())

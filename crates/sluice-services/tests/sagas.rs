@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use sluice_clock::ManualClock;
 use sluice_core::QueueAttributes;
 use sluice_core::message::AttributeData;
+use sluice_core::name::Namespace;
 use sluice_core::saga::{Outcome, RetryPolicy, SagaInstance, SagaStatus, StepCall, StepDef, StepStatus};
 use sluice_embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 use sluice_services::topics::Arns;
@@ -259,11 +260,19 @@ async fn a_queue_step_waits_for_its_reply_and_survives_a_restart_in_flight() {
     let retried = until(&second, &started.id, |i| i.steps[1].attempts == 2).await;
     assert_eq!(retried.status, SagaStatus::Running, "no answer within its deadline: tried again");
     let sagas = second.services.sagas();
-    assert_eq!(sagas.reply("o-9", "ship", None, Some(2), Outcome::Succeeded(json!({ "tracking": "T1" }))).await, Ok(1));
+    assert_eq!(
+        sagas
+            .reply(&Namespace::default(), "o-9", "ship", None, Some(2), Outcome::Succeeded(json!({ "tracking": "T1" })))
+            .await,
+        Ok(1)
+    );
     let done = until(&second, &started.id, settled).await;
     assert_eq!((done.status, done.steps[1].output.clone()), (SagaStatus::Completed, Some(json!({ "tracking": "T1" }))));
     assert!(
-        sagas.reply("o-9", "ship", None, Some(2), Outcome::Succeeded(json!(null))).await.is_err(),
+        sagas
+            .reply(&Namespace::default(), "o-9", "ship", None, Some(2), Outcome::Succeeded(json!(null)))
+            .await
+            .is_err(),
         "nothing waits any more"
     );
     assert_eq!(participant.paths(), ["reserve"]);
@@ -296,7 +305,10 @@ async fn a_cancel_compensates_what_completed() {
     assert_eq!(done.status, SagaStatus::Compensated, "{done:#?}");
     assert_eq!(participant.paths(), ["reserve", "release"]);
     assert!(sagas.cancel(&started.id).await.is_err(), "a settled instance cannot be cancelled");
-    let listed = sagas.instances(Some("approval"), Some(SagaStatus::Compensated), None, 10).await.unwrap();
+    let listed = sagas
+        .instances(&Namespace::default(), Some("approval"), Some(SagaStatus::Compensated), None, 10)
+        .await
+        .unwrap();
     let ids: Vec<&str> = listed.instances.iter().map(|i| i.id.as_str()).collect();
     assert_eq!(ids, [started.id.as_str()]);
 }

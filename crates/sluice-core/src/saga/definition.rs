@@ -161,6 +161,8 @@ impl StepCall {
 /// A saga's name: `[A-Za-z0-9_.-]`, 1 to [`SAGA_NAME_LEN_MAX`], and not `instances` (the
 /// path `/v1/sagas/instances` lists instances).
 pub fn validate_saga_name(name: &str) -> Result<(), ValidationError> {
+    // A tenant's saga is stored under `<tenant>~<name>`: the rules are the name's within it.
+    let name = crate::name::without_tenant(name)?;
     if name == "instances" {
         return Err(ValidationError::new("name", "`instances` is reserved: /v1/sagas/instances lists instances"));
     }
@@ -283,6 +285,9 @@ mod tests {
         }
         assert!(validate_saga_name("order-saga.v2").is_ok());
         assert!(validate_saga_name("no spaces").is_err());
+        assert!(validate_saga_name("acme~order-saga.v2").is_ok(), "a tenant's stored name");
+        assert!(validate_saga_name("acme~instances").is_err());
+        assert!(validate_saga_name("Not A Tenant~order").is_err());
     }
 
     #[test]

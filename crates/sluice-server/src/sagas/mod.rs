@@ -2,6 +2,10 @@
 //! `Location`), watch, list, cancel, retry a failed compensation, and participants' replies to
 //! queue steps. Every rule is core's and every write the sagas service's
 //! (`sluice_services::sagas`); wire mapping is in `convert.rs`.
+//!
+//! Sagas live in tenants' namespaces: a definition's name and every queue its steps name are
+//! qualified with the caller's tenant, lists hold the tenant's own, and another tenant's
+//! instance answers `saga_instance_not_found` as if absent (a reply, `saga_reply_unmatched`).
 
 mod convert;
 
@@ -19,7 +23,7 @@ use sluice_api::{
 use sluice_core::ValidationError;
 use sluice_core::saga::{CallKind, SagaStatus};
 use sluice_services::idempotency::{Template, Ticket};
-use sluice_services::sagas::{Sagas, reply_outcome};
+use sluice_services::sagas::{SagaError, Sagas, reply_outcome};
 use sluice_store::Conflict;
 use utoipa::{IntoParams, OpenApi};
 
@@ -27,6 +31,7 @@ use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::{Json, Path, Query};
 use crate::paging::{PageRequest, encode_page_token};
+use crate::tenant::Tenant;
 
 type JsonResult<T> = Result<axum::Json<T>, ApiError>;
 
@@ -71,10 +76,12 @@ fn sagas(state: &AppState) -> &Sagas {
 )]
 pub async fn define(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
     Json(request): Json<DefineSagaRequest>,
 ) -> Result<Response, ApiError> {
-    let steps = convert::steps(request.steps)?;
+    let name = tenant.name("name", &name)?;
+    let steps = convert::steps(&tenant, request.steps)?;
     // A URL with a template in it is checked at each call, once it is filled in.
     for (i, step) in steps.iter().enumerate() {
         for (call, which) in [(Some(&step.action), "action"), (step.compensation.as_ref(), "compensation")] {
@@ -88,7 +95,7 @@ pub async fn define(
     }
     let (definition, created) = sagas(&state).define(&name, steps).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, axum::Json(convert::saga(&definition))).into_response())
+    Ok((status, axum::Json(convert::saga(&tenant, &definition))).into_response())
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -108,22 +115,26 @@ pub struct GetSagaParams {
 )]
 pub async fn get_saga(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
     Query(params): Query<GetSagaParams>,
 ) -> JsonResult<Saga> {
-    Ok(axum::Json(convert::saga(&*sagas(&state).definition(&name, params.version).await?)))
+    let name = tenant.name("name", &name)?;
+    Ok(axum::Json(convert::saga(&tenant, &*sagas(&state).definition(&name, params.version).await?)))
 }
 
 #[utoipa::path(
     get, path = "/v1/sagas", tag = "sagas",
-    responses((status = 200, description = "The latest version of every saga, by name", body = SagaList))
+    responses((status = 200, description = "The latest version of every saga of the caller's tenant, by name", body = SagaList))
 )]
-pub async fn list(State(state): State<AppState>) -> JsonResult<SagaList> {
-    Ok(axum::Json(SagaList { sagas: sagas(&state).list().await?.iter().map(convert::saga).collect() }))
+pub async fn list(State(state): State<AppState>, tenant: Tenant) -> JsonResult<SagaList> {
+    let all = sagas(&state).list().await?;
+    let mine = all.iter().filter(|d| tenant.owns(&d.name));
+    Ok(axum::Json(SagaList { sagas: mine.map(|d| convert::saga(&tenant, d)).collect() }))
 }
 
-fn located(status: StatusCode, instance: &sluice_core::saga::SagaInstance) -> Response {
-    let response = (status, axum::Json(convert::instance(instance))).into_response();
+fn located(status: StatusCode, tenant: &Tenant, instance: &sluice_core::saga::SagaInstance) -> Response {
+    let response = (status, axum::Json(convert::instance(tenant, instance))).into_response();
     crate::convert::with_location(response, &format!("/v1/sagas/instances/{}", instance.id))
 }
 
@@ -140,10 +151,12 @@ fn located(status: StatusCode, instance: &sluice_core::saga::SagaInstance) -> Re
 )]
 pub async fn start(
     State(state): State<AppState>,
+    tenant: Tenant,
     Path(name): Path<String>,
     ticket: Option<axum::Extension<Ticket>>,
     Json(request): Json<StartSagaRequest>,
 ) -> Result<Response, ApiError> {
+    let name = tenant.name("name", &name)?;
     let sagas = sagas(&state);
     let instance = sagas.prepare_start(&name, request.input, request.correlation_id).await?;
     let Some(axum::Extension(ticket)) = ticket else {
@@ -151,12 +164,12 @@ pub async fn start(
             .commit_start(&instance, Vec::new())
             .await?
             .map_err(|c| ApiError::new(ErrorCode::Internal, c.to_string()))?;
-        return Ok(located(StatusCode::ACCEPTED, &instance));
+        return Ok(located(StatusCode::ACCEPTED, &tenant, &instance));
     };
     // Under an idempotency key the answer commits with the instance, so that a crash between
     // the two cannot let a retry start a second instance.
     let location = format!("/v1/sagas/instances/{}", instance.id);
-    let body = serde_json::to_value(convert::instance(&instance))
+    let body = serde_json::to_value(convert::instance(&tenant, &instance))
         .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?;
     let template =
         Template { status: StatusCode::ACCEPTED.as_u16(), location: Some(location), body, fills: Vec::new() };
@@ -176,8 +189,23 @@ pub async fn start(
         (status = 404, description = "`saga_instance_not_found`", body = ErrorResponse),
     )
 )]
-pub async fn get_instance(State(state): State<AppState>, Path(id): Path<String>) -> JsonResult<SagaInstance> {
-    Ok(axum::Json(convert::instance(&sagas(&state).get(&id).await?)))
+pub async fn get_instance(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(id): Path<String>,
+) -> JsonResult<SagaInstance> {
+    Ok(axum::Json(convert::instance(&tenant, &own_instance(&state, &tenant, &id).await?)))
+}
+
+/// An instance of one of the caller's tenant's sagas: another tenant's is
+/// `saga_instance_not_found`, as if absent.
+async fn own_instance(
+    state: &AppState,
+    tenant: &Tenant,
+    id: &str,
+) -> Result<sluice_core::saga::SagaInstance, ApiError> {
+    let instance = sagas(state).get(id).await?;
+    if tenant.owns(&instance.saga) { Ok(instance) } else { Err(SagaError::InstanceNotFound(id.to_owned()).into()) }
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -202,6 +230,7 @@ pub struct ListInstancesParams {
 )]
 pub async fn instances(
     State(state): State<AppState>,
+    tenant: Tenant,
     Query(params): Query<ListInstancesParams>,
 ) -> JsonResult<SagaInstanceList> {
     let page =
@@ -218,9 +247,10 @@ pub async fn instances(
             })
         })
         .transpose()?;
-    let found = sagas(&state).instances(params.saga.as_deref(), status, page.after, page.limit).await?;
+    let saga = params.saga.map(|s| tenant.name("saga", &s)).transpose()?;
+    let found = sagas(&state).instances(&tenant.0, saga.as_deref(), status, page.after, page.limit).await?;
     Ok(axum::Json(SagaInstanceList {
-        instances: found.instances.iter().map(convert::instance).collect(),
+        instances: found.instances.iter().map(|i| convert::instance(&tenant, i)).collect(),
         next_token: found.next_after.as_deref().map(encode_page_token),
     }))
 }
@@ -234,8 +264,9 @@ pub async fn instances(
         (status = 409, description = "`saga_wrong_state`: the instance already settled", body = ErrorResponse),
     )
 )]
-pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> JsonResult<SagaInstance> {
-    Ok(axum::Json(convert::instance(&sagas(&state).cancel(&id).await?)))
+pub async fn cancel(State(state): State<AppState>, tenant: Tenant, Path(id): Path<String>) -> JsonResult<SagaInstance> {
+    own_instance(&state, &tenant, &id).await?;
+    Ok(axum::Json(convert::instance(&tenant, &sagas(&state).cancel(&id).await?)))
 }
 
 #[utoipa::path(
@@ -247,8 +278,9 @@ pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> Js
         (status = 409, description = "`saga_wrong_state`: the instance is not `failed`", body = ErrorResponse),
     )
 )]
-pub async fn retry(State(state): State<AppState>, Path(id): Path<String>) -> JsonResult<SagaInstance> {
-    Ok(axum::Json(convert::instance(&sagas(&state).retry_compensation(&id).await?)))
+pub async fn retry(State(state): State<AppState>, tenant: Tenant, Path(id): Path<String>) -> JsonResult<SagaInstance> {
+    own_instance(&state, &tenant, &id).await?;
+    Ok(axum::Json(convert::instance(&tenant, &sagas(&state).retry_compensation(&id).await?)))
 }
 
 #[utoipa::path(
@@ -256,17 +288,22 @@ pub async fn retry(State(state): State<AppState>, Path(id): Path<String>) -> Jso
     request_body = SagaReply,
     responses(
         (status = 200, description = "The answer was applied to the instances waiting for it", body = SagaReplyResponse),
-        (status = 404, description = "`saga_reply_unmatched`: nothing waits for this step's answer (late, duplicate, or the wrong `kind`/`attempt`)", body = ErrorResponse),
+        (status = 404, description = "`saga_reply_unmatched`: nothing of the caller's tenant waits for this step's answer (late, duplicate, the wrong `kind`/`attempt`, or another tenant's instance)", body = ErrorResponse),
     )
 )]
-pub async fn reply(State(state): State<AppState>, Json(request): Json<SagaReply>) -> JsonResult<SagaReplyResponse> {
+pub async fn reply(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Json(request): Json<SagaReply>,
+) -> JsonResult<SagaReplyResponse> {
     let kind = match request.kind.as_deref() {
         None => CallKind::Action,
         Some(k) => CallKind::parse(k)
             .ok_or_else(|| ValidationError::new("kind", format!("{k:?} is not `action` or `compensation`")))?,
     };
     let outcome = reply_outcome(request.ok, request.output, request.error, request.retry);
+    let sagas = sagas(&state);
     let applied =
-        sagas(&state).reply(&request.correlation_id, &request.step, Some(kind), request.attempt, outcome).await?;
+        sagas.reply(&tenant.0, &request.correlation_id, &request.step, Some(kind), request.attempt, outcome).await?;
     Ok(axum::Json(SagaReplyResponse { applied }))
 }

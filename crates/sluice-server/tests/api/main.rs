@@ -21,5 +21,6 @@ mod schemas;
 mod serve;
 mod streams;
 mod tenants;
+mod tenants_sagas;
 mod topics;
 mod trace;

@@ -49,6 +49,24 @@ impl TestServer {
         TestServer { app, store, _dir: dir }
     }
 
+    /// A server whose background work runs as under `serve` (the saga orchestrator, the
+    /// relays' runners): end it with `Services::stop` and then `Running::join` before the
+    /// server is dropped.
+    pub fn start_running() -> (TestServer, Arc<sluice_services::Services>, sluice_services::Running) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Arc::new(
+            EmbeddedStore::open(EmbeddedConfig { data_dir: dir.path().to_path_buf(), durability: Durability::Fsync })
+                .expect("open embedded store"),
+        );
+        let config = sluice_server::ServerConfig::default();
+        let clock = Arc::new(sluice_server::SystemClock);
+        let push = sluice_server::PushConfig::default();
+        let services = sluice_server::services(store.clone() as Arc<dyn Store>, clock, &config, push);
+        let running = services.start();
+        let app = sluice_server::router(services.clone(), config);
+        (TestServer { app, store, _dir: dir }, services, running)
+    }
+
     /// The router, to drive from another task (a long poll).
     pub fn clone_app(&self) -> Router {
         self.app.clone()

@@ -141,11 +141,20 @@ impl Access {
     }
 }
 
-/// The kinds whose resources live in tenants' namespaces. A key of a tenant other than the
-/// default one reaches only these; the rest are shared by the whole server and stay with the
-/// default tenant's keys until they are namespaced too.
-pub const NAMESPACED_KINDS: &[Kind] =
-    &[Kind::Queues, Kind::Topics, Kind::Streams, Kind::Jobs, Kind::Events, Kind::Schedules, Kind::Schemas];
+/// The kinds whose resources live in tenants' namespaces: every kind but `admin`, whose
+/// resources (keys, tenants, alerts, stats, traces) are the whole server's and stay with the
+/// default tenant's keys. A key of another tenant reaches only these.
+pub const NAMESPACED_KINDS: &[Kind] = &[
+    Kind::Queues,
+    Kind::Topics,
+    Kind::Streams,
+    Kind::Jobs,
+    Kind::Events,
+    Kind::Schedules,
+    Kind::Schemas,
+    Kind::Sagas,
+    Kind::Relays,
+];
 
 /// Why a token was refused (every one is 401 `unauthenticated`, with this as the message).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

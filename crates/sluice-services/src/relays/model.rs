@@ -185,7 +185,9 @@ pub fn decode_state(bytes: &[u8]) -> Result<RelayState, String> {
     Ok(state)
 }
 
+/// A relay's name, the rules applying within its tenant (`acme~orders` is `orders`).
 pub fn validate_name(name: &str) -> Result<(), ValidationError> {
+    let name = sluice_core::name::without_tenant(name)?;
     let ok = !name.is_empty()
         && name.len() <= RELAY_NAME_LEN_MAX
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
@@ -289,7 +291,8 @@ impl RelaySpec {
         }
         // The fixed part must be a valid name on its own (with the placeholder as one letter).
         let sample = name.replace(ROUTE_PLACEHOLDER, "x");
-        if sample.is_empty() || sample.len() > 256 {
+        let local = sluice_core::name::without_tenant(&sample).map_err(|e| ValidationError::new(&field, e.message))?;
+        if local.is_empty() || local.len() > 256 {
             return Err(ValidationError::new(field, "a target name is 1 to 256 characters"));
         }
         if let Target::Queue(_) = self.target {

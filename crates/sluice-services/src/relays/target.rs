@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use sluice_core::limits::FIFO_SUFFIX;
 use sluice_core::message::AttributeData;
-use sluice_core::name::Namespace;
+use sluice_core::name::{Namespace, TENANT_SEPARATOR, split_tenant};
 use sluice_core::stream::{NewRecord, StreamConfig};
 use sluice_core::{AttributeValue, BrokerError, MessageEnvelope, NewMessage};
 use sluice_store::{LogError, StoreError};
@@ -118,16 +118,28 @@ impl Targets {
     }
 }
 
-/// The target name of a row: the configured one, with `route_by`'s value in place.
+/// The target name of a row: the configured one, with `route_by`'s value in place, in the
+/// relay's tenant. The target is stored in the tenant's namespace when the relay is created; a
+/// routed value is the application's data, so it is put in the relay's tenant here, and one
+/// holding the separator (which could name another tenant's target) is refused.
 fn target_name(spec: &RelaySpec, row: &Row) -> Result<String, String> {
-    let name = spec.target.name();
-    match &spec.route_by {
-        None => Ok(name.to_string()),
+    let tenant = Namespace::of(split_tenant(&spec.name).0);
+    let template = tenant
+        .local(spec.target.name())
+        .ok_or_else(|| format!("the target {} is not in the relay's tenant {}", spec.target.name(), tenant.tenant()))?;
+    let name = match &spec.route_by {
+        None => template.to_string(),
         Some(column) => match &row.route {
-            Some(value) if !value.is_empty() => Ok(name.replace(ROUTE_PLACEHOLDER, value)),
-            _ => Err(format!("the route_by column {column} is NULL or empty")),
+            Some(value) if value.contains(TENANT_SEPARATOR) => {
+                return Err(format!(
+                    "the route_by column {column} holds {value:?}: names may not hold '{TENANT_SEPARATOR}'"
+                ));
+            }
+            Some(value) if !value.is_empty() => template.replace(ROUTE_PLACEHOLDER, value),
+            _ => return Err(format!("the route_by column {column} is NULL or empty")),
         },
-    }
+    };
+    tenant.qualify("route_by", &name).map_err(|e| e.message)
 }
 
 fn text(value: &str) -> AttributeValue {
@@ -520,7 +532,8 @@ pub async fn dead_letter(
     }
     let reason: String = reason.chars().take(1_000).collect();
     attributes.insert(RELAY_ERROR.into(), text(&reason));
-    attributes.insert(RELAY_NAME.into(), text(&spec.name));
+    // The relay by its name in its tenant, whose queue this is.
+    attributes.insert(RELAY_NAME.into(), text(split_tenant(&spec.name).1));
     let (body, body_binary) = match &row.payload {
         Payload::Text(t) => (t.clone().into_bytes(), false),
         Payload::Bytes(b) => (b.clone(), true),

@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::Value;
 use sluice_clock::Clock;
 use sluice_core::ValidationError;
+use sluice_core::name::Namespace;
 use sluice_core::saga::limits::{SAGA_ACTIVE_MAX, SAGA_VERSIONS_MAX};
 use sluice_core::saga::{
     Applied, CallKind, Outcome, SagaDefinition, SagaInstance, SagaStatus, StepCall, StepDef, validate_saga_name,
@@ -343,10 +344,12 @@ impl Sagas {
         Ok(self.read(id).await?.1)
     }
 
-    /// Instances in id order (which is start order) after `after`, of `saga` and in `status`
-    /// when given; looks at most at [`SAGA_LIST_SCAN_MAX`] instances per call.
+    /// Instances of `tenant`'s sagas in id order (which is start order) after `after`, of
+    /// `saga` (a stored name) and in `status` when given; looks at most at
+    /// [`SAGA_LIST_SCAN_MAX`] instances per call.
     pub async fn instances(
         &self,
+        tenant: &Namespace,
         saga: Option<&str>,
         status: Option<SagaStatus>,
         after: Option<String>,
@@ -362,7 +365,8 @@ impl Sagas {
                 scanned += 1;
                 after = Some(r.key.clone());
                 let i = decode_instance(&r.value).map_err(SagaError::Corrupt)?;
-                if saga.is_none_or(|s| s == i.saga) && status.is_none_or(|s| s == i.status) {
+                let mine = tenant.local(&i.saga).is_some();
+                if mine && saga.is_none_or(|s| s == i.saga) && status.is_none_or(|s| s == i.status) {
                     out.push(i);
                     if out.len() == limit {
                         return Ok(InstancePage { instances: out, next_after: after });
@@ -442,9 +446,12 @@ impl Sagas {
     /// A participant's answer to a queue step of every instance with this correlation id that
     /// waits for `step`'s action (or, with `kind: compensation`, its compensation); the number of
     /// instances it changed. The kind defaults to the action, never to whatever the instance is
-    /// doing now: a late answer to an action must not be taken for a compensation's.
+    /// doing now: a late answer to an action must not be taken for a compensation's. Only
+    /// instances of `tenant`'s sagas are answered: correlation ids are the clients' own, so two
+    /// tenants may use the same one, and neither may answer the other's steps.
     pub async fn reply(
         &self,
+        tenant: &Namespace,
         correlation_id: &str,
         step: &str,
         kind: Option<CallKind>,
@@ -463,6 +470,9 @@ impl Sagas {
         for id in ids {
             let result = self
                 .update(&id, |i, d, now| {
+                    if tenant.local(&i.saga).is_none() {
+                        return Ok(Applied::Stale);
+                    }
                     let Some(index) = i.steps.iter().position(|s| s.name == step) else { return Ok(Applied::Stale) };
                     let state = &i.steps[index];
                     let kind = kind.unwrap_or(CallKind::Action);

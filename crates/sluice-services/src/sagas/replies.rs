@@ -10,9 +10,10 @@
 //! `sluice.saga.kind`, `sluice.saga.attempt`). Every reply is acknowledged once it was applied,
 //! and also when nothing waits for it (late, duplicate) or it does not parse: such a reply can
 //! never apply, so keeping it would only redeliver it forever. Those are counted
-//! (`sluice_saga_queue_replies_total{queue, result}`) and logged. A reply that could not be
-//! applied for a passing reason (the store unavailable, the instance contended) is given back
-//! with a delay and tried again.
+//! (`sluice_saga_queue_replies_total{queue, result}`, and `tenant` for a tenant's queue) and
+//! logged. A reply that could not be applied for a passing reason (the store unavailable, the
+//! instance contended) is given back with a delay and tried again. A reply queue is its
+//! tenant's, so its replies answer only the instances of that tenant's sagas.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use sluice_core::BrokerError;
 use sluice_core::message::{AttributeData, AttributeValue};
+use sluice_core::name::{Namespace, resource_labels, split_tenant};
 use sluice_core::saga::{CallKind, Outcome};
 use sluice_store::{NackEntry, ReceiveRequest, ReceivedMessage, StoreError};
 use tokio::task::JoinSet;
@@ -178,15 +180,17 @@ async fn consume(sagas: Arc<Sagas>, queue: String) {
     }
 }
 
-/// Applies one reply, then acknowledges it or gives it back.
+/// Applies one reply, then acknowledges it or gives it back. A reply queue is its tenant's
+/// (only its tenant can send to it), so its replies answer only that tenant's instances.
 async fn take(sagas: &Sagas, queue: &str, message: ReceivedMessage) {
+    let tenant = Namespace::of(split_tenant(queue).0);
     let result = match parse_reply(&message) {
         Err(why) => {
             tracing::warn!("sagas: reply queue {queue}: message {} is no reply: {why}", message.message.meta.id);
             "malformed"
         }
         Ok(reply) => match sagas
-            .reply(&reply.correlation_id, &reply.step, Some(reply.kind), reply.attempt, reply.outcome)
+            .reply(&tenant, &reply.correlation_id, &reply.step, Some(reply.kind), reply.attempt, reply.outcome)
             .await
         {
             Ok(_) => "applied",
@@ -203,17 +207,24 @@ async fn take(sagas: &Sagas, queue: &str, message: ReceivedMessage) {
                         "sagas: reply queue {queue}: a reply could not be given back ({e}); it returns after its visibility timeout"
                     );
                 }
-                metrics::counter!(QUEUE_REPLIES_METRIC, "queue" => queue.to_owned(), "result" => "retried")
-                    .increment(1);
+                metrics::counter!(QUEUE_REPLIES_METRIC, labels(queue, "retried").as_slice()).increment(1);
                 return;
             }
         },
     };
-    metrics::counter!(QUEUE_REPLIES_METRIC, "queue" => queue.to_owned(), "result" => result).increment(1);
+    metrics::counter!(QUEUE_REPLIES_METRIC, labels(queue, result).as_slice()).increment(1);
     match sagas.store.ack(queue, vec![message.receipt]).await {
         Ok(results) if results.iter().all(Result::is_ok) => {}
         // Applied and not acknowledged: it comes back, and then finds nothing waiting for it.
         Ok(_) => tracing::debug!("sagas: reply queue {queue}: a reply's receipt was stale"),
         Err(e) => tracing::debug!("sagas: reply queue {queue}: a reply could not be acknowledged: {e}"),
     }
+}
+
+/// A reply queue's labels: the queue within its tenant, the tenant unless it is the default
+/// one, and the result.
+fn labels(queue: &str, result: &str) -> Vec<(&'static str, String)> {
+    let mut labels = resource_labels("queue", queue);
+    labels.push(("result", result.to_owned()));
+    labels
 }

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use sluice_core::message::{AttributeData, AttributeValue};
+use sluice_core::name::split_tenant;
 use sluice_core::saga::{Dispatch, Outcome, SagaInstance, StepCall};
 use sluice_core::{BrokerError, MessageEnvelope, NewMessage};
 use sluice_store::StoreError;
@@ -232,9 +233,12 @@ async fn send(
         (ATTR_IDEMPOTENCY_KEY.to_owned(), text(&dispatch.idempotency_key)),
         (ATTR_CORRELATION_ID.to_owned(), text(&instance.correlation_id)),
     ]);
+    // The step's queues are stored in the definer's tenant; its participants name them within
+    // it (the reply queue they answer to, and the queue in an error the tenant reads).
     if let Some(reply_queue) = reply_queue {
-        attributes.insert(ATTR_REPLY_QUEUE.to_owned(), text(reply_queue));
+        attributes.insert(ATTR_REPLY_QUEUE.to_owned(), text(split_tenant(reply_queue).1));
     }
+    let shown = split_tenant(queue).1;
     let message = NewMessage {
         body: serde_json::to_vec(body).unwrap_or_default(),
         attributes,
@@ -257,13 +261,13 @@ async fn send(
                 None
             }
             Some(Err(e)) => {
-                Some(Outcome::Failed { error: format!("queue {queue} refused the message: {e}"), retry: false })
+                Some(Outcome::Failed { error: format!("queue {shown} refused the message: {e}"), retry: false })
             }
-            None => Some(Outcome::Failed { error: format!("queue {queue} answered nothing"), retry: true }),
+            None => Some(Outcome::Failed { error: format!("queue {shown} answered nothing"), retry: true }),
         },
         Err(StoreError::Broker(BrokerError::QueueNotFound(_))) => {
-            Some(Outcome::Failed { error: format!("no queue is named {queue}"), retry: false })
+            Some(Outcome::Failed { error: format!("no queue is named {shown}"), retry: false })
         }
-        Err(e) => Some(Outcome::Failed { error: format!("queue {queue}: {e}"), retry: true }),
+        Err(e) => Some(Outcome::Failed { error: format!("queue {shown}: {e}"), retry: true }),
     }
 }
