@@ -1,7 +1,9 @@
 //! Bearer authentication of the native API. Routes × keys: no key, a token that is not a key,
-//! a forged secret for a real key id, a revoked key, a key without the route's scope, and a key
-//! with exactly that scope → 401/401/401/401/403 (with `details.scope_needed`)/success. Open
-//! endpoints stay open; a server without keys asks for none until the first is made.
+//! a forged secret for a real key id, a revoked key, a key without the route's scope, a key
+//! with exactly that scope, and a key of another tenant with that scope →
+//! 401/401/401/401/403 (with `details.scope_needed`)/success/404 as if absent (or its own
+//! namespace's success; 403 on the server's admin routes). Open endpoints stay open; a server
+//! without keys asks for none until the first is made.
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
@@ -48,6 +50,24 @@ struct Route {
     needs: &'static str,
     near_miss: &'static str,
     ok: u16,
+    /// What a key of another tenant with the scope gets: the default tenant's resource is
+    /// absent to it (404), a list or a creation is its own namespace's (`ok`), the server's
+    /// admin routes are refused (403).
+    other: u16,
+    /// Text a 200 to the other tenant's key must not hold (the default tenant's names).
+    absent: Option<&'static str>,
+}
+
+impl Route {
+    fn other(mut self, status: u16) -> Route {
+        self.other = status;
+        self
+    }
+
+    fn absent(mut self, text: &'static str) -> Route {
+        self.absent = Some(text);
+        self
+    }
 }
 
 fn route(
@@ -58,7 +78,8 @@ fn route(
     near_miss: &'static str,
     ok: u16,
 ) -> Route {
-    Route { method, path, body, needs, near_miss, ok }
+    let other = if needs.starts_with("admin:") { 403 } else { ok };
+    Route { method, path, body, needs, near_miss, ok, other, absent: None }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -85,7 +106,7 @@ async fn every_route_takes_exactly_its_scope_and_refuses_every_other_key() {
     }
 
     let routes = vec![
-        route("GET", "/v1/queues", None, "queues:*:read", "queues:orders:read", 200),
+        route("GET", "/v1/queues", None, "queues:*:read", "queues:orders:read", 200).absent("orders"),
         route(
             "POST",
             "/v1/queues",
@@ -94,7 +115,7 @@ async fn every_route_takes_exactly_its_scope_and_refuses_every_other_key() {
             "queues:billing-*:manage",
             201,
         ),
-        route("GET", "/v1/queues/orders", None, "queues:orders:read", "queues:orders:send", 200),
+        route("GET", "/v1/queues/orders", None, "queues:orders:read", "queues:orders:send", 200).other(404),
         route(
             "POST",
             "/v1/queues/orders/messages",
@@ -102,7 +123,8 @@ async fn every_route_takes_exactly_its_scope_and_refuses_every_other_key() {
             "queues:orders:send",
             "queues:orders:receive",
             200,
-        ),
+        )
+        .other(404),
         route(
             "POST",
             "/v1/queues/orders/receive",
@@ -110,9 +132,10 @@ async fn every_route_takes_exactly_its_scope_and_refuses_every_other_key() {
             "queues:orders:receive",
             "queues:order:receive",
             200,
-        ),
-        route("POST", "/v1/queues/orders/purge", None, "queues:orders:manage", "topics:*:manage", 200),
-        route("GET", "/v1/topics", None, "topics:*:read", "queues:*:read", 200),
+        )
+        .other(404),
+        route("POST", "/v1/queues/orders/purge", None, "queues:orders:manage", "topics:*:manage", 200).other(404),
+        route("GET", "/v1/topics", None, "topics:*:read", "queues:*:read", 200).absent("news"),
         route(
             "POST",
             "/v1/topics/news/publish",
@@ -120,7 +143,8 @@ async fn every_route_takes_exactly_its_scope_and_refuses_every_other_key() {
             "topics:news:publish",
             "topics:news:subscribe",
             200,
-        ),
+        )
+        .other(404),
         route(
             "POST",
             "/v1/streams/clicks/records",
@@ -128,7 +152,8 @@ async fn every_route_takes_exactly_its_scope_and_refuses_every_other_key() {
             "streams:clicks:append",
             "streams:clicks:read",
             200,
-        ),
+        )
+        .other(404),
         route(
             "GET",
             "/v1/streams/clicks/partitions/0/records",
@@ -136,7 +161,8 @@ async fn every_route_takes_exactly_its_scope_and_refuses_every_other_key() {
             "streams:clicks:read",
             "streams:clicks:append",
             200,
-        ),
+        )
+        .other(404),
         route(
             "POST",
             "/v1/events/streams/order-1",
@@ -210,6 +236,21 @@ async fn every_route_takes_exactly_its_scope_and_refuses_every_other_key() {
         let (_, right) = key(&s, Some(&admin), "right", &[r.needs]).await;
         let (status, _, answer) = call(&s, r.method, r.path, r.body.as_ref(), Some(&right)).await;
         assert_eq!(status, r.ok, "{what} with {}: {answer}", r.needs);
+        let body = json!({ "name": "other", "tenant": "acme", "scopes": [r.needs] });
+        let (status, _, made) = call(&s, "POST", "/v1/keys", Some(&body), Some(&admin)).await;
+        assert_eq!(status, 201, "{made}");
+        let other = made["key"].as_str().unwrap();
+        let (status, _, answer) = call(&s, r.method, r.path, r.body.as_ref(), Some(other)).await;
+        assert_eq!(status, r.other, "{what} with {} of tenant acme: {answer}", r.needs);
+        if let Some(text) = r.absent {
+            assert!(
+                !answer.to_string().contains(text),
+                "{what} of tenant acme shows the default tenant's {text}: {answer}"
+            );
+        }
+        if status == 403 {
+            assert_eq!(answer["error"]["details"]["tenant"], "acme", "{what}: {answer}");
+        }
     }
 
     // The revoked key's message says so; the others say the key is not valid.
