@@ -205,8 +205,7 @@ impl Tenants {
         let used = match remembered {
             Some((used, at)) if now.saturating_sub(at) < USAGE_REFRESH_MS => used,
             _ => {
-                let (queues, streams) = self.holdings(namespace).await?;
-                let used = stored_bytes(&queues, &streams);
+                let used = self.holdings(namespace).await?.stored_bytes();
                 let mut memory = self.lock();
                 if memory.stored_bytes.len() >= REMEMBERED_MAX {
                     memory.stored_bytes.clear();
@@ -262,7 +261,7 @@ impl Tenants {
         if namespace.is_default() {
             return Ok(Usage::default());
         }
-        let (queues, streams) = self.holdings(namespace).await?;
+        let holdings = self.holdings(namespace).await?;
         let prefix = namespace.prefix();
         let (topics, prefix) = (self.topics.as_ref(), prefix.as_str());
         let topics = all_pages(
@@ -271,16 +270,13 @@ impl Tenants {
         )
         .await?;
         Ok(Usage {
-            resources: (queues.len() + topics.len() + streams.len()) as u64,
-            stored_bytes: stored_bytes(&queues, &streams),
+            resources: (holdings.queues.len() + topics.len() + holdings.streams.len()) as u64,
+            stored_bytes: holdings.stored_bytes(),
         })
     }
 
-    /// The tenant's queues and streams (a store that keeps no streams has none).
-    async fn holdings(
-        &self,
-        namespace: &Namespace,
-    ) -> Result<(Vec<sluice_core::broker::QueueView>, Vec<sluice_store::StreamView>), StoreError> {
+    /// The tenant's queues, streams (a store that keeps no streams has none) and job queues.
+    async fn holdings(&self, namespace: &Namespace) -> Result<Holdings, StoreError> {
         let prefix = namespace.prefix();
         let prefix = prefix.as_str();
         let store = self.store.as_ref();
@@ -301,7 +297,8 @@ impl Tenants {
             |s: &sluice_store::StreamView| s.name.clone(),
         )
         .await?;
-        Ok((queues, streams))
+        let jobs = store.job_stats().await?.into_iter().filter(|q| namespace.local(&q.queue).is_some()).collect();
+        Ok(Holdings { queues, streams, jobs })
     }
 }
 
@@ -323,10 +320,22 @@ where
     }
 }
 
-/// Bytes of every message in `queues` and every record `streams` keep.
-fn stored_bytes(queues: &[sluice_core::broker::QueueView], streams: &[sluice_store::StreamView]) -> u64 {
-    let messages: u64 = queues.iter().map(|q| q.stats.depth_bytes).sum();
-    messages + streams.iter().flat_map(|s| &s.partitions).map(|p| p.bytes).sum::<u64>()
+/// What a tenant holds.
+struct Holdings {
+    queues: Vec<sluice_core::broker::QueueView>,
+    streams: Vec<sluice_store::StreamView>,
+    jobs: Vec<sluice_core::jobs::QueueJobStats>,
+}
+
+impl Holdings {
+    /// Bytes of every message in its queues, every record its streams keep, and its jobs'
+    /// payloads and finished results.
+    fn stored_bytes(&self) -> u64 {
+        let messages: u64 = self.queues.iter().map(|q| q.stats.depth_bytes).sum();
+        let records: u64 = self.streams.iter().flat_map(|s| &s.partitions).map(|p| p.bytes).sum();
+        let jobs: u64 = self.jobs.iter().map(|q| q.payload_bytes + q.result_bytes).sum();
+        messages + records + jobs
+    }
 }
 
 /// A quota refusal, counted in `sluice_rejected_total{resource="tenant:T", reason="quota_exceeded"}`.

@@ -55,12 +55,14 @@ pub struct JobFilter {
     pub job_type: Option<String>,
 }
 
-/// A queue's jobs by status (in [`JobStatus::ALL`] order) and its finished jobs' result bytes.
+/// A queue's jobs by status (in [`JobStatus::ALL`] order), its finished jobs' result bytes,
+/// and the payload bytes of every job it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueJobStats {
     pub queue: String,
     pub counts: [u64; 6],
     pub result_bytes: u64,
+    pub payload_bytes: u64,
 }
 
 /// Running totals since the board was built (not persisted).
@@ -375,6 +377,7 @@ impl JobBoard {
                 queue: self.queues.name(q).to_string(),
                 counts,
                 result_bytes: self.index.finished.get(&q).map_or(0, |f| f.result_bytes),
+                payload_bytes: self.index.payload_bytes.get(&q).copied().unwrap_or(0),
             })
             .collect();
         out.sort_by(|a, b| a.queue.cmp(&b.queue));

@@ -181,12 +181,15 @@ pub(super) struct Indexes {
     pub finished: HashMap<u32, Finished>,
     /// Jobs by queue and status.
     pub counts: HashMap<u32, [u64; 6]>,
+    /// The payload bytes of every job, by queue.
+    pub payload_bytes: HashMap<u32, u64>,
 }
 
 impl Indexes {
     /// Indexes `slot` as of `now`; true when it became claimable.
     pub fn insert(&mut self, slot: &Slot, now: TimeMs) -> bool {
         self.counts.entry(slot.queue).or_default()[slot.status.index()] += 1;
+        *self.payload_bytes.entry(slot.queue).or_default() += slot.payload_bytes;
         match slot.status {
             JobStatus::Queued | JobStatus::Failed if slot.run_at <= now => {
                 self.ready.insert((slot.queue, slot.order()));
@@ -217,6 +220,9 @@ impl Indexes {
             counts[slot.status.index()] -= 1;
             if counts.iter().all(|&n| n == 0) {
                 self.counts.remove(&slot.queue);
+                self.payload_bytes.remove(&slot.queue);
+            } else if let Some(bytes) = self.payload_bytes.get_mut(&slot.queue) {
+                *bytes = bytes.saturating_sub(slot.payload_bytes);
             }
         }
         match slot.status {

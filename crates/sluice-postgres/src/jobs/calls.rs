@@ -144,7 +144,8 @@ static CANCEL_RUNNING: LazyLock<String> =
     LazyLock::new(|| format!("UPDATE jobs j SET cancel_requested = true WHERE j.id = $1 RETURNING {}", job_columns!()));
 
 const STATS: &str = "
-SELECT queue, status, count(*) AS n, coalesce(sum(result_bytes), 0)::int8 AS bytes
+SELECT queue, status, count(*) AS n, coalesce(sum(result_bytes), 0)::int8 AS bytes,
+       coalesce(sum(octet_length(payload)), 0)::int8 AS payload_bytes
 FROM jobs GROUP BY queue, status";
 
 fn uuid(id: JobId) -> uuid::Uuid {
@@ -459,8 +460,10 @@ pub async fn stats(inner: &Inner) -> Result<Vec<QueueJobStats>, StoreError> {
     for row in rows {
         let queue: String = row.get("queue");
         let Some(status) = JobStatus::from_code(row.get("status")) else { continue };
-        let s = by_queue.entry(queue.clone()).or_insert(QueueJobStats { queue, counts: [0; 6], result_bytes: 0 });
+        let empty = QueueJobStats { queue: queue.clone(), counts: [0; 6], result_bytes: 0, payload_bytes: 0 };
+        let s = by_queue.entry(queue).or_insert(empty);
         s.counts[status.index()] = ms(row.get("n"));
+        s.payload_bytes += ms(row.get("payload_bytes"));
         if status.is_terminal() {
             s.result_bytes += ms(row.get("bytes"));
         }

@@ -105,6 +105,7 @@ pub async fn enqueue(
     }
     let links = convert::trace_links(&request)?;
     let mut job = convert::new_job(request)?;
+    state.services.tenants().check_write(&tenant.0, job.payload.len() as u64).await?;
     if let Some(axum::Extension(ticket)) = ticket
         && job.unique_key.is_none()
     {

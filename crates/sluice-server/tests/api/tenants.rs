@@ -401,9 +401,18 @@ async fn tenant_quotas_are_set_by_the_admin_and_refuse_with_their_figures() {
             .await;
     assert_eq!((status, answer["error"]["details"]["quota"].as_str()), (429, Some("max_stored_bytes")), "{answer}");
     ok(&s, "POST", "/v1/queues/a/messages", json!({ "messages": [{ "body": "abc" }] }), &acme).await;
+    // A job's payload is stored bytes too: `{}` fits in the last two, a seven-byte one never.
+    ok(&s, "POST", "/v1/jobs", json!({ "queue": "reports", "type": "pdf", "payload": {} }), &acme).await;
+    let big = json!({ "queue": "reports", "type": "pdf", "payload": { "a": 1 } });
+    let (status, _, answer) = call(&s, "POST", "/v1/jobs", Some(&big), Some(&acme)).await;
+    assert_eq!((status, answer["error"]["details"]["quota"].as_str()), (429, Some("max_stored_bytes")), "{answer}");
 
     let got = ok(&s, "GET", "/v1/tenants/acme", Value::Null, &admin).await;
-    assert_eq!(got["usage"], json!({ "resources": 1, "stored_bytes": 3 }), "{got}");
+    assert_eq!(
+        got["usage"],
+        json!({ "resources": 1, "stored_bytes": 5 }),
+        "three of the message, two of the job: {got}"
+    );
     let listed = ok(&s, "GET", "/v1/tenants", Value::Null, &admin).await;
     assert_eq!(listed["tenants"].as_array().unwrap().len(), 1);
 

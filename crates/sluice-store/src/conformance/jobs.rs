@@ -303,6 +303,8 @@ pub async fn jobs_finished_are_pruned_after_their_ttl(b: &dyn Backend) {
     let stats = s.job_stats().await.unwrap();
     assert_eq!(stats.iter().find(|q| q.queue == "q").map(|q| q.counts[JobStatus::Succeeded.index()]), Some(1));
     assert_eq!(stats.iter().find(|q| q.queue == "q").map(|q| q.result_bytes), Some(2));
+    let payload = stats.iter().find(|q| q.queue == "q").map(|q| q.payload_bytes);
+    assert_eq!(payload, Some(7), "the kept job's payload, {{\"n\":2}}; the pruned one's left the count");
     b.close(s).await;
 }
 
