@@ -11,9 +11,16 @@
 //! bounded; in the `unlimited` mode everything is accepted and the backlog grows. The report
 //! gives, per phase, the accepted and refused rates, the bulk depth at the end, and the urgent
 //! sends' p50/p99 latency, and the limited-to-unlimited ratios.
+//!
+//! First load shedding (`shedding`, in-process servers only): a server of its own whose memory
+//! watermark is the process's resident memory plus `SHED_HEADROOM_BYTES`, `bulk` without a
+//! limit, flooded at `SHED_FACTOR`× until the backlog it holds passes the watermark, so that the
+//! rest of the phase runs with the server held there: the priority-0 flood is refused (503
+//! `shedding`, `Retry-After`) while the priority-9 trickle is still taken. The report gives
+//! when shedding began and the urgent sends' latency while it lasted.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -27,6 +34,7 @@ use tokio::task::JoinSet;
 use crate::Plan;
 use crate::report::thousands;
 use crate::stats::{Tally, ms};
+use crate::target::InProcess;
 use crate::workload;
 
 /// Messages a second the consumers take from `bulk`, together.
@@ -38,11 +46,20 @@ const DEPTH_LIMIT: u64 = 2 * CONSUME_RATE;
 /// How often the flood sends a batch, and the urgent trickle a message.
 const FLOOD_EVERY: Duration = Duration::from_millis(10);
 const URGENT_EVERY: Duration = Duration::from_millis(20);
+/// The shedding phase's memory watermark above the resident memory at its start: a few seconds
+/// of the 10× flood's backlog.
+const SHED_HEADROOM_BYTES: u64 = 32 << 20;
+/// Messages sent to a scratch queue before the shedding phase's resident memory is read.
+const WARM_MESSAGES: u64 = 20_000;
+/// The shedding phase's overload factor.
+const SHED_FACTOR: u64 = 10;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Unlimited,
     Limited,
+    /// No depth limit, on a server with a memory watermark.
+    Shedding,
 }
 
 impl Mode {
@@ -50,6 +67,7 @@ impl Mode {
         match self {
             Mode::Unlimited => "unlimited",
             Mode::Limited => "limited",
+            Mode::Shedding => "shedding",
         }
     }
 }
@@ -64,12 +82,23 @@ struct PhaseResult {
     refused_with_retry_after: u64,
     consumed: u64,
     urgent: Tally,
+    /// The urgent sends made after the first shed refusal.
+    urgent_while_shedding: Tally,
+    /// When the first write was shed, from the phase's start.
+    shed_after: Option<Duration>,
     bulk_depth_end: Option<u64>,
 }
 
 pub(crate) async fn run(plan: &Plan) -> anyhow::Result<()> {
     let started = Instant::now();
-    let (results, server) = crate::with_target(plan, async |url| phases(plan, url).await).await?;
+    // Shedding first, while this process's memory holds nothing freed by earlier phases that
+    // the flood's backlog could reuse without the resident figure growing.
+    let shed = match plan.server {
+        None => Some(shedding(plan).await.context("the shedding phase")?),
+        Some(_) => None,
+    };
+    let (mut results, server) = crate::with_target(plan, async |url| phases(plan, url).await).await?;
+    results.extend(shed);
     let text = render(plan, &server, &results, started.elapsed());
     let rows: Vec<_> = results
         .iter()
@@ -85,6 +114,8 @@ pub(crate) async fn run(plan: &Plan) -> anyhow::Result<()> {
                 "urgent_p50_ms": r.urgent.latency.quantile_ms(0.5),
                 "urgent_p99_ms": r.urgent.latency.quantile_ms(0.99),
                 "urgent_refused": r.urgent.errors,
+                "shed_after_s": r.shed_after.map(|d| d.as_secs_f64()),
+                "urgent_while_shedding_p99_ms": r.urgent_while_shedding.latency.quantile_ms(0.99),
             })
         })
         .collect();
@@ -110,6 +141,52 @@ async fn phases(plan: &Plan, url: &str) -> anyhow::Result<Vec<PhaseResult>> {
         }
     }
     Ok(results)
+}
+
+/// The shedding phase, on a server of its own (see the module docs).
+async fn shedding(plan: &Plan) -> anyhow::Result<PhaseResult> {
+    // The resident memory with a warm server at rest (one started, sent `WARM_MESSAGES` and
+    // emptied for the reading, then stopped), so that the headroom is the flood's backlog and
+    // not what a server takes to start and to write at all (caches, buffers, connections).
+    let warm = InProcess::start(&plan.tmp_dir, plan.durability).await?;
+    let warmed = warm_up(plan, warm.url()).await;
+    let resident = sluice_services::shedding::resident_bytes();
+    warm.stop().await?;
+    warmed?;
+    let resident = resident.context("reading this process's resident memory (/proc/self/statm, Linux only)")?;
+    let shed = sluice_server::ShedConfig {
+        memory_bytes_max: Some(resident + SHED_HEADROOM_BYTES),
+        ..sluice_server::ShedConfig::default()
+    };
+    let config = sluice_server::ServerConfig { shed, ..sluice_server::ServerConfig::default() };
+    let target = InProcess::start_with(&plan.tmp_dir, plan.durability, config).await?;
+    let client = workload::client(target.url())?;
+    let (bulk, urgent) = (format!("{}-shedding-bulk", plan.queue), format!("{}-shedding-urgent", plan.queue));
+    let mut made = Ok(());
+    for name in [&bulk, &urgent] {
+        let request = CreateQueueRequest { name: name.clone(), ..Default::default() };
+        made = made.and(client.create_queue(&request).await.map(|_| ()).with_context(|| format!("creating {name}")));
+    }
+    let result = match made {
+        Ok(()) => phase(plan, &client, SHED_FACTOR, Mode::Shedding, &bulk, &urgent).await,
+        Err(e) => Err(e),
+    };
+    target.stop().await?;
+    result
+}
+
+/// Sends `WARM_MESSAGES` to a scratch queue of the server at `url`, then deletes it.
+async fn warm_up(plan: &Plan, url: &str) -> anyhow::Result<()> {
+    let client = workload::client(url)?;
+    let queue = format!("{}-shedding-warm-up", plan.queue);
+    client.create_queue(&CreateQueueRequest { name: queue.clone(), ..Default::default() }).await?;
+    let padding = workload::body_padding(plan.body_bytes);
+    for _ in 0..WARM_MESSAGES / 100 {
+        let messages = (0..100).map(|_| SendMessage { body: Some(format!("w{padding}")), ..Default::default() });
+        client.send_messages(&queue, &SendRequest { messages: messages.collect() }).await?;
+    }
+    client.delete_queue(&queue).await?;
+    Ok(())
 }
 
 async fn phase(
@@ -151,29 +228,36 @@ async fn phase(
 
     // The flood: open loop, a batch every FLOOD_EVERY, each on a task of its own.
     let accepted = Arc::new(Mutex::new((Tally::new(), 0u64, 0u64)));
+    let started = Instant::now();
+    let shed_from: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
     let mut flood = JoinSet::new();
     let mut offered = 0u64;
     let mut tick = tokio::time::interval(FLOOD_EVERY);
     let urgent_task = {
-        let (client, urgent, padding) = (client.clone(), urgent.to_owned(), padding.clone());
+        let (client, urgent, padding, shed_from) =
+            (client.clone(), urgent.to_owned(), padding.clone(), shed_from.clone());
         tokio::spawn(async move {
-            let mut tally = Tally::new();
+            let (mut tally, mut while_shedding) = (Tally::new(), Tally::new());
             let mut tick = tokio::time::interval(URGENT_EVERY);
             while Instant::now() < end {
                 tick.tick().await;
                 let message =
                     SendMessage { body: Some(format!("u{padding}")), priority: Some(9), ..Default::default() };
                 let sent = Instant::now();
-                match client.send_messages(&urgent, &SendRequest { messages: vec![message] }).await {
-                    Ok(r) if r.results[0].id.is_some() => {
-                        tally.count += 1;
-                        tally.latency.record(sent.elapsed());
+                let shedding = shed_from.get().is_some();
+                let outcome = client.send_messages(&urgent, &SendRequest { messages: vec![message] }).await;
+                for t in [&mut tally, &mut while_shedding].into_iter().take(if shedding { 2 } else { 1 }) {
+                    match &outcome {
+                        Ok(r) if r.results[0].id.is_some() => {
+                            t.count += 1;
+                            t.latency.record(sent.elapsed());
+                        }
+                        Ok(r) => t.error(1, || format!("{:?}", r.results[0].error)),
+                        Err(e) => t.error(1, || e.to_string()),
                     }
-                    Ok(r) => tally.error(1, || format!("{:?}", r.results[0].error)),
-                    Err(e) => tally.error(1, || e.to_string()),
                 }
             }
-            tally
+            (tally, while_shedding)
         })
     };
     while Instant::now() < end {
@@ -181,6 +265,7 @@ async fn phase(
         bar.set_position((window - end.saturating_duration_since(Instant::now())).as_millis() as u64);
         offered += per_batch;
         let (client, bulk, padding, accepted) = (client.clone(), bulk.to_owned(), padding.clone(), accepted.clone());
+        let shed_from = shed_from.clone();
         flood.spawn(async move {
             let messages = (0..per_batch)
                 .map(|_| SendMessage { body: Some(format!("b{padding}")), ..Default::default() })
@@ -194,11 +279,22 @@ async fn phase(
                     a.0.count += ok;
                     a.0.latency.record(sent.elapsed());
                     a.1 += per_batch - ok;
+                    // Shed entries are refused in place, each with its retry_after_ms.
+                    let shed = r.results.iter().filter(|e| e.error.as_ref().is_some_and(|b| b.code == "shedding"));
+                    let shed = shed.count() as u64;
+                    if shed > 0 {
+                        shed_from.get_or_init(Instant::now);
+                    }
+                    a.2 += shed;
                 }
                 Err(e) => {
-                    // A whole-call refusal (429 queue_full) carries Retry-After; count both.
+                    // A whole-call refusal (429 queue_full, 503 shedding) carries Retry-After;
+                    // count both.
                     if e.to_string().contains("queue_full") || e.to_string().contains("shedding") {
                         a.2 += per_batch;
+                    }
+                    if e.to_string().contains("shedding") {
+                        shed_from.get_or_init(Instant::now);
                     }
                     a.1 += per_batch;
                 }
@@ -206,7 +302,7 @@ async fn phase(
         });
     }
     while flood.join_next().await.is_some() {}
-    let urgent = urgent_task.await.context("the urgent producer panicked")?;
+    let (urgent, urgent_while_shedding) = urgent_task.await.context("the urgent producer panicked")?;
     let mut consumed = 0;
     while let Some(taken) = consuming.join_next().await {
         consumed += taken.context("a consumer panicked")?;
@@ -228,6 +324,8 @@ async fn phase(
         refused_with_retry_after,
         consumed,
         urgent,
+        urgent_while_shedding,
+        shed_after: shed_from.get().map(|at| at.saturating_duration_since(started)),
         bulk_depth_end,
     })
 }
@@ -264,7 +362,7 @@ fn render(plan: &Plan, server: &str, results: &[PhaseResult], elapsed: Duration)
             r.mode.name().to_string(),
             per_s(r.offered),
             thousands(r.accepted.rate(r.window)),
-            format!("{} ({} as 429)", per_s(r.refused), per_s(r.refused_with_retry_after)),
+            format!("{} ({} with Retry-After)", per_s(r.refused), per_s(r.refused_with_retry_after)),
             per_s(r.consumed),
             r.bulk_depth_end.map_or("-".into(), |d| thousands(d as f64)),
             r.urgent.latency.p50_p99(),
@@ -294,6 +392,18 @@ fn render(plan: &Plan, server: &str, results: &[PhaseResult], elapsed: Duration)
                 u.bulk_depth_end.map_or("-".into(), |d| thousands(d as f64)),
             );
         }
+    }
+    for r in results.iter().filter(|r| r.mode == Mode::Shedding) {
+        let _ = writeln!(
+            out,
+            "shedding ({}x, no depth limit, memory watermark at this process's resident memory + {} MiB): first write shed after {}; urgent sends while shedding: {} taken, {} refused, p50 / p99 {} ms",
+            r.factor,
+            SHED_HEADROOM_BYTES >> 20,
+            r.shed_after.map_or("- (never reached the watermark)".into(), |d| format!("{:.1} s", d.as_secs_f64())),
+            r.urgent_while_shedding.count,
+            r.urgent_while_shedding.errors,
+            r.urgent_while_shedding.latency.p50_p99(),
+        );
     }
     out
 }

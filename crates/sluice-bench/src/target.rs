@@ -44,6 +44,15 @@ impl Target {
 impl InProcess {
     /// A server on 127.0.0.1, port 0, over an embedded store in a fresh directory in `tmp_dir`.
     pub async fn start(tmp_dir: &Path, durability: Durability) -> anyhow::Result<InProcess> {
+        InProcess::start_with(tmp_dir, durability, sluice_server::ServerConfig::default()).await
+    }
+
+    /// [`InProcess::start`] with a server configuration (load shedding's watermarks, say).
+    pub async fn start_with(
+        tmp_dir: &Path,
+        durability: Durability,
+        server_config: sluice_server::ServerConfig,
+    ) -> anyhow::Result<InProcess> {
         let dir = tempfile::Builder::new()
             .prefix("sluice-bench-data-")
             .tempdir_in(tmp_dir)
@@ -59,7 +68,7 @@ impl InProcess {
         let url = format!("http://{}", listener.local_addr()?);
         let (stop, stopped) = oneshot::channel::<()>();
         let shared: Arc<dyn Store> = store.clone();
-        let server = tokio::spawn(sluice_server::run(listener, shared, async {
+        let server = tokio::spawn(sluice_server::run_with(listener, shared, server_config, async {
             let _ = stopped.await;
         }));
         Ok(InProcess { url, store, stop, server, dir })
