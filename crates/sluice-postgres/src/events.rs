@@ -10,8 +10,10 @@
 //! insert time and transactions commit in any order, so a reader can read past position `p`
 //! (not yet committed) to `p + 1` and never come back for `p`; here, when the counter reads `n`,
 //! every position below `n` is committed, and a rolled-back append gives its positions back.
-//! The price is that appends commit one at a time (one WAL flush each); PostgreSQL's group
-//! commit cannot merge them. Reads take the counter's committed value first and read below it.
+//! The price is that transactions holding appends commit one at a time, one WAL flush each
+//! (PostgreSQL's group commit cannot merge them), so each node gathers the appends that arrive
+//! meanwhile into one transaction (`event_batch.rs`). Reads take the counter's committed value
+//! first and read below it.
 
 use std::time::{Duration, Instant};
 
@@ -49,7 +51,7 @@ const INSERT: &str = "WITH pos AS (
     )
     SELECT first FROM pos";
 
-fn failed(e: tokio_postgres::Error) -> EventError {
+pub(crate) fn failed(e: tokio_postgres::Error) -> EventError {
     EventError::Store(db_error(e))
 }
 
@@ -100,111 +102,112 @@ async fn head(c: &impl GenericClient) -> Result<u64, EventError> {
     Ok(row.get::<_, i64>(0) as u64)
 }
 
-impl PostgresStore {
-    async fn append_in(
-        &self,
-        stream_id: &str,
-        expected: ExpectedVersion,
-        new: Vec<NewEvent>,
-    ) -> Result<AppendedEvents, EventError> {
-        let mut client = self.inner.client().await?;
-        let tx = client.transaction().await.map_err(failed)?;
-        let state = match state(&tx, stream_id, true).await? {
-            Some(s) => s,
-            None => {
-                // A new stream: create its row (waiting for a racing creator's commit), lock it.
-                tx.execute(
-                    "INSERT INTO event_streams (stream_id, next_version) VALUES ($1, 0) ON CONFLICT DO NOTHING",
-                    &[&stream_id],
-                )
-                .await
-                .map_err(failed)?;
-                state(&tx, stream_id, true).await?.unwrap_or(StreamState::NONE)
-            }
-        };
-        let count = new.len() as i64;
-        let found = tx
-            .query_opt(
-                "SELECT version FROM events WHERE stream_id = $1 AND event_id = $2 AND version >= $3",
-                &[&stream_id, &new[0].id, &(state.visible_from as i64)],
+/// Locks `stream_id`'s row for the rest of the transaction, making it (empty) for a new
+/// stream; waits for a racing creator's commit.
+pub(crate) async fn lock_stream(c: &impl GenericClient, stream_id: &str) -> Result<(), EventError> {
+    if state(c, stream_id, true).await?.is_none() {
+        c.execute(
+            "INSERT INTO event_streams (stream_id, next_version) VALUES ($1, 0) ON CONFLICT DO NOTHING",
+            &[&stream_id],
+        )
+        .await
+        .map_err(failed)?;
+        state(c, stream_id, true).await?;
+    }
+    Ok(())
+}
+
+/// Appends to `stream_id`, whose row the transaction holds locked (`lock_stream`), without
+/// committing: decides by core's rules, then takes positions and inserts in one statement.
+pub(crate) async fn append_locked(
+    tx: &impl GenericClient,
+    stream_id: &str,
+    expected: ExpectedVersion,
+    new: Vec<NewEvent>,
+) -> Result<AppendedEvents, EventError> {
+    let state = state(tx, stream_id, true).await?.unwrap_or(StreamState::NONE);
+    let count = new.len() as i64;
+    let found = tx
+        .query_opt(
+            "SELECT version FROM events WHERE stream_id = $1 AND event_id = $2 AND version >= $3",
+            &[&stream_id, &new[0].id, &(state.visible_from as i64)],
+        )
+        .await
+        .map_err(failed)?;
+    let mut stored: Vec<String> = Vec::new();
+    let prior_at = found.map(|r| r.get::<_, i64>(0));
+    if let Some(at) = prior_at {
+        let rows = tx
+            .query(
+                "SELECT event_id FROM events WHERE stream_id = $1 AND version >= $2 ORDER BY version LIMIT $3",
+                &[&stream_id, &at, &count],
             )
             .await
             .map_err(failed)?;
-        let mut stored: Vec<String> = Vec::new();
-        let prior_at = found.map(|r| r.get::<_, i64>(0));
-        if let Some(at) = prior_at {
-            let rows = tx
-                .query(
-                    "SELECT event_id FROM events WHERE stream_id = $1 AND version >= $2 ORDER BY version LIMIT $3",
-                    &[&stream_id, &at, &count],
+        stored = rows.iter().map(|r| r.get(0)).collect();
+    }
+    let ids: Vec<&str> = new.iter().map(|e| e.id.as_str()).collect();
+    let prior = prior_at.map(|at| Prior { first_version: at as u64, ids: &stored });
+    let last = new.len() as u64 - 1;
+    match events::decide_append(&state, expected, &ids, prior)? {
+        Decision::Duplicate { first_version } => {
+            let row = tx
+                .query_one(
+                    "SELECT position FROM events WHERE stream_id = $1 AND version = $2",
+                    &[&stream_id, &(first_version as i64)],
                 )
                 .await
                 .map_err(failed)?;
-            stored = rows.iter().map(|r| r.get(0)).collect();
+            let first_position = row.get::<_, i64>(0) as u64;
+            Ok(AppendedEvents {
+                first_version,
+                last_version: first_version + last,
+                first_position,
+                last_position: first_position + last,
+                duplicate: true,
+            })
         }
-        let ids: Vec<&str> = new.iter().map(|e| e.id.as_str()).collect();
-        let prior = prior_at.map(|at| Prior { first_version: at as u64, ids: &stored });
-        let last = new.len() as u64 - 1;
-        match events::decide_append(&state, expected, &ids, prior)? {
-            Decision::Duplicate { first_version } => {
-                let row = tx
-                    .query_one(
-                        "SELECT position FROM events WHERE stream_id = $1 AND version = $2",
-                        &[&stream_id, &(first_version as i64)],
-                    )
-                    .await
-                    .map_err(failed)?;
-                let first_position = row.get::<_, i64>(0) as u64;
-                tx.rollback().await.map_err(failed)?;
-                Ok(AppendedEvents {
-                    first_version,
-                    last_version: first_version + last,
-                    first_position,
-                    last_position: first_position + last,
-                    duplicate: true,
-                })
+        Decision::Append { first_version } => {
+            let mut cols: [Vec<Option<String>>; 6] = Default::default();
+            for e in new {
+                cols[0].push(Some(e.id));
+                cols[1].push(Some(e.r#type));
+                cols[2].push(Some(e.data));
+                cols[3].push(e.metadata);
+                cols[4].push(e.correlation_id);
+                cols[5].push(e.causation_id);
             }
-            Decision::Append { first_version } => {
-                let mut cols: [Vec<Option<String>>; 6] = Default::default();
-                for e in new {
-                    cols[0].push(Some(e.id));
-                    cols[1].push(Some(e.r#type));
-                    cols[2].push(Some(e.data));
-                    cols[3].push(e.metadata);
-                    cols[4].push(e.correlation_id);
-                    cols[5].push(e.causation_id);
-                }
-                let statement = tx.prepare_cached(INSERT).await.map_err(failed)?;
-                let row = tx
-                    .query_one(
-                        &statement,
-                        &[
-                            &stream_id,
-                            &(first_version as i64),
-                            &count,
-                            &cols[0],
-                            &cols[1],
-                            &cols[2],
-                            &cols[3],
-                            &cols[4],
-                            &cols[5],
-                        ],
-                    )
-                    .await
-                    .map_err(failed)?;
-                tx.commit().await.map_err(failed)?;
-                let first_position = row.get::<_, i64>(0) as u64;
-                Ok(AppendedEvents {
-                    first_version,
-                    last_version: first_version + last,
-                    first_position,
-                    last_position: first_position + last,
-                    duplicate: false,
-                })
-            }
+            let statement = tx.prepare_cached(INSERT).await.map_err(failed)?;
+            let row = tx
+                .query_one(
+                    &statement,
+                    &[
+                        &stream_id,
+                        &(first_version as i64),
+                        &count,
+                        &cols[0],
+                        &cols[1],
+                        &cols[2],
+                        &cols[3],
+                        &cols[4],
+                        &cols[5],
+                    ],
+                )
+                .await
+                .map_err(failed)?;
+            let first_position = row.get::<_, i64>(0) as u64;
+            Ok(AppendedEvents {
+                first_version,
+                last_version: first_version + last,
+                first_position,
+                last_position: first_position + last,
+                duplicate: false,
+            })
         }
     }
+}
 
+impl PostgresStore {
     /// Wakes `$all`'s long polls here and, through NOTIFY, on every node.
     async fn notify_all(inner: &Inner) {
         inner.stream_wakers.wake(ALL_KEY);
@@ -276,7 +279,7 @@ impl EventStore for PostgresStore {
         events: Vec<NewEvent>,
     ) -> Result<AppendedEvents, EventError> {
         validate_append_events(stream_id, &events)?;
-        let appended = self.append_in(stream_id, expected, events).await?;
+        let appended = self.inner.appends.append(stream_id, expected, events).await?;
         self.inner.counters.committed(appended.last_version - appended.first_version + 1);
         if !appended.duplicate {
             Self::notify_all(&self.inner).await;

@@ -45,6 +45,7 @@ mod batch;
 mod codec;
 mod commit;
 mod depth;
+mod event_batch;
 mod events;
 mod fair;
 mod fifo;
@@ -159,6 +160,8 @@ pub(crate) struct Inner {
     stream_wakers: Arc<wake::Wakers>,
     counters: Counters,
     job_limits: sluice_core::jobs::JobLimits,
+    /// Event appends gathered into one transaction per turn (`event_batch`).
+    appends: event_batch::AppendBatcher,
 }
 
 /// Maps a database failure to the error a store call returns: `Unavailable`, which the server
@@ -247,6 +250,7 @@ impl PostgresStore {
         let stream_wakers = Arc::new(wake::Wakers::default());
         let listener = wake::listen(&config, &channel).await?;
         let inner = Arc::new(Inner {
+            appends: event_batch::AppendBatcher::start(pool.clone()),
             pool,
             channel: channel.clone(),
             wakers: wakers.clone(),
