@@ -385,19 +385,33 @@ impl Sagas {
     async fn update<T>(
         &self,
         id: &str,
+        change: impl FnMut(&mut SagaInstance, &SagaDefinition, u64) -> Result<T, SagaError>,
+    ) -> Result<(SagaInstance, T), SagaError> {
+        self.update_traced(id, change, |_, _| Vec::new()).await
+    }
+
+    /// [`Sagas::update`] whose commit also writes the trace entries `traced` gives for the
+    /// changed instance and the change's answer (durable with the change, in one write).
+    async fn update_traced<T>(
+        &self,
+        id: &str,
         mut change: impl FnMut(&mut SagaInstance, &SagaDefinition, u64) -> Result<T, SagaError>,
+        traced: impl Fn(&SagaInstance, &T) -> Vec<crate::trace::TraceEntry>,
     ) -> Result<(SagaInstance, T), SagaError> {
         for _ in 0..SWAP_TRIES_MAX {
             let (bytes, mut instance) = self.read(id).await?;
             let definition = self.definition(&instance.saga, Some(instance.version)).await?;
             let was = instance.status;
             let answer = change(&mut instance, &definition, self.now())?;
-            let (writes, written) = replace_writes(bytes.clone(), was, &instance);
+            let (mut writes, written) = replace_writes(bytes.clone(), was, &instance);
             if written == bytes {
                 return Ok((instance, answer));
             }
+            let mut entries = traced(&instance, &answer);
+            writes.extend(self.traces.writes(&mut entries));
             match self.store.commit_all(writes).await? {
                 Ok(_) => {
+                    crate::trace::committed(&entries);
                     self.wake.notify_one();
                     return Ok((instance, answer));
                 }

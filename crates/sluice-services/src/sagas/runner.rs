@@ -109,7 +109,14 @@ async fn scan(sagas: &Arc<Sagas>, client: &reqwest::Client) -> Result<Option<u64
 /// advances its instance again once answered, and that cycle needs a named `Send` future.
 fn advance<'a>(sagas: &'a Arc<Sagas>, client: &'a reqwest::Client, id: &'a str) -> BoxFuture<'a> {
     Box::pin(async move {
-        let dispatched = sagas.update(id, |i, d, now| Ok(i.dispatch(d, now, jitter(&i.id, now)))).await;
+        // The attempt's trace entry commits with the attempt recorded in flight: one write.
+        let dispatched = sagas
+            .update_traced(
+                id,
+                |i, d, now| Ok(i.dispatch(d, now, jitter(&i.id, now))),
+                |i, dispatch| dispatch.iter().map(|d| attempt_entry(i, d)).collect(),
+            )
+            .await;
         match dispatched {
             Ok((instance, Some(dispatch))) => {
                 let (sagas, client) = (sagas.clone(), client.clone());
@@ -126,25 +133,14 @@ type BoxFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Se
 
 /// Makes one call and applies its outcome (a queue step's outcome comes later, as a reply).
 async fn call(sagas: &Arc<Sagas>, client: &reqwest::Client, instance: SagaInstance, dispatch: Dispatch) {
-    let attempt_id = attempt_id(&dispatch);
-    let detail = format!("{} {} attempt {}", dispatch.step_name, dispatch.kind.as_str(), dispatch.attempt);
-    let entry =
-        TraceEntry::new(TraceKind::SagaStep, &attempt_id, &instance.correlation_id, format!("saga:{}", instance.saga))
-            .caused_by(Some(&instance.id))
-            .detail(Some(&detail));
-    // The attempt's trace entry is written beside the call, not before it: a step waits for
-    // the attempt recorded in flight (durable, before this call), not for the trace's index.
-    let made = async {
-        match &dispatch.call {
-            StepCall::Http { url, method, body } => {
-                Some(http(sagas, client, &instance, &dispatch, url, method, body.as_ref()).await)
-            }
-            StepCall::Queue { queue, body, reply_queue, .. } => {
-                send(sagas, &instance, &dispatch, queue, body, reply_queue.as_deref()).await
-            }
+    let outcome = match &dispatch.call {
+        StepCall::Http { url, method, body } => {
+            Some(http(sagas, client, &instance, &dispatch, url, method, body.as_ref()).await)
+        }
+        StepCall::Queue { queue, body, reply_queue, .. } => {
+            send(sagas, &instance, &dispatch, queue, body, reply_queue.as_deref()).await
         }
     };
-    let ((), outcome) = tokio::join!(sagas.traces.record(vec![entry]), made);
     let Some(outcome) = outcome else { return };
     let applied = sagas
         .update(&instance.id, |i, d, now| {
@@ -202,6 +198,19 @@ async fn http(
     let retry = status.is_server_error() || status.as_u16() == 408 || status.as_u16() == 429;
     let excerpt: String = text.chars().take(300).collect();
     Outcome::Failed { error: format!("{url} answered {status}: {excerpt}"), retry }
+}
+
+/// The trace entry of an attempt the instance dispatched.
+fn attempt_entry(instance: &SagaInstance, dispatch: &Dispatch) -> TraceEntry {
+    let detail = format!("{} {} attempt {}", dispatch.step_name, dispatch.kind.as_str(), dispatch.attempt);
+    TraceEntry::new(
+        TraceKind::SagaStep,
+        attempt_id(dispatch),
+        &instance.correlation_id,
+        format!("saga:{}", instance.saga),
+    )
+    .caused_by(Some(&instance.id))
+    .detail(Some(&detail))
 }
 
 /// An attempt's id in the trace: `<instance>/<step>/<kind>/<attempt>`.
