@@ -15,12 +15,13 @@
 //! meanwhile into one transaction (`event_batch.rs`). Reads take the counter's committed value
 //! first and read below it.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use sluice_core::events::limits::EVENT_SCAN_MAX;
-use sluice_core::events::{self, AppendError, Decision, ExpectedVersion, NewEvent, Prior, StreamState, StreamStatus};
+use sluice_core::events::{self, AppendError, ExpectedVersion, NewEvent, StreamState, StreamStatus};
 use sluice_core::name::TENANT_SEPARATOR;
 use sluice_store::{
     AllEvents, AllRead, AppendedEvents, Direction, EventError, EventStore, StoredEvent, StreamEvents, StreamRead,
@@ -37,19 +38,6 @@ const RECHECK_MS: u64 = 500;
 
 const COLUMNS: &str =
     "position, stream_id, version, event_id, event_type, data, metadata, correlation_id, causation_id, time_ms";
-
-/// Takes the positions and inserts the events in one statement (see the module's comment).
-const INSERT: &str = "WITH pos AS (
-        UPDATE event_positions SET next_position = next_position + $3 WHERE id = 1 RETURNING next_position - $3 AS first
-    ), ins AS (
-        INSERT INTO events (position, stream_id, version, event_id, event_type, data, metadata, correlation_id, causation_id, time_ms)
-        SELECT pos.first + t.ord - 1, $1, $2 + t.ord - 1, t.id, t.typ, t.data, t.meta, t.corr, t.caus, sluice_now_ms()
-        FROM pos, unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
-             WITH ORDINALITY AS t(id, typ, data, meta, corr, caus, ord)
-    ), upd AS (
-        UPDATE event_streams SET next_version = $2 + $3, status = 0 WHERE stream_id = $1
-    )
-    SELECT first FROM pos";
 
 pub(crate) fn failed(e: tokio_postgres::Error) -> EventError {
     EventError::Store(db_error(e))
@@ -102,109 +90,90 @@ async fn head(c: &impl GenericClient) -> Result<u64, EventError> {
     Ok(row.get::<_, i64>(0) as u64)
 }
 
-/// Locks `stream_id`'s row for the rest of the transaction, making it (empty) for a new
-/// stream; waits for a racing creator's commit.
-pub(crate) async fn lock_stream(c: &impl GenericClient, stream_id: &str) -> Result<(), EventError> {
-    if state(c, stream_id, true).await?.is_none() {
-        c.execute(
-            "INSERT INTO event_streams (stream_id, next_version) VALUES ($1, 0) ON CONFLICT DO NOTHING",
-            &[&stream_id],
-        )
-        .await
-        .map_err(failed)?;
-        state(c, stream_id, true).await?;
+/// Locks the rows of `streams` (in id order, as given) for the rest of the transaction,
+/// making empty ones for new streams (waiting for a racing creator's commit): their states.
+pub(crate) async fn lock_streams<'a>(
+    c: &impl GenericClient,
+    streams: &[&'a str],
+) -> Result<HashMap<&'a str, StreamState>, EventError> {
+    let mut states = HashMap::with_capacity(streams.len());
+    for &stream_id in streams {
+        let state = match state(c, stream_id, true).await? {
+            Some(s) => s,
+            None => {
+                c.execute(
+                    "INSERT INTO event_streams (stream_id, next_version) VALUES ($1, 0) ON CONFLICT DO NOTHING",
+                    &[&stream_id],
+                )
+                .await
+                .map_err(failed)?;
+                state(c, stream_id, true).await?.unwrap_or(StreamState::NONE)
+            }
+        };
+        states.insert(stream_id, state);
     }
-    Ok(())
+    Ok(states)
 }
 
-/// Appends to `stream_id`, whose row the transaction holds locked (`lock_stream`), without
-/// committing: decides by core's rules, then takes positions and inserts in one statement.
-pub(crate) async fn append_locked(
-    tx: &impl GenericClient,
-    stream_id: &str,
-    expected: ExpectedVersion,
-    new: Vec<NewEvent>,
-) -> Result<AppendedEvents, EventError> {
-    let state = state(tx, stream_id, true).await?.unwrap_or(StreamState::NONE);
-    let count = new.len() as i64;
-    let found = tx
-        .query_opt(
-            "SELECT version FROM events WHERE stream_id = $1 AND event_id = $2 AND version >= $3",
-            &[&stream_id, &new[0].id, &(state.visible_from as i64)],
+/// The stored version of each (stream, event id) that has one (the latest, where a stream
+/// deleted and written again holds it twice).
+pub(crate) async fn stored_versions(
+    c: &impl GenericClient,
+    keys: &[(&str, &str)],
+) -> Result<HashMap<(String, String), u64>, EventError> {
+    let (streams, ids): (Vec<&str>, Vec<&str>) = keys.iter().copied().unzip();
+    let rows = c
+        .query(
+            "SELECT e.stream_id, e.event_id, max(e.version) FROM events e
+               JOIN unnest($1::text[], $2::text[]) AS q(sid, eid) ON e.stream_id = q.sid AND e.event_id = q.eid
+             GROUP BY e.stream_id, e.event_id",
+            &[&streams, &ids],
         )
         .await
         .map_err(failed)?;
-    let mut stored: Vec<String> = Vec::new();
-    let prior_at = found.map(|r| r.get::<_, i64>(0));
-    if let Some(at) = prior_at {
-        let rows = tx
-            .query(
-                "SELECT event_id FROM events WHERE stream_id = $1 AND version >= $2 ORDER BY version LIMIT $3",
-                &[&stream_id, &at, &count],
-            )
-            .await
-            .map_err(failed)?;
-        stored = rows.iter().map(|r| r.get(0)).collect();
-    }
-    let ids: Vec<&str> = new.iter().map(|e| e.id.as_str()).collect();
-    let prior = prior_at.map(|at| Prior { first_version: at as u64, ids: &stored });
-    let last = new.len() as u64 - 1;
-    match events::decide_append(&state, expected, &ids, prior)? {
-        Decision::Duplicate { first_version } => {
-            let row = tx
-                .query_one(
-                    "SELECT position FROM events WHERE stream_id = $1 AND version = $2",
-                    &[&stream_id, &(first_version as i64)],
-                )
-                .await
-                .map_err(failed)?;
-            let first_position = row.get::<_, i64>(0) as u64;
-            Ok(AppendedEvents {
-                first_version,
-                last_version: first_version + last,
-                first_position,
-                last_position: first_position + last,
-                duplicate: true,
-            })
-        }
-        Decision::Append { first_version } => {
-            let mut cols: [Vec<Option<String>>; 6] = Default::default();
-            for e in new {
-                cols[0].push(Some(e.id));
-                cols[1].push(Some(e.r#type));
-                cols[2].push(Some(e.data));
-                cols[3].push(e.metadata);
-                cols[4].push(e.correlation_id);
-                cols[5].push(e.causation_id);
-            }
-            let statement = tx.prepare_cached(INSERT).await.map_err(failed)?;
-            let row = tx
-                .query_one(
-                    &statement,
-                    &[
-                        &stream_id,
-                        &(first_version as i64),
-                        &count,
-                        &cols[0],
-                        &cols[1],
-                        &cols[2],
-                        &cols[3],
-                        &cols[4],
-                        &cols[5],
-                    ],
-                )
-                .await
-                .map_err(failed)?;
-            let first_position = row.get::<_, i64>(0) as u64;
-            Ok(AppendedEvents {
-                first_version,
-                last_version: first_version + last,
-                first_position,
-                last_position: first_position + last,
-                duplicate: false,
-            })
-        }
-    }
+    Ok(rows.iter().map(|r| ((r.get(0), r.get(1)), r.get::<_, i64>(2) as u64)).collect())
+}
+
+/// The ids of up to `count` stored events of `stream_id` from `version` on.
+pub(crate) async fn stored_ids(
+    c: &impl GenericClient,
+    stream_id: &str,
+    version: u64,
+    count: usize,
+) -> Result<Vec<String>, EventError> {
+    let rows = c
+        .query(
+            "SELECT event_id FROM events WHERE stream_id = $1 AND version >= $2 ORDER BY version LIMIT $3",
+            &[&stream_id, &(version as i64), &(count as i64)],
+        )
+        .await
+        .map_err(failed)?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// The answer to a re-sent append of `count` events stored from `first_version` on.
+pub(crate) async fn stored_append(
+    c: &impl GenericClient,
+    stream_id: &str,
+    first_version: u64,
+    count: usize,
+) -> Result<AppendedEvents, EventError> {
+    let row = c
+        .query_one(
+            "SELECT position FROM events WHERE stream_id = $1 AND version = $2",
+            &[&stream_id, &(first_version as i64)],
+        )
+        .await
+        .map_err(failed)?;
+    let first_position = row.get::<_, i64>(0) as u64;
+    let last = count as u64 - 1;
+    Ok(AppendedEvents {
+        first_version,
+        last_version: first_version + last,
+        first_position,
+        last_position: first_position + last,
+        duplicate: true,
+    })
 }
 
 impl PostgresStore {

@@ -308,6 +308,33 @@ pub async fn events_shared_streams_from_two_nodes_never_deadlock(b: &dyn Backend
     b.close(s).await;
 }
 
+/// The same append (same ids) sent by several callers at once, as retries racing their
+/// original: one appends, every other is answered with the same versions and positions, and
+/// the stream holds the events once.
+pub async fn events_the_same_append_sent_at_once_lands_once(b: &dyn Backend) {
+    const CALLERS: usize = 8;
+    let s = b.open().await;
+    let mut calls = Vec::new();
+    for _ in 0..CALLERS {
+        let s = s.clone();
+        calls.push(tokio::spawn(async move {
+            let events = vec![ev("again-a", "T"), ev("again-b", "T")];
+            s.append_events("again", ExpectedVersion::NoStream, events).await.unwrap()
+        }));
+    }
+    let mut answers = Vec::new();
+    for c in calls {
+        answers.push(c.await.unwrap());
+    }
+    assert_eq!(answers.iter().filter(|a| !a.duplicate).count(), 1, "one appended: {answers:?}");
+    let place = |a: &crate::AppendedEvents| (a.first_version, a.last_version, a.first_position, a.last_position);
+    assert!(answers.iter().all(|a| place(a) == place(&answers[0])), "every answer names the same events: {answers:?}");
+    assert_eq!(place(&answers[0]).0, 0);
+    let r = s.read_stream("again", forward(None, 10)).await.unwrap();
+    assert_eq!(r.events.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), ["again-a", "again-b"]);
+    b.close(s).await;
+}
+
 async fn gapless_with(s: Arc<dyn Store>, other: Option<Arc<dyn Store>>) {
     const WRITERS: usize = 6;
     const APPENDS: usize = 30;

@@ -90,7 +90,7 @@ macro_rules! conformance_tests {
             events_all_long_polls_wake_on_append_and_time_out, events_soft_and_hard_delete,
             events_survive_restart_with_versions_positions_and_dedup,
             events_concurrent_writers_win_each_version_once, events_all_is_gapless_under_concurrent_appends,
-            events_shared_streams_from_two_nodes_never_deadlock,
+            events_shared_streams_from_two_nodes_never_deadlock, events_the_same_append_sent_at_once_lands_once,
             depth_limits_count_bytes_and_follow_updates, a_commit_into_a_full_queue_is_refused_whole,
             overload_loses_nothing_acknowledged, rate_buckets_grant_their_burst_then_their_rate,
             a_queue_rate_limit_refuses_the_entries_past_its_bucket,
