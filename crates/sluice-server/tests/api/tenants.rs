@@ -9,20 +9,40 @@ use serde_json::{Value, json};
 use crate::auth::{call, key};
 use crate::support::TestServer;
 
-/// A key of `tenant` with every action on queues and topics; returns its token.
-async fn tenant_key(s: &TestServer, admin: &str, tenant: &str) -> String {
-    let body = json!({ "name": tenant, "tenant": tenant, "scopes": ["queues:*:*", "topics:*:*", "streams:*:*", "jobs:*:*", "sagas:*:*", "events:*:*", "schedules:*:*", "schemas:*:*"] });
+/// A key of `tenant` with every action on every namespaced kind; returns its token.
+pub(crate) async fn tenant_key(s: &TestServer, admin: &str, tenant: &str) -> String {
+    let kinds = ["queues", "topics", "streams", "jobs", "sagas", "events", "schedules", "schemas", "relays"];
+    let scopes: Vec<String> = kinds.iter().map(|k| format!("{k}:*:*")).collect();
+    let body = json!({ "name": tenant, "tenant": tenant, "scopes": scopes });
     let (status, _, made) = call(s, "POST", "/v1/keys", Some(&body), Some(admin)).await;
     assert_eq!(status, 201, "{made}");
     assert_eq!(made["tenant"], tenant);
     made["key"].as_str().unwrap().to_string()
 }
 
-async fn ok(s: &TestServer, method: &str, path: &str, body: Value, token: &str) -> Value {
+pub(crate) async fn ok(s: &TestServer, method: &str, path: &str, body: Value, token: &str) -> Value {
     let body = (!body.is_null()).then_some(body);
     let (status, _, answer) = call(s, method, path, body.as_ref(), Some(token)).await;
     assert!((200..300).contains(&status), "{method} {path}: {status} {answer}");
     answer
+}
+
+/// Each route (method, path, body, the code of an absent resource) names the owner's resource:
+/// the other tenant's key finds nothing (404 with that code, and no stored name in the answer),
+/// then the owner's key succeeds.
+pub(crate) async fn absent_to_others(
+    s: &TestServer,
+    routes: Vec<(&str, String, Value, &str)>,
+    other: &str,
+    owner: &str,
+) {
+    for (method, path, body, code) in routes {
+        let body_ref = (!body.is_null()).then_some(&body);
+        let (status, _, answer) = call(s, method, &path, body_ref, Some(other)).await;
+        assert_eq!((status, answer["error"]["code"].as_str()), (404, Some(code)), "other: {method} {path}: {answer}");
+        assert!(!answer.to_string().contains('~'), "the answer names the owner's resource as stored: {answer}");
+        ok(s, method, &path, body, owner).await;
+    }
 }
 
 fn names(list: &Value, field: &str) -> Vec<String> {
@@ -104,13 +124,7 @@ async fn tenants_share_names_and_never_see_each_others_resources() {
         ("DELETE", "/v1/queues/acme-only".into(), Value::Null, "queue_not_found"),
         ("DELETE", "/v1/topics/events-acme".into(), Value::Null, "topic_not_found"),
     ];
-    for (method, path, body, code) in routes {
-        let body_ref = (!body.is_null()).then_some(&body);
-        let (status, _, answer) = call(&s, method, &path, body_ref, Some(&beta)).await;
-        assert_eq!((status, answer["error"]["code"].as_str()), (404, Some(code)), "beta: {method} {path}: {answer}");
-        assert!(!answer.to_string().contains('~'), "the error names acme's resource as stored: {answer}");
-        ok(&s, method, &path, body, &acme).await;
-    }
+    absent_to_others(&s, routes, &beta, &acme).await;
 
     // A name spelling another tenant's prefix is no name; a subscription or dead-letter queue
     // in another tenant is no queue of this one's.
@@ -255,13 +269,8 @@ async fn tenants_event_streams_and_subscriptions_are_their_own() {
         ("DELETE", "/v1/events/subscriptions/acme-proj", Value::Null, "event_subscription_not_found"),
         ("DELETE", "/v1/events/streams/acme-notes", Value::Null, "event_stream_not_found"),
     ];
-    for (method, path, body, code) in routes {
-        let body_ref = (!body.is_null()).then_some(&body);
-        let (status, _, answer) = call(&s, method, path, body_ref, Some(&beta)).await;
-        assert_eq!((status, answer["error"]["code"].as_str()), (404, Some(code)), "beta: {method} {path}: {answer}");
-        assert!(!answer.to_string().contains('~'), "{answer}");
-        ok(&s, method, path, body, &acme).await;
-    }
+    let routes = routes.into_iter().map(|(m, p, b, c)| (m, p.to_string(), b, c)).collect();
+    absent_to_others(&s, routes, &beta, &acme).await;
 
     // Metrics name the subscription as its tenant does, with the tenant as a label.
     let (_, _, bytes) = s.raw(axum::http::Request::get("/metrics").body(axum::body::Body::empty()).unwrap()).await;
@@ -338,13 +347,8 @@ async fn tenants_schedules_and_schemas_are_their_own() {
         ("GET", "/v1/schemas/acme-type/versions/1", Value::Null, "schema_not_found"),
         ("DELETE", "/v1/schedules/acme-only", Value::Null, "schedule_not_found"),
     ];
-    for (method, path, body, code) in routes {
-        let body_ref = (!body.is_null()).then_some(&body);
-        let (status, _, answer) = call(&s, method, path, body_ref, Some(&beta)).await;
-        assert_eq!((status, answer["error"]["code"].as_str()), (404, Some(code)), "beta: {method} {path}: {answer}");
-        assert!(!answer.to_string().contains('~'), "{answer}");
-        ok(&s, method, path, body, &acme).await;
-    }
+    let routes = routes.into_iter().map(|(m, p, b, c)| (m, p.to_string(), b, c)).collect();
+    absent_to_others(&s, routes, &beta, &acme).await;
     // Configuring a type of the same name makes the caller's own, and leaves acme's as it was.
     let made = ok(&s, "PUT", "/v1/schemas/acme-type/config", json!({ "compatibility": "none" }), &beta).await;
     assert!(made.get("latest_version").is_none(), "beta's new type has no versions: {made}");

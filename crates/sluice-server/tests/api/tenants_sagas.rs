@@ -10,26 +10,11 @@ use serde_json::{Value, json};
 
 use crate::auth::{call, key};
 use crate::support::TestServer;
+use crate::tenants::{ok, tenant_key};
 
 /// How long background work (an orchestrator's step, a relay's poll) may take to show.
 const WAIT_TRIES_MAX: usize = 200;
 const WAIT_STEP_MS: u64 = 100;
-
-/// A key of `tenant` with every action on queues, sagas and relays; returns its token.
-async fn tenant_key(s: &TestServer, admin: &str, tenant: &str) -> String {
-    let scopes = ["queues:*:*", "sagas:*:*", "relays:*:*"];
-    let body = json!({ "name": tenant, "tenant": tenant, "scopes": scopes });
-    let (status, _, made) = call(s, "POST", "/v1/keys", Some(&body), Some(admin)).await;
-    assert_eq!(status, 201, "{made}");
-    made["key"].as_str().unwrap().to_string()
-}
-
-async fn ok(s: &TestServer, method: &str, path: &str, body: Value, token: &str) -> Value {
-    let body = (!body.is_null()).then_some(body);
-    let (status, _, answer) = call(s, method, path, body.as_ref(), Some(token)).await;
-    assert!((200..300).contains(&status), "{method} {path}: {status} {answer}");
-    answer
-}
 
 /// The call's answer once `done` holds for it.
 async fn eventually(s: &TestServer, path: &str, token: &str, done: impl Fn(&Value) -> bool) -> Value {
