@@ -8,6 +8,8 @@
 //! made for each enqueue and dropped after it: every other job call finds no job. Events are
 //! checked and decided against an empty log, and forgotten.
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use sluice_core::broker::{MoveOutcome, QueueStats, QueueView};
 use sluice_core::events::{
@@ -16,9 +18,14 @@ use sluice_core::events::{
 use sluice_core::jobs::{ClaimSpec, JobBoard, JobError, JobId, NewJob, QueueJobStats};
 use sluice_core::limits::FIFO_SUFFIX;
 use sluice_core::name::validate_queue_name;
+use sluice_core::stream::{NewRecord, StreamConfigPatch};
 use sluice_core::{EntryError, MessageId, NewMessage, QueueAttributes, QueueAttributesPatch, Receipt, Sent};
 use sluice_store::{
     AllEvents, AllRead, AppendedEvents, EventError, EventStore, StreamEvents, StreamRead, validate_append_events,
+};
+use sluice_store::{
+    AppendResults, Expectation, FetchRequest, Fetched, GroupConfig, GroupView, LogError, ReadBatch, ReadRequest,
+    ReceiptResults, SeekTo, StreamView,
 };
 use sluice_store::{
     ClaimedJob, CommitStore, Committed, Conflict, EnqueuedJob, EntryResults, HeartbeatAnswer, JobListRequest, JobPage,
@@ -123,8 +130,72 @@ impl QueueStore for ParseOnlyStore {
     }
 }
 
-/// Keeps no streams: every stream call is refused (`LogError::Unsupported`).
-impl sluice_store::LogStore for ParseOnlyStore {}
+/// Keeps no streams: a stream named by a call is one that does not exist, as in an empty log
+/// (creating one is refused, `LogError::Unsupported`).
+#[async_trait]
+impl sluice_store::LogStore for ParseOnlyStore {
+    async fn get_stream(&self, name: &str) -> Result<StreamView, LogError> {
+        Err(no_stream(name))
+    }
+    async fn list_streams(&self, _: &str, _: Option<&str>, _: usize) -> Result<Vec<StreamView>, LogError> {
+        Ok(Vec::new())
+    }
+    async fn update_stream(&self, name: &str, _: StreamConfigPatch) -> Result<StreamView, LogError> {
+        Err(no_stream(name))
+    }
+    async fn delete_stream(&self, name: &str) -> Result<(), LogError> {
+        Err(no_stream(name))
+    }
+    async fn append(&self, stream: &str, _: Vec<NewRecord>, _: Option<Expectation>) -> Result<AppendResults, LogError> {
+        Err(no_stream(stream))
+    }
+    async fn read(&self, stream: &str, _: ReadRequest) -> Result<ReadBatch, LogError> {
+        Err(no_stream(stream))
+    }
+    async fn create_group(&self, stream: &str, _: &str, _: GroupConfig) -> Result<(GroupView, bool), LogError> {
+        Err(no_stream(stream))
+    }
+    async fn get_group(&self, stream: &str, _: &str) -> Result<GroupView, LogError> {
+        Err(no_stream(stream))
+    }
+    async fn delete_group(&self, stream: &str, _: &str) -> Result<(), LogError> {
+        Err(no_stream(stream))
+    }
+    async fn fetch(&self, stream: &str, _: &str, _: FetchRequest) -> Result<Fetched, LogError> {
+        Err(no_stream(stream))
+    }
+    async fn commit(&self, stream: &str, _: &str, _: &str, _: u64, _: BTreeMap<u32, u64>) -> Result<(), LogError> {
+        Err(no_stream(stream))
+    }
+    async fn seek(&self, stream: &str, _: &str, _: u32, _: SeekTo) -> Result<u64, LogError> {
+        Err(no_stream(stream))
+    }
+    async fn ack_shared(&self, stream: &str, _: &str, _: Vec<String>) -> Result<ReceiptResults, LogError> {
+        Err(no_stream(stream))
+    }
+    async fn release_shared(
+        &self,
+        stream: &str,
+        _: &str,
+        _: Vec<String>,
+        _: Option<String>,
+    ) -> Result<ReceiptResults, LogError> {
+        Err(no_stream(stream))
+    }
+    async fn nack_shared(
+        &self,
+        stream: &str,
+        _: &str,
+        _: Vec<String>,
+        _: Option<String>,
+    ) -> Result<ReceiptResults, LogError> {
+        Err(no_stream(stream))
+    }
+}
+
+fn no_stream(name: &str) -> LogError {
+    LogError::StreamNotFound(name.to_owned())
+}
 impl sluice_store::RateStore for ParseOnlyStore {}
 
 /// An empty log of events: an append is checked and decided against a stream never written
@@ -144,13 +215,7 @@ impl EventStore for ParseOnlyStore {
             Decision::Append { first_version } | Decision::Duplicate { first_version } => first_version,
         };
         let count = events.len() as u64;
-        Ok(AppendedEvents {
-            first_version,
-            last_version: first_version + count - 1,
-            first_position: 0,
-            last_position: count - 1,
-            duplicate: false,
-        })
+        Ok(AppendedEvents::span(first_version, 0, count, false))
     }
 
     async fn read_stream(&self, stream_id: &str, read: StreamRead) -> Result<StreamEvents, EventError> {
