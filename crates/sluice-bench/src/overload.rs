@@ -129,11 +129,8 @@ async fn phases(plan: &Plan, url: &str) -> anyhow::Result<Vec<PhaseResult>> {
         for mode in [Mode::Unlimited, Mode::Limited] {
             let bulk = format!("{}-overload-{factor}x-{}-bulk", plan.queue, mode.name());
             let urgent = format!("{}-overload-{factor}x-{}-urgent", plan.queue, mode.name());
-            let limit = (mode == Mode::Limited).then_some(DEPTH_LIMIT);
-            let request = CreateQueueRequest { name: bulk.clone(), max_depth_messages: limit, ..Default::default() };
-            client.create_queue(&request).await.with_context(|| format!("creating {bulk}"))?;
-            let request = CreateQueueRequest { name: urgent.clone(), ..Default::default() };
-            client.create_queue(&request).await.with_context(|| format!("creating {urgent}"))?;
+            create(&client, &bulk, (mode == Mode::Limited).then_some(DEPTH_LIMIT)).await?;
+            create(&client, &urgent, None).await?;
             let result = phase(plan, &client, factor, mode, &bulk, &urgent).await;
             let _ = client.delete_queue(&bulk).await;
             let _ = client.delete_queue(&urgent).await;
@@ -162,17 +159,33 @@ async fn shedding(plan: &Plan) -> anyhow::Result<PhaseResult> {
     let target = InProcess::start_with(&plan.tmp_dir, plan.durability, config).await?;
     let client = workload::client(target.url())?;
     let (bulk, urgent) = (format!("{}-shedding-bulk", plan.queue), format!("{}-shedding-urgent", plan.queue));
-    let mut made = Ok(());
-    for name in [&bulk, &urgent] {
-        let request = CreateQueueRequest { name: name.clone(), ..Default::default() };
-        made = made.and(client.create_queue(&request).await.map(|_| ()).with_context(|| format!("creating {name}")));
+    let result = async {
+        create(&client, &bulk, None).await?;
+        create(&client, &urgent, None).await?;
+        phase(plan, &client, SHED_FACTOR, Mode::Shedding, &bulk, &urgent).await
     }
-    let result = match made {
-        Ok(()) => phase(plan, &client, SHED_FACTOR, Mode::Shedding, &bulk, &urgent).await,
-        Err(e) => Err(e),
-    };
+    .await;
     target.stop().await?;
     result
+}
+
+/// Makes the queue `name`, with `max_depth_messages` (overflow reject) when given.
+async fn create(client: &Client, name: &str, max_depth_messages: Option<u64>) -> anyhow::Result<()> {
+    let request = CreateQueueRequest { name: name.to_owned(), max_depth_messages, ..Default::default() };
+    client.create_queue(&request).await.with_context(|| format!("creating {name}"))?;
+    Ok(())
+}
+
+/// Counts one urgent send's outcome in `tally`: taken with its latency, or refused.
+fn count_send<E: std::fmt::Display>(tally: &mut Tally, outcome: &Result<sluice_api::SendResponse, E>, took: Duration) {
+    match outcome {
+        Ok(r) if r.results[0].id.is_some() => {
+            tally.count += 1;
+            tally.latency.record(took);
+        }
+        Ok(r) => tally.error(1, || format!("{:?}", r.results[0].error)),
+        Err(e) => tally.error(1, || e.to_string()),
+    }
 }
 
 /// Sends `WARM_MESSAGES` to a scratch queue of the server at `url`, then deletes it.
@@ -246,15 +259,10 @@ async fn phase(
                 let sent = Instant::now();
                 let shedding = shed_from.get().is_some();
                 let outcome = client.send_messages(&urgent, &SendRequest { messages: vec![message] }).await;
-                for t in [&mut tally, &mut while_shedding].into_iter().take(if shedding { 2 } else { 1 }) {
-                    match &outcome {
-                        Ok(r) if r.results[0].id.is_some() => {
-                            t.count += 1;
-                            t.latency.record(sent.elapsed());
-                        }
-                        Ok(r) => t.error(1, || format!("{:?}", r.results[0].error)),
-                        Err(e) => t.error(1, || e.to_string()),
-                    }
+                let took = sent.elapsed();
+                count_send(&mut tally, &outcome, took);
+                if shedding {
+                    count_send(&mut while_shedding, &outcome, took);
                 }
             }
             (tally, while_shedding)

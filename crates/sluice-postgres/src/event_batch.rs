@@ -149,39 +149,33 @@ struct Before {
 
 /// Decides each append of `work` in order by core's rules, as if each had committed before
 /// the next: a later append sees the versions and ids of the earlier ones (an earlier append's
-/// retry in the same batch is answered from it).
-fn decide(work: &[Work], before: &Before) -> (Vec<Decided>, Rows) {
-    let mut states: HashMap<&str, StreamState> = HashMap::new();
-    let mut written: HashMap<&str, Vec<(u64, &str, usize)>> = HashMap::new();
+/// retry in the same batch is answered from it). The appended events move into the rows.
+fn decide(work: Vec<Work>, before: &Before) -> (Vec<Decided>, Rows) {
+    let mut states: HashMap<String, StreamState> = HashMap::new();
+    let mut written: HashMap<String, Vec<(u64, String, usize)>> = HashMap::new();
     let mut rows = Rows::default();
     let mut decided = Vec::with_capacity(work.len());
-    for (index, (stream_id, expected, events)) in work.iter().enumerate() {
-        let state = states
-            .get(stream_id.as_str())
-            .or_else(|| before.states.get(stream_id))
-            .copied()
-            .unwrap_or(StreamState::NONE);
+    for (index, (stream_id, expected, events)) in work.into_iter().enumerate() {
+        let state =
+            states.get(&stream_id).or_else(|| before.states.get(&stream_id)).copied().unwrap_or(StreamState::NONE);
         let ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
-        let in_batch = written.get(stream_id.as_str()).and_then(|w| w.iter().find(|(_, id, _)| *id == ids[0]));
+        let in_batch = written.get(&stream_id).and_then(|w| w.iter().find(|(_, id, _)| id == ids[0]));
         let stored =
             before.first_ids.get(&(stream_id.clone(), ids[0].to_owned())).filter(|&&v| v >= state.visible_from);
         let outcome = match (in_batch, stored) {
             (Some(&(version, _, of)), _) => {
-                let batch_ids: Vec<String> = written[stream_id.as_str()]
-                    .iter()
-                    .filter(|(v, _, _)| *v >= version)
-                    .map(|(_, id, _)| id.to_string())
-                    .collect();
+                let batch_ids: Vec<String> =
+                    written[&stream_id].iter().filter(|(v, _, _)| *v >= version).map(|(_, id, _)| id.clone()).collect();
                 let prior = Prior { first_version: version, ids: &batch_ids };
-                events::decide_append(&state, *expected, &ids, Some(prior)).map(|d| (d, Some(of)))
+                events::decide_append(&state, expected, &ids, Some(prior)).map(|d| (d, Some(of)))
             }
             (None, Some(&version)) => {
                 let none = Vec::new();
                 let prior_ids = before.ids_from.get(&(stream_id.clone(), version)).unwrap_or(&none);
                 let prior = Prior { first_version: version, ids: prior_ids };
-                events::decide_append(&state, *expected, &ids, Some(prior)).map(|d| (d, None))
+                events::decide_append(&state, expected, &ids, Some(prior)).map(|d| (d, None))
             }
-            (None, None) => events::decide_append(&state, *expected, &ids, None).map(|d| (d, None)),
+            (None, None) => events::decide_append(&state, expected, &ids, None).map(|d| (d, None)),
         };
         let count = events.len() as u64;
         decided.push(match outcome {
@@ -190,22 +184,23 @@ fn decide(work: &[Work], before: &Before) -> (Vec<Decided>, Rows) {
             Ok((Decision::Duplicate { first_version }, None)) => Decided::Stored { first_version, count },
             Ok((Decision::Append { first_version }, _)) => {
                 let offset = rows.streams.len() as u64;
-                for (k, e) in events.iter().enumerate() {
+                let mine = written.entry(stream_id.clone()).or_default();
+                for (k, e) in events.into_iter().enumerate() {
                     let version = first_version + k as u64;
-                    written.entry(stream_id.as_str()).or_default().push((version, e.id.as_str(), index));
+                    mine.push((version, e.id.clone(), index));
                     rows.streams.push(stream_id.clone());
                     rows.versions.push(version as i64);
                     let c = &mut rows.columns;
-                    c[0].push(Some(e.id.clone()));
-                    c[1].push(Some(e.r#type.clone()));
-                    c[2].push(Some(e.data.clone()));
-                    c[3].push(e.metadata.clone());
-                    c[4].push(e.correlation_id.clone());
-                    c[5].push(e.causation_id.clone());
+                    c[0].push(Some(e.id));
+                    c[1].push(Some(e.r#type));
+                    c[2].push(Some(e.data));
+                    c[3].push(e.metadata);
+                    c[4].push(e.correlation_id);
+                    c[5].push(e.causation_id);
                 }
                 let next = StreamState { next_version: first_version + count, status: StreamStatus::Live, ..state };
-                states.insert(stream_id.as_str(), next);
                 rows.next_versions.insert(stream_id.clone(), next.next_version);
+                states.insert(stream_id, next);
                 Decided::Append { first_version, offset, count }
             }
         });
@@ -231,12 +226,13 @@ async fn commit(pool: &Pool, work: Vec<Work>) -> Vec<Result<AppendedEvents, Even
         Ok(before) => before,
         Err(e) => return all_failed(e),
     };
-    let (decided, rows) = decide(&work, &before);
+    let streams: Vec<String> = work.iter().map(|(s, _, _)| s.clone()).collect();
+    let (decided, rows) = decide(work, &before);
     // The positions of re-sent appends answered from stored ones.
     let mut stored = HashMap::new();
     for (index, d) in decided.iter().enumerate() {
         if let Decided::Stored { first_version, count } = d {
-            match crate::events::stored_append(&tx, &work[index].0, *first_version, *count as usize).await {
+            match crate::events::stored_append(&tx, &streams[index], *first_version, *count as usize).await {
                 Ok(a) => stored.insert(index, a),
                 Err(e) => return all_failed(e),
             };
@@ -277,28 +273,17 @@ async fn commit(pool: &Pool, work: Vec<Work>) -> Vec<Result<AppendedEvents, Even
             })
             .collect();
     }
-    let appended = |first_version: u64, offset: u64, count: u64| AppendedEvents {
-        first_version,
-        last_version: first_version + count - 1,
-        first_position: first_position + offset,
-        last_position: first_position + offset + count - 1,
-        duplicate: false,
-    };
     let mut answers: Vec<Result<AppendedEvents, EventError>> = Vec::with_capacity(n);
     for (index, d) in decided.into_iter().enumerate() {
         answers.push(match d {
-            Decided::Append { first_version, offset, count } => Ok(appended(first_version, offset, count)),
+            Decided::Append { first_version, offset, count } => {
+                Ok(AppendedEvents::span(first_version, first_position + offset, count, false))
+            }
             Decided::Stored { .. } => Ok(stored[&index]),
             Decided::Again { of, first_version, count } => match &answers[of] {
                 Ok(a) => {
                     let first_position = a.first_position + (first_version - a.first_version);
-                    Ok(AppendedEvents {
-                        first_version,
-                        last_version: first_version + count - 1,
-                        first_position,
-                        last_position: first_position + count - 1,
-                        duplicate: true,
-                    })
+                    Ok(AppendedEvents::span(first_version, first_position, count, true))
                 }
                 Err(e) => Err(e.clone()),
             },
@@ -365,7 +350,7 @@ mod tests {
             append("old", ExpectedVersion::Exact(5), &["o2"]),
             append("old", ExpectedVersion::Any, &["o3"]),
         ];
-        let (decided, rows) = decide(&work, &before);
+        let (decided, rows) = decide(work, &before);
         assert_eq!(decided[0], Decided::Append { first_version: 0, offset: 0, count: 2 });
         assert_eq!(decided[1], Decided::Again { of: 0, first_version: 0, count: 2 });
         assert_eq!(decided[2], Decided::Append { first_version: 2, offset: 2, count: 1 });

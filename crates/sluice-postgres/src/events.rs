@@ -165,15 +165,7 @@ pub(crate) async fn stored_append(
         )
         .await
         .map_err(failed)?;
-    let first_position = row.get::<_, i64>(0) as u64;
-    let last = count as u64 - 1;
-    Ok(AppendedEvents {
-        first_version,
-        last_version: first_version + last,
-        first_position,
-        last_position: first_position + last,
-        duplicate: true,
-    })
+    Ok(AppendedEvents::span(first_version, row.get::<_, i64>(0) as u64, count as u64, true))
 }
 
 impl PostgresStore {

@@ -49,6 +49,20 @@ pub struct AppendedEvents {
     pub duplicate: bool,
 }
 
+impl AppendedEvents {
+    /// The answer for `count` (at least one) consecutive events from `first_version` at
+    /// `first_position`.
+    pub fn span(first_version: u64, first_position: u64, count: u64, duplicate: bool) -> AppendedEvents {
+        AppendedEvents {
+            first_version,
+            last_version: first_version + count - 1,
+            first_position,
+            last_position: first_position + count - 1,
+            duplicate,
+        }
+    }
+}
+
 /// Which way a stream is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Direction {

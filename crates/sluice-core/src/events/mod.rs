@@ -332,10 +332,14 @@ impl EventFilter {
     }
 
     pub fn is_empty(&self) -> bool {
+        self.is_empty_within_tenant() && !self.untenanted
+    }
+
+    /// Whether the filter leaves out nothing but other tenants' streams (`untenanted`).
+    pub fn is_empty_within_tenant(&self) -> bool {
         self.types.is_empty()
             && self.stream_prefix.as_deref().is_none_or(str::is_empty)
             && self.correlation_id.is_none()
-            && !self.untenanted
     }
 
     pub fn matches(&self, stream_id: &str, r#type: &str, correlation_id: Option<&str>) -> bool {

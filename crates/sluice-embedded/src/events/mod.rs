@@ -234,13 +234,7 @@ impl EventLog {
                     let (position, _) = self.log.stage(&record, now);
                     self.index(&body, position, false);
                 }
-                Ok(AppendedEvents {
-                    first_version,
-                    last_version: first_version + count - 1,
-                    first_position,
-                    last_position: first_position + count - 1,
-                    duplicate: false,
-                })
+                Ok(AppendedEvents::span(first_version, first_position, count, false))
             }
         }
     }

@@ -105,8 +105,7 @@ impl EventLog {
         let f = &read.filter;
         // The default tenant's read of everything is the plain run with other tenants' events
         // left out: a page may hold fewer than `max`, and `next_position` is past them.
-        let own_only = f.untenanted && EventFilter { untenanted: false, ..f.clone() }.is_empty();
-        if f.is_empty() || own_only {
+        if f.is_empty_within_tenant() {
             let mut events = self.run(from, max.min((head - from) as usize), &mut 0)?;
             let next_position = events.last().map_or(from, |e| e.position + 1);
             events.retain(|e| f.matches(&e.stream_id, &e.r#type, e.correlation_id.as_deref()));

@@ -311,9 +311,13 @@ pub async fn read_all(
     tenant: Tenant,
     Query(params): Query<AllParams>,
 ) -> JsonResult<AllEventsResponse> {
-    let mut filter = tenant_filter(&tenant, params.stream_prefix)?;
-    filter.types = types_of(params.types.as_deref());
-    filter.correlation_id = params.correlation_id;
+    let filter = EventFilter {
+        types: types_of(params.types.as_deref()),
+        stream_prefix: tenant_prefix(&tenant, params.stream_prefix)?,
+        correlation_id: params.correlation_id,
+        // The default tenant's streams are those without a tenant's prefix.
+        untenanted: tenant.0.is_default(),
+    };
     let read = AllRead {
         from_position: params.from_position.unwrap_or(0),
         max: params.max.unwrap_or(EVENT_READ_DEFAULT),
@@ -332,15 +336,13 @@ pub async fn read_all(
     }))
 }
 
-/// A `$all` filter that keeps to the tenant's streams, with the client's stream prefix in the
-/// tenant's names: a tenant's streams share its prefix, and the default tenant's are those
-/// without one.
-pub(super) fn tenant_filter(tenant: &Tenant, stream_prefix: Option<String>) -> Result<EventFilter, ApiError> {
-    let stream_prefix = match stream_prefix {
+/// The stream prefix of a `$all` filter in the tenant's names: a tenant's streams share its
+/// prefix, so a named tenant's filter always has one.
+pub(super) fn tenant_prefix(tenant: &Tenant, stream_prefix: Option<String>) -> Result<Option<String>, ApiError> {
+    Ok(match stream_prefix {
         Some(p) => Some(tenant.name("stream_prefix", &p)?),
         None => Some(tenant.0.prefix()).filter(|p| !p.is_empty()),
-    };
-    Ok(EventFilter { stream_prefix, untenanted: tenant.0.is_default(), ..EventFilter::default() })
+    })
 }
 
 /// The event store's gauges for `/metrics`: the log's head and each subscription's lag (the

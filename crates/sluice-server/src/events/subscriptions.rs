@@ -9,6 +9,7 @@ use sluice_api::events::{
     AllEventsResponse, CheckpointRequest, CreateEventSubscriptionRequest, EventSubscription, EventSubscriptionList,
     FetchEventsRequest, SubscriptionFrom, SubscriptionFromName,
 };
+use sluice_core::events::EventFilter;
 use sluice_core::events::limits::EVENT_READ_DEFAULT;
 use sluice_services::events::{StartFrom, Subscription};
 
@@ -57,9 +58,8 @@ pub async fn create(
     };
     // The default tenant's subscriptions keep to its streams when they fetch (the services'
     // rule), so the stored filter holds only what the client asked for.
-    let mut filter = super::tenant_filter(&tenant, request.stream_prefix)?;
-    filter.untenanted = false;
-    filter.types = request.types;
+    let stream_prefix = super::tenant_prefix(&tenant, request.stream_prefix)?;
+    let filter = EventFilter { types: request.types, stream_prefix, ..EventFilter::default() };
     let name = tenant.name("name", &request.name)?;
     let events = state.services.events();
     let (sub, created) = events.create_subscription(&name, from, filter).await?;

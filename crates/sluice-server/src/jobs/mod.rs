@@ -19,7 +19,6 @@ use sluice_core::jobs::limits::{
     JOB_LEASE_MS_DEFAULT, JOB_LIST_LIMIT_DEFAULT, JOB_LIST_LIMIT_MAX, JOB_UNIQUE_FOR_MS_MAX,
 };
 use sluice_core::jobs::{ClaimSpec, JobFilter, JobId, JobStatus, validate_tag};
-use sluice_core::name::Namespace;
 use sluice_services::jobs::Jobs;
 use sluice_services::trace::TraceKind;
 use sluice_store::JobListRequest;
@@ -97,9 +96,7 @@ pub async fn enqueue(
     let schemas = state.services.schemas();
     let door = schemas.queue_door(&request.queue).await?;
     if door.schema_validation
-        && let Err(violation) = schemas
-            .check_value(&Namespace::of_stored(&request.queue), Some(&request.job_type), None, &request.payload)
-            .await?
+        && let Err(violation) = schemas.check_value(&tenant.0, Some(&request.job_type), None, &request.payload).await?
     {
         return Err(crate::error::violation_error(&violation));
     }

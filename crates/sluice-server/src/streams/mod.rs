@@ -16,7 +16,6 @@ use sluice_api::{
     StreamList, UpdateStreamRequest,
 };
 use sluice_core::EntryError;
-use sluice_core::name::Namespace;
 use sluice_core::stream::limits::{APPEND_RECORDS_MAX, READ_RECORDS_DEFAULT};
 use sluice_core::stream::{RecordError, StreamConfig, StreamConfigPatch};
 use sluice_services::idempotency::{Fill, FillField, Template, Ticket};
@@ -266,7 +265,7 @@ pub async fn append(
         let schemas = state.services.schemas();
         let mut kept = (Vec::with_capacity(accepted.len()), Vec::with_capacity(accepted.len()));
         for (record, i) in accepted.into_iter().zip(positions) {
-            match schemas.check_record(&Namespace::of_stored(&name), &record).await? {
+            match schemas.check_record(&tenant.0, &record).await? {
                 Ok(()) => {
                     kept.0.push(record);
                     kept.1.push(i);

@@ -7,8 +7,9 @@ use serde_json::{Value, json};
 
 use crate::support::{Payload, TestServer, case, check, json_payload};
 
-/// An SQLite outbox table in a temporary directory, and a relay request for it.
-fn outbox() -> (tempfile::TempDir, String) {
+/// An SQLite outbox in a temporary directory holding `rows` of (aggregate type, aggregate id,
+/// payload), and its source URL.
+pub(crate) fn outbox(rows: &[(&str, &str, &str)]) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("app.db");
     let conn = rusqlite::Connection::open(&path).expect("create");
@@ -16,6 +17,13 @@ fn outbox() -> (tempfile::TempDir, String) {
         "CREATE TABLE outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, aggregatetype TEXT, aggregateid TEXT, type TEXT, payload TEXT, published_at TEXT)",
     )
     .expect("table");
+    for (aggregate_type, aggregate_id, payload) in rows {
+        conn.execute(
+            "INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES (?1, ?2, 'created', ?3)",
+            (aggregate_type, aggregate_id, payload),
+        )
+        .expect("row");
+    }
     (dir, format!("sqlite://{}", path.display()))
 }
 
@@ -26,7 +34,7 @@ fn request(name: &str, source: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_lifecycle() {
     let s = TestServer::start();
-    let (_dir, source) = outbox();
+    let (_dir, source) = outbox(&[]);
     let created = s.expect("POST", "/v1/relays", Some(request("orders", &source)), 201).await;
     assert_eq!(created["source_kind"], "sqlite");
     assert_eq!(created["columns"]["aggregate_id"], "aggregateid", "Debezium's columns by default");
@@ -76,7 +84,7 @@ async fn passwords_never_leave_the_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_errors() {
     let s = TestServer::start();
-    let (_dir, source) = outbox();
+    let (_dir, source) = outbox(&[]);
     let with = |f: &dyn Fn(&mut Value)| {
         let mut r = request("r", &source);
         f(&mut r);

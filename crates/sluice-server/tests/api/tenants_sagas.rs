@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::auth::{call, key};
+use crate::relays::outbox;
 use crate::support::TestServer;
 use crate::tenants::{ok, tenant_key};
 
@@ -151,26 +152,6 @@ async fn tenants_sagas_are_their_own_and_steps_send_to_their_own_queues() {
     );
     services.stop();
     running.join().await;
-}
-
-/// An SQLite outbox in a temporary directory holding `rows` of (aggregate type, aggregate id,
-/// payload), and its source URL.
-fn outbox(rows: &[(&str, &str, &str)]) -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("app.db");
-    let conn = rusqlite::Connection::open(&path).expect("create");
-    conn.execute_batch(
-        "CREATE TABLE outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, aggregatetype TEXT, aggregateid TEXT, type TEXT, payload TEXT, published_at TEXT)",
-    )
-    .expect("table");
-    for (aggregate_type, aggregate_id, payload) in rows {
-        conn.execute(
-            "INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES (?1, ?2, 'created', ?3)",
-            (aggregate_type, aggregate_id, payload),
-        )
-        .expect("row");
-    }
-    (dir, format!("sqlite://{}", path.display()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -123,7 +123,7 @@ impl Targets {
 /// routed value is the application's data, so it is put in the relay's tenant here, and one
 /// holding the separator (which could name another tenant's target) is refused.
 fn target_name(spec: &RelaySpec, row: &Row) -> Result<String, String> {
-    let tenant = Namespace::of(split_tenant(&spec.name).0);
+    let tenant = Namespace::of_stored(&spec.name);
     let template = tenant
         .local(spec.target.name())
         .ok_or_else(|| format!("the target {} is not in the relay's tenant {}", spec.target.name(), tenant.tenant()))?;

@@ -23,7 +23,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use sluice_core::BrokerError;
 use sluice_core::message::{AttributeData, AttributeValue};
-use sluice_core::name::{Namespace, resource_labels, split_tenant};
+use sluice_core::name::{Namespace, resource_labels};
 use sluice_core::saga::{CallKind, Outcome};
 use sluice_store::{NackEntry, ReceiveRequest, ReceivedMessage, StoreError};
 use tokio::task::JoinSet;
@@ -183,7 +183,7 @@ async fn consume(sagas: Arc<Sagas>, queue: String) {
 /// Applies one reply, then acknowledges it or gives it back. A reply queue is its tenant's
 /// (only its tenant can send to it), so its replies answer only that tenant's instances.
 async fn take(sagas: &Sagas, queue: &str, message: ReceivedMessage) {
-    let tenant = Namespace::of(split_tenant(queue).0);
+    let tenant = Namespace::of_stored(queue);
     let result = match parse_reply(&message) {
         Err(why) => {
             tracing::warn!("sagas: reply queue {queue}: message {} is no reply: {why}", message.message.meta.id);
